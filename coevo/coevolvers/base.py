@@ -1,0 +1,145 @@
+"""The co-evolver contract, its registry, and the manifest every saved co-evolver carries.
+
+A co-evolver says which context variants to roll out per problem (`plan`), which context the policy
+sees at evaluation and the self-teacher sees in training (`context_for`, `teacher_context`), evolves
+from one iteration's rollouts and rewards (`update`), and saves itself as a directory whose
+`manifest.json` names its kind, its files' sha256 and a content hash over them. Variants are registry
+entries (`register_coevolver`), never `if kind == ...` chains.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import pandas as pd
+
+from coevo.config import CoevolverConfig
+from coevo.io import atomic_path, hash_bytes
+from coevo.types import ContextVariant
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+@runtime_checkable
+class CoEvolver(Protocol):
+    kind: str
+    frozen: bool
+
+    def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
+        """Context variants per problem; their `n` sum to `group_size` for each problem."""
+        ...
+
+    def context_for(self, problem: Mapping) -> list[str]:
+        """Texts prepended at evaluation "with skills" (retrieval only, no probes)."""
+        ...
+
+    def teacher_context(self, problem: Mapping) -> list[str]:
+        """Privileged context a self-teacher sees for `problem`."""
+        ...
+
+    def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
+        """Evolve from one iteration's rollouts and rewards; return a JSON-able evolution report."""
+        ...
+
+    def save(self, directory: Path) -> str:
+        """Write the co-evolver atomically as a directory; return the manifest's content hash."""
+        ...
+
+
+_REGISTRY: dict[str, type] = {}
+
+
+def register_coevolver(name: str) -> Callable[[type], type]:
+    """Class decorator: register `cls` under `name` and set `cls.kind = name`.
+
+    The class is built as `cls(cfg: CoevolverConfig, seed: int)` and loaded with the classmethod
+    `cls.load(directory, cfg, seed)`. Registering a name twice raises ValueError.
+    """
+
+    def decorate(cls: type) -> type:
+        if name in _REGISTRY:
+            raise ValueError(f"co-evolver {name!r} is already registered (by {_REGISTRY[name].__qualname__})")
+        cls.kind = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def coevolver_kinds() -> list[str]:
+    """Registered co-evolver kinds, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _lookup(kind: str) -> type:
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        raise ValueError(f"unknown co-evolver {kind!r}; known: {coevolver_kinds()}") from None
+
+
+def build_coevolver(cfg: CoevolverConfig, seed: int) -> CoEvolver:
+    """A fresh co-evolver of kind `cfg.kind`."""
+    return _lookup(cfg.kind)(cfg, seed)
+
+
+def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int) -> CoEvolver:
+    """Load the co-evolver saved in `directory` by the kind its manifest names.
+
+    Raises ValueError when the manifest's kind differs from `cfg.kind` (a run resumed under another
+    co-evolver) or when a file fails its hash check.
+    """
+    kind = read_manifest(directory).get("kind")
+    if kind != cfg.kind:
+        raise ValueError(f"{Path(directory) / MANIFEST}: holds a {kind!r} co-evolver but coevolver.kind is {cfg.kind!r}")
+    return _lookup(kind).load(Path(directory), cfg, seed)
+
+
+def content_hash(file_hashes: Mapping[str, str]) -> str:
+    """sha256 over the sorted (file name, file sha256) pairs."""
+    return hash_bytes("".join(f"{name}\0{digest}\n" for name, digest in sorted(file_hashes.items())).encode())
+
+
+def save_artifact(directory: str | Path, kind: str, files: Mapping[str, bytes], extra: Mapping | None = None) -> str:
+    """Atomically write `files` plus a manifest into `directory`; return the content hash."""
+    hashes = {name: hash_bytes(data) for name, data in files.items()}
+    manifest = {"kind": kind, "format": FORMAT, **(extra or {}), "files": hashes, "content_hash": content_hash(hashes)}
+    with atomic_path(directory, is_dir=True) as tmp:
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest["content_hash"]
+
+
+def read_manifest(directory: str | Path) -> dict:
+    path = Path(directory) / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the co-evolver manifest: {exc}") from exc
+
+
+def read_artifact(directory: str | Path, kind: str) -> tuple[dict, dict[str, bytes]]:
+    """The manifest and file contents of a saved co-evolver, after checking kind, format and hashes.
+
+    Raises ValueError naming the file whose sha256 does not match the manifest (tampered or corrupt).
+    """
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if manifest.get("kind") != kind or manifest.get("format") != FORMAT:
+        found = f"{manifest.get('kind')!r} format {manifest.get('format')!r}"
+        raise ValueError(f"{directory / MANIFEST}: expected kind {kind!r} format {FORMAT}, got {found}")
+    files: dict[str, bytes] = {}
+    for name, expected in sorted(manifest["files"].items()):
+        path = directory / name
+        data = path.read_bytes() if path.is_file() else None
+        if data is None or hash_bytes(data) != expected:
+            raise ValueError(f"{path}: content does not match the manifest's sha256 (tampered, corrupt or missing)")
+        files[name] = data
+    if content_hash(manifest["files"]) != manifest.get("content_hash"):
+        raise ValueError(f"{directory / MANIFEST}: content_hash does not match its file hashes")
+    return manifest, files

@@ -1,0 +1,308 @@
+"""Skill bank with pre-storage validation and a fitness-driven lifecycle.
+
+Methods implemented:
+- Pre-storage skill validation (seeds/001, line 10): a problem's rollout group splits into two
+  matched halves under the same retrieval, base (the retrieved skills) and probe (the same skills plus
+  one candidate); the reward gap probe - base is the candidate's marginal utility, measured with the
+  normal group budget (no extra rollouts). Only a positive gap above a margin admits it.
+- SkillForge lifecycle (seeds/001, line 11): trial -> active -> stable -> retired by fitness, here the
+  running utility (EMA of measured gaps); retired skills stay in the bank as history; a capacity cap
+  keeps the library compact.
+- EDGE (seeds/001, line 43): experience-conditioned vs experience-free halves of one group admit only
+  positive marginal gains, and active skills keep being measured so obsolete ones are pruned as the
+  policy improves.
+
+How skill-conditioned rollouts enter the policy update (the caller's side, `coevolver.update_context`):
+with "strip" (default) the caller removes the skills from the prompt and trains the bare question on
+the completions sampled with skills, correcting the context shift with truncated importance sampling
+(pi(completion | question) / pi_sampler(completion | skills + question), capped); this is EDGE's
+"distil the induced behaviour into the unconditioned policy on its own support", since the student
+runs without skills at test time. With "keep" the caller trains with the skills in the prompt.
+
+Departures from the papers:
+1. The candidate is induced from the previous iteration's verified trajectories (written in
+   `update` at iteration k, first probed by `plan` at k+1), not from the same problem's base half, so
+   one generation pass per iteration suffices and the stage table rollout -> verify -> co-evolve ->
+   update holds.
+2. "Significant" is a fixed margin: a trial is judged after `min_count` matched groups and admitted
+   when the mean gap exceeds `admit_threshold` (no statistical test; halves of 4 are too small for
+   one to have power). Active -> stable after `stable_count` gaps with utility > `admit_threshold`;
+   active/stable -> retired when utility < `retire_threshold`; beyond `max_active` the lowest-utility
+   skills are retired. Utility is an EMA, u <- decay*u + (1-decay)*gap, initialised by the first gap.
+   Each skill makes at most one transition per update.
+3. No pre-RL evaluation pass (the online trial stage plays its part), no LLM mutation of surviving
+   skills, and no reranking/pruning by the writer's generation likelihood: retrieval is lexical,
+   character-bigram Jaccard similarity between the question and the skill's key (the question it was
+   induced from), within the problem's family, ties by utility then id.
+4. A skill is never retrieved or probed on the very question it was induced from (its key): a
+   worked example would carry the answer and inflate its own gap.
+5. Probes prefer trial skills (round-robin over a family's trials, least-measured first, so trials
+   spread across problems); else the least-measured retrieved active skill; else (a departure from
+   SkillForge, where stable skills are no longer evaluated) the least-measured retrieved stable one,
+   so stable skills can still be retired when the policy outgrows them (EDGE's pruning).
+6. A frozen bank (ablation) still retrieves but never probes and never changes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from coevo.coevolvers.base import read_artifact, register_coevolver, save_artifact
+from coevo.coevolvers.writers import SkillDraft, SkillWriter, build_writer
+from coevo.config import CoevolverConfig
+from coevo.io import hash_bytes
+from coevo.types import ContextVariant
+
+STATUSES = ("trial", "active", "stable", "retired")
+IDENTITY = ("id", "text", "family", "key", "source", "status", "created_iter")  # skills.jsonl
+STATS = ("gaps", "utility", "history")  # stats.json
+
+
+def skill_id(text: str) -> str:
+    """First 12 hex digits of the sha256 of the skill's text."""
+    return hash_bytes(text.encode())[:12]
+
+
+def bigram_similarity(a: str, b: str) -> float:
+    """Jaccard similarity of the character-bigram sets of two strings (a 1-character string is its own bigram)."""
+    grams_a = {a[i : i + 2] for i in range(max(len(a) - 1, 1))} if a else set()
+    grams_b = {b[i : i + 2] for i in range(max(len(b) - 1, 1))} if b else set()
+    union = grams_a | grams_b
+    return len(grams_a & grams_b) / len(union) if union else 0.0
+
+
+@dataclass
+class Skill:
+    id: str
+    text: str
+    family: str
+    key: str
+    source: str
+    status: str = "trial"
+    created_iter: int = 0
+    gaps: list[float] = field(default_factory=list)
+    utility: float = 0.0
+    history: list[dict] = field(default_factory=list)
+
+    def record(self, gap: float, decay: float) -> None:
+        """Append a measured gap and update the running utility (the first gap initialises it)."""
+        self.utility = gap if not self.gaps else decay * self.utility + (1 - decay) * gap
+        self.gaps.append(gap)
+
+    def move(self, status: str, iteration: int, reason: str) -> None:
+        self.status = status
+        self.history.append({"iter": iteration, "status": status, "reason": reason})
+
+    def summary(self) -> dict:
+        return {"id": self.id, "utility": self.utility, "count": len(self.gaps)}
+
+
+def _family(problem: Mapping) -> str:
+    family = problem.get("family")
+    return family if isinstance(family, str) else ""
+
+
+@register_coevolver("skill_bank")
+class SkillBank:
+    kind: str
+
+    def __init__(self, cfg: CoevolverConfig, seed: int, writer: SkillWriter | None = None):
+        self.cfg = cfg
+        self.params = cfg.skill_bank
+        self.seed = seed  # the bank draws no random numbers: plan and update are deterministic
+        self.frozen = cfg.frozen
+        self.writer = writer if writer is not None else build_writer(cfg.writer)
+        self.skills: dict[str, Skill] = {}
+
+    # ---- bank contents ----
+    def add(self, draft: SkillDraft, iteration: int) -> str | None:
+        """Put a draft on trial; return its id, or None when a skill with that text is already in the bank."""
+        sid = skill_id(draft.text)
+        if sid in self.skills:
+            return None
+        skill = Skill(id=sid, text=draft.text, family=draft.family, key=draft.key, source=draft.source, created_iter=iteration)
+        skill.move("trial", iteration, "written")
+        self.skills[sid] = skill
+        return sid
+
+    def counts(self) -> dict[str, int]:
+        return {status: sum(s.status == status for s in self.skills.values()) for status in STATUSES}
+
+    def _with_status(self, *statuses: str) -> list[Skill]:
+        return [self.skills[sid] for sid in sorted(self.skills) if self.skills[sid].status in statuses]
+
+    # ---- retrieval and planning ----
+    def retrieve(self, problem: Mapping, k: int) -> list[Skill]:
+        """Top-k active/stable skills of the problem's family by bigram similarity of the question to
+        the skill's key (ties: higher utility, then id); never a skill induced from this very question."""
+        question, family = str(problem["prompt"]), _family(problem)
+        pool = [s for s in self._with_status("active", "stable") if s.family == family and s.key != question]
+        pool.sort(key=lambda s: (-bigram_similarity(question, s.key), -s.utility, s.id))
+        return pool[:k]
+
+    def context_for(self, problem: Mapping) -> list[str]:
+        return [s.text for s in self.retrieve(problem, self.params.top_k)]
+
+    def teacher_context(self, problem: Mapping) -> list[str]:
+        return self.context_for(problem)
+
+    def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
+        """Per problem: matched base/probe halves when a skill can be probed, else one solo variant."""
+        trials = {
+            family: sorted(skills, key=lambda s: (len(s.gaps), s.created_iter, s.id))
+            for family, skills in _by_family(self._with_status("trial")).items()
+        }
+        turn: dict[str, int] = {}  # round-robin cursor over each family's trials
+        variants: list[ContextVariant] = []
+        for problem in problems.to_dict("records"):
+            retrieved = self.retrieve(problem, self.params.top_k)
+            probe = None if self.frozen or group_size < 2 else self._choose_probe(problem, retrieved, trials, turn)
+            variants.extend(_variants(str(problem["id"]), retrieved, probe, group_size))
+        return variants
+
+    def _choose_probe(
+        self, problem: Mapping, retrieved: list[Skill], trials: dict[str, list[Skill]], turn: dict[str, int]
+    ) -> Skill | None:
+        family, question = _family(problem), str(problem["prompt"])
+        candidates = [s for s in trials.get(family, []) if s.key != question]
+        if candidates:
+            index = turn.get(family, 0)
+            turn[family] = index + 1
+            return candidates[index % len(candidates)]
+        for status in ("active", "stable"):
+            measured = [s for s in retrieved if s.status == status]
+            if measured:
+                return min(measured, key=lambda s: len(s.gaps))  # min keeps the first: retrieval rank breaks ties
+        return None
+
+    # ---- evolution ----
+    def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
+        """Measure matched-group gaps, run the lifecycle, write new candidates; return the report."""
+        report: dict = {"iteration": iteration, "frozen": self.frozen, "new_candidates": []}
+        report |= {name: [] for name in ("measured", "admitted", "rejected", "promoted", "retired")}
+        if not self.frozen:
+            frame = _join(rollouts, rewards)
+            for sid, pid, gap in _matched_gaps(frame):
+                if sid in self.skills and self.skills[sid].status != "retired":
+                    self.skills[sid].record(gap, self.params.utility_decay)
+                    report["measured"].append({"id": sid, "problem_id": pid, "gap": gap})
+            self._lifecycle(iteration, report)
+            report["new_candidates"] = self._write_candidates(iteration, frame)
+        report["counts"] = self.counts()
+        return report
+
+    def _lifecycle(self, iteration: int, report: dict) -> None:
+        p = self.params
+        for skill in self._with_status("trial", "active", "stable"):
+            if skill.status == "trial" and len(skill.gaps) >= p.min_count:
+                admitted = sum(skill.gaps) / len(skill.gaps) > p.admit_threshold
+                skill.move("active" if admitted else "retired", iteration, "admitted" if admitted else "rejected")
+                report["admitted" if admitted else "rejected"].append(skill.summary())
+            elif skill.status in ("active", "stable") and skill.utility < p.retire_threshold:
+                skill.move("retired", iteration, "low utility")
+                report["retired"].append({"id": skill.id, "utility": skill.utility, "reason": "low utility"})
+            elif skill.status == "active" and len(skill.gaps) >= p.stable_count and skill.utility > p.admit_threshold:
+                skill.move("stable", iteration, "promoted")
+                report["promoted"].append(skill.summary())
+        in_use = sorted(self._with_status("active", "stable"), key=lambda s: (s.utility, s.id))
+        for skill in in_use[: max(len(in_use) - p.max_active, 0)]:
+            skill.move("retired", iteration, "capacity")
+            report["retired"].append({"id": skill.id, "utility": skill.utility, "reason": "capacity"})
+
+    def _write_candidates(self, iteration: int, frame: pd.DataFrame) -> list[str]:
+        n = min(self.cfg.writer.candidates_per_iter, self.params.max_trials - self.counts()["trial"])
+        if n <= 0 or frame.empty:
+            return []
+        drafts = self.writer.write(_examples(frame), n)
+        return [sid for sid in (self.add(d, iteration) for d in drafts if d.text) if sid is not None]
+
+    # ---- persistence ----
+    def save(self, directory: Path) -> str:
+        ordered = [self.skills[sid] for sid in sorted(self.skills)]
+        skills = "".join(json.dumps({k: getattr(s, k) for k in IDENTITY}, sort_keys=True) + "\n" for s in ordered)
+        stats = {s.id: {k: getattr(s, k) for k in STATS} for s in ordered}
+        files = {"skills.jsonl": skills.encode(), "stats.json": (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode()}
+        return save_artifact(directory, self.kind, files, extra={"counts": self.counts()})
+
+    @classmethod
+    def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, writer: SkillWriter | None = None) -> "SkillBank":
+        """Load a saved bank; raises ValueError naming any file whose hash does not match the manifest."""
+        _, files = read_artifact(directory, cls.kind)
+        stats = json.loads(files["stats.json"])
+        bank = cls(cfg, seed, writer)
+        for line in files["skills.jsonl"].decode().splitlines():
+            entry = json.loads(line)
+            bank.skills[entry["id"]] = Skill(**entry, **stats[entry["id"]])
+        return bank
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SkillBank) and self.skills == other.skills
+
+
+def _by_family(skills: list[Skill]) -> dict[str, list[Skill]]:
+    grouped: dict[str, list[Skill]] = {}
+    for skill in skills:
+        grouped.setdefault(skill.family, []).append(skill)
+    return grouped
+
+
+def _variants(problem_id: str, retrieved: list[Skill], probe: Skill | None, group_size: int) -> list[ContextVariant]:
+    """Matched halves for a probe (trial: base=retrieved, probe=retrieved+[trial]; retrieved skill s:
+    base=retrieved-s, probe=retrieved), else one solo variant with the retrieved skills."""
+    if probe is None:
+        return [_variant(problem_id, "solo", retrieved, "", group_size)]
+    with_probe = retrieved if any(s.id == probe.id for s in retrieved) else [*retrieved, probe]
+    base = [s for s in with_probe if s.id != probe.id]
+    return [
+        _variant(problem_id, "base", base, probe.id, math.ceil(group_size / 2)),
+        _variant(problem_id, "probe", with_probe, probe.id, group_size // 2),
+    ]
+
+
+def _variant(problem_id: str, variant: str, skills: list[Skill], probe_id: str, n: int) -> ContextVariant:
+    return ContextVariant(
+        problem_id=problem_id,
+        variant=variant,
+        skills=tuple(s.id for s in skills),
+        probe_skill=probe_id,
+        n=n,
+        texts=tuple(s.text for s in skills),
+    )
+
+
+def _join(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
+    """Rollouts with their reward and passed columns; every rollout must have exactly one reward."""
+    frame = rollouts.merge(rewards[["rollout_id", "reward", "passed"]], on="rollout_id", how="left", validate="one_to_one")
+    if frame["reward"].isna().any():
+        missing = frame.loc[frame["reward"].isna(), "rollout_id"].head(5).tolist()
+        raise ValueError(f"rollouts without a reward, e.g. {missing}")
+    return frame
+
+
+def _matched_gaps(frame: pd.DataFrame) -> list[tuple[str, str, float]]:
+    """(probed skill id, problem id, mean probe reward - mean base reward) per matched group, by problem id."""
+    matched = frame[frame["variant"].isin(["base", "probe"])]
+    gaps = []
+    for pid, rows in matched.groupby("problem_id", sort=True):
+        probed = sorted(set(rows["probe_skill"]))
+        base = rows.loc[rows["variant"] == "base", "reward"]
+        probe = rows.loc[rows["variant"] == "probe", "reward"]
+        if len(probed) == 1 and probed[0] and len(base) and len(probe):
+            gaps.append((probed[0], str(pid), float(probe.mean() - base.mean())))
+    return gaps
+
+
+def _examples(frame: pd.DataFrame) -> list[dict]:
+    """This iteration's passed rollouts as writer examples, with their problem's pass rate."""
+    pass_rate = frame.groupby("problem_id")["passed"].mean().rename("pass_rate")
+    passed = frame[frame["passed"].astype(bool)].join(pass_rate, on="problem_id")
+    passed = passed.sort_values(["problem_id", "rollout_id"])
+    passed["family"] = passed["family"].map(lambda f: f if isinstance(f, str) else "")  # as `_family` reads problems
+    cols = ["problem_id", "question", "completion", "family", "pass_rate"]
+    return [{**row, "pass_rate": float(row["pass_rate"])} for row in passed[cols].to_dict("records")]

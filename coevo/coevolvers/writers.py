@@ -1,0 +1,177 @@
+"""Skill writers: turn verified trajectories into candidate skills for the skill bank.
+
+Method: the "skill generator" of pre-storage skill validation (001 line 10) and the experience
+synthesiser of EDGE (001 line 43). The bank hands a writer this iteration's verified (passed)
+trajectories; the writer returns candidate skills (`SkillDraft`), which the bank then puts on trial.
+
+Writers, chosen by `coevolver.writer.kind` from a registry:
+- "worked_example": the policy is its own writer. A verified trajectory becomes a worked example
+  `question + completion` (e.g. "7*8=" + "56" -> "7*8=56"), the layout the tiny policy's warm start
+  teaches it to read.
+- "openai": an OpenAI-compatible chat endpoint (a vLLM server, a hosted model) reads one family's
+  verified trajectories and writes one short reusable skill per request.
+
+Departures from the papers:
+1. The policy is not trained as a skill generator (001 line 10 rewards the generator with the
+   measured gap); the worked-example writer copies verified trajectories instead.
+2. EDGE synthesises entries from recurring failures; a failure carries no verified answer, so both
+   writers read successes, hard-won ones first (the problems with the lowest pass rate this
+   iteration, i.e. the policy's frontier).
+3. The OpenAI writer makes one request per family (hardest families first, at most n requests, at
+   most `MAX_EXAMPLES` trajectories each), so one call to `write` yields at most one skill per family.
+   A reply longer than `MAX_SKILL_CHARS` is cut to that length. No temperature or token limit is sent
+   (reasoning models reject both); the prompt asks for one line and only the first line is kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import groupby
+from statistics import fmean
+from typing import Protocol
+
+import openai
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from coevo.config import WriterConfig
+
+MAX_SKILL_CHARS = 200  # longest skill the OpenAI writer keeps (characters, one line)
+MAX_EXAMPLES = 8  # verified trajectories shown per OpenAI request
+ATTEMPTS = 3  # tries per OpenAI request (tenacity, exponential backoff)
+TRANSIENT = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
+
+SYSTEM_PROMPT = (
+    "You write skills for a student model: short, reusable pieces of procedural knowledge. "
+    "Reply with exactly one line of at most 200 characters and nothing else."
+)
+
+
+@dataclass(frozen=True)
+class SkillDraft:
+    """A candidate skill before it enters the bank: its one-line text, the family it applies to, the
+    question it was induced from (its retrieval key) and the writer kind that wrote it."""
+
+    text: str
+    family: str
+    key: str
+    source: str
+
+
+class SkillWriter(Protocol):
+    kind: str
+
+    def write(self, examples: list[dict], n: int) -> list[SkillDraft]:
+        """At most `n` drafts from verified trajectories.
+
+        Each example has keys question, completion, family, pass_rate (the problem's share of passed
+        rollouts this iteration).
+        """
+        ...
+
+
+def _hardest_first(examples: list[dict]) -> list[dict]:
+    """Examples ordered by problem pass rate (lowest first), then question and completion text."""
+    return sorted(examples, key=lambda ex: (float(ex["pass_rate"]), str(ex["question"]), str(ex["completion"])))
+
+
+class WorkedExampleWriter:
+    """Verified trajectories as worked-example skills: `question + completion.strip()`."""
+
+    kind = "worked_example"
+
+    def write(self, examples: list[dict], n: int) -> list[SkillDraft]:
+        drafts: list[SkillDraft] = []
+        seen: set[str] = set()
+        for ex in _hardest_first(examples):
+            if len(drafts) >= n:
+                break
+            question, answer = str(ex["question"]), str(ex["completion"]).strip()
+            text = question + answer
+            if question in seen or not answer or "\n" in text:
+                continue
+            seen.add(question)
+            drafts.append(SkillDraft(text=text, family=str(ex["family"]), key=question, source=self.kind))
+        return drafts
+
+
+class OpenAIChatWriter:
+    """One skill per family from an OpenAI-compatible chat endpoint."""
+
+    kind = "openai"
+
+    def __init__(self, base_url: str, model: str, api_key: str, timeout_s: float, backoff_s: float = 0.5):
+        self.base_url = base_url
+        self.model = model
+        self.backoff_s = backoff_s
+        # max_retries=0: retries are tenacity's, so attempts and backoff are ours to state.
+        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+
+    @classmethod
+    def from_config(cls, cfg: WriterConfig) -> "OpenAIChatWriter":
+        if not cfg.base_url or not cfg.model:
+            raise ValueError("coevolver.writer.kind='openai' needs coevolver.writer.base_url and coevolver.writer.model")
+        api_key = os.environ.get(cfg.api_key_env) or "EMPTY"
+        return cls(base_url=cfg.base_url, model=cfg.model, api_key=api_key, timeout_s=cfg.timeout_s)
+
+    def write(self, examples: list[dict], n: int) -> list[SkillDraft]:
+        by_family = [
+            (family, _hardest_first(list(group))[:MAX_EXAMPLES])
+            for family, group in groupby(sorted(examples, key=lambda ex: str(ex["family"])), key=lambda ex: str(ex["family"]))
+        ]
+        by_family.sort(key=lambda item: (fmean(float(ex["pass_rate"]) for ex in item[1]), item[0]))
+        drafts: list[SkillDraft] = []
+        for family, shown in by_family[: max(n, 0)]:
+            text = _first_line(self._ask(self._prompt(family, shown)))
+            if text:
+                drafts.append(SkillDraft(text=text, family=family, key=str(shown[0]["question"]), source=self.kind))
+        return drafts
+
+    @staticmethod
+    def _prompt(family: str, shown: list[dict]) -> str:
+        lines = "\n".join(f"{ex['question']}{str(ex['completion']).strip()}" for ex in shown)
+        return (
+            f"Problem family: {family}\n"
+            f"Verified solutions by the student (question then answer):\n{lines}\n"
+            "Write one short reusable skill that would help the student solve more problems of this family."
+        )
+
+    def _ask(self, prompt: str) -> str:
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+        retrying = Retrying(
+            stop=stop_after_attempt(ATTEMPTS),
+            wait=wait_exponential(multiplier=self.backoff_s, max=8 * self.backoff_s),
+            retry=retry_if_exception_type(TRANSIENT),
+            reraise=True,
+        )
+        try:
+            reply = retrying(self.client.chat.completions.create, model=self.model, messages=messages)
+        except openai.OpenAIError as exc:
+            raise RuntimeError(f"skill writer request to {self.base_url} (model {self.model!r}) failed: {exc}") from exc
+        if not reply.choices:
+            return ""
+        return reply.choices[0].message.content or ""
+
+
+def _first_line(reply: str) -> str:
+    """The first non-empty line of a reply, stripped and cut to MAX_SKILL_CHARS."""
+    for line in reply.splitlines():
+        if line.strip():
+            return line.strip()[:MAX_SKILL_CHARS].strip()
+    return ""
+
+
+WRITERS: dict[str, Callable[[WriterConfig], SkillWriter]] = {
+    WorkedExampleWriter.kind: lambda cfg: WorkedExampleWriter(),
+    OpenAIChatWriter.kind: OpenAIChatWriter.from_config,
+}
+
+
+def build_writer(cfg: WriterConfig) -> SkillWriter:
+    """The writer registered under `cfg.kind`; unknown kinds raise ValueError."""
+    try:
+        factory = WRITERS[cfg.kind]
+    except KeyError:
+        raise ValueError(f"unknown skill writer {cfg.kind!r}; known: {sorted(WRITERS)}") from None
+    return factory(cfg)

@@ -1,0 +1,222 @@
+"""One strict configuration tree that mirrors params.yaml.
+
+Every knob of a run lives in params.yaml and lands here. Unknown keys are errors (extra="forbid"),
+every field says what it does, and values derived from several fields are computed in one place:
+the properties at the bottom of `Config` (labelled "derived").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Family = Literal["add", "sub", "mul"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunConfig(Strict):
+    out_dir: Path = Field(Path("runs/default"), description="Directory for checkpoints, co-evolver versions, rollouts and the run summary.")
+    iterations: int = Field(30, ge=1, description="Training iterations (rollout -> verify -> co-evolve -> update).")
+    time_budget_s: float | None = Field(None, gt=0, description="Stop training after this many seconds of wall time (checked between iterations); null = no limit.")
+    checkpoint_every: int = Field(10, ge=1, description="Save a checkpoint every this many iterations (and always after the last).")
+
+
+class ProblemsConfig(Strict):
+    source: Literal["arithmetic", "file"] = Field("arithmetic", description="Built-in arithmetic generator, or a user file of math problems.")
+    path: Path | None = Field(None, description="jsonl or parquet with columns id, prompt, answer (family optional); required when source=file.")
+    test_path: Path | None = Field(None, description="Held-out problems for source=file; null = hold out test_fraction of `path`.")
+    test_fraction: float = Field(0.1, gt=0, lt=1, description="Share of a user file held out for evaluation when test_path is null.")
+    data_dir: Path = Field(Path("data/problems"), description="Where the train/test parquet splits are written.")
+    families: list[Family] = Field(["add", "sub", "mul"], min_length=1, description="Families in the RL mix and the held-out split.")
+    bootstrap_families: list[Family] = Field(["add", "sub"], min_length=1, description="Families the supervised warm start sees demonstrations of (the 'easy' ones).")
+    min_digits: int = Field(1, ge=1, le=4, description="Smallest operand size in digits.")
+    max_digits: int = Field(2, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits).")
+    n_train: int = Field(6000, ge=1, description="Training problems generated (RL sees them with answers hidden; bootstrap uses its families).")
+    n_test: int = Field(300, ge=1, description="Held-out problems, spread evenly over families and levels.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ProblemsConfig":
+        if self.min_digits > self.max_digits:
+            raise ValueError("problems.min_digits must be <= problems.max_digits")
+        if self.source == "file" and self.path is None:
+            raise ValueError("problems.path is required when problems.source is 'file'")
+        return self
+
+
+class ModelShape(Strict):
+    hidden_size: int = Field(192, ge=8, description="Width of the tiny Llama model.")
+    num_layers: int = Field(4, ge=1, description="Transformer blocks.")
+    num_heads: int = Field(6, ge=1, description="Attention heads (hidden_size must divide evenly).")
+    intermediate_size: int = Field(512, ge=8, description="MLP width.")
+    max_position: int = Field(256, ge=16, description="Longest sequence (context + question + answer) in characters.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ModelShape":
+        if self.hidden_size % self.num_heads:
+            raise ValueError("policy.shape.hidden_size must be divisible by num_heads")
+        return self
+
+
+class PolicyConfig(Strict):
+    checkpoint: Path | None = Field(None, description="A local Hugging Face checkpoint directory to train instead of bootstrapping the tiny default.")
+    shape: ModelShape = Field(default_factory=ModelShape, description="Size of the bootstrapped tiny model.")
+    device: str = Field("auto", description="'auto' (cuda if available, else cpu), 'cpu' or 'cuda[:N]'.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Training dtype; float32 keeps CPU runs bit-reproducible.")
+    threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU; null = torch default.")
+
+
+class BootstrapConfig(Strict):
+    steps: int = Field(1500, ge=0, description="Maximum supervised steps of the warm start.")
+    time_budget_s: float = Field(75.0, gt=0, description="Wall-clock cap of the warm start in seconds (whichever comes first).")
+    batch_size: int = Field(64, ge=1, description="Demonstrations per step.")
+    lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the warm start (cosine-decayed to 10%).")
+    context_prob: float = Field(0.5, ge=0, le=1, description="Probability that a demonstration is preceded by worked examples, so the model learns to read skill context.")
+    max_context: int = Field(2, ge=0, description="Most worked examples placed before a demonstration.")
+
+
+class SamplingConfig(Strict):
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(8, ge=1, description="Longest completion in tokens (characters for the tiny model).")
+
+
+class EngineConfig(Strict):
+    kind: Literal["hf"] = Field("hf", description="Generation engine: 'hf' (transformers).")
+    batch_size: int = Field(512, ge=1, description="Sequences generated per forward batch.")
+
+
+class RolloutConfig(Strict):
+    problems_per_iter: int = Field(32, ge=1, description="Problems drawn per iteration (without replacement, cursor over a seeded shuffle).")
+    group_size: int = Field(8, ge=2, description="Completions per problem (G); matched groups split it in halves.")
+
+
+class ObjectiveConfig(Strict):
+    name: str = Field("grpo", description="Policy-update objective from the registry in coevo.objectives.")
+    std_normalize: bool = Field(True, description="Divide group advantages by the group std (GRPO); false = mean-only (Dr.GRPO).")
+    clip_low: float = Field(0.2, ge=0, description="Lower PPO clip: ratio >= 1 - clip_low.")
+    clip_high: float = Field(0.28, ge=0, description="Upper PPO clip: ratio <= 1 + clip_high (DAPO clip-higher).")
+    kl_coef: float = Field(0.0, ge=0, description="Weight of the KL penalty to the frozen reference (0 = no reference model).")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator (Schulman): k1 log-ratio, k2 squared, k3 unbiased non-negative.")
+    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field("token-mean", description="How per-token losses reduce to a scalar.")
+    drop_zero_variance: bool = Field(True, description="Drop groups whose rewards are all equal (no signal; DAPO dynamic sampling).")
+    tis_cap: float = Field(2.0, gt=0, description="Truncated importance sampling cap on pi_trainer/pi_sampler per token.")
+    eps: float = Field(1e-6, gt=0, description="Added to the group std.")
+
+
+class OptimConfig(Strict):
+    lr: float = Field(1e-4, gt=0, description="AdamW learning rate of the policy update.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas.")
+    epochs: int = Field(1, ge=1, description="Optimizer passes over each iteration's batch.")
+    minibatch_size: int = Field(128, ge=1, description="Sequences per optimizer step within a pass.")
+    grad_clip: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
+
+
+class WriterConfig(Strict):
+    kind: Literal["worked_example", "openai"] = Field("worked_example", description="Skill writer: the policy's own verified trajectories as worked examples, or an OpenAI-compatible chat endpoint.")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1) for kind=openai.")
+    model: str | None = Field(None, description="Model name sent to the endpoint for kind=openai.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the endpoint's API key (a placeholder is sent if unset).")
+    timeout_s: float = Field(30.0, gt=0, description="Per-request timeout for kind=openai.")
+    candidates_per_iter: int = Field(4, ge=0, description="New candidate skills written per iteration.")
+
+
+class SkillBankConfig(Strict):
+    top_k: int = Field(1, ge=0, description="Skills retrieved into the prompt per problem.")
+    admit_threshold: float = Field(0.05, description="A trial skill is admitted when its mean matched-group gap exceeds this.")
+    min_count: int = Field(2, ge=1, description="Matched groups a trial skill needs before it is judged.")
+    stable_count: int = Field(6, ge=1, description="Matched groups an active skill needs, with utility above admit_threshold, to become stable.")
+    retire_threshold: float = Field(0.0, description="An active or stable skill is retired when its running utility falls below this.")
+    utility_decay: float = Field(0.7, ge=0, lt=1, description="Weight of the old value in the running utility (exponential moving average).")
+    max_trials: int = Field(16, ge=0, description="Most skills on trial at once; new candidates beyond this are not written.")
+    max_active: int = Field(64, ge=1, description="Most active+stable skills; the lowest-utility ones are retired beyond it.")
+
+
+class CoevolverConfig(Strict):
+    kind: Literal["skill_bank", "none"] = Field("skill_bank", description="Co-evolver: a skill bank, or none (plain GRPO).")
+    frozen: bool = Field(False, description="Ablation: the co-evolver never changes after its first version.")
+    update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")
+    writer: WriterConfig = Field(default_factory=WriterConfig, description="Where candidate skills come from.")
+    skill_bank: SkillBankConfig = Field(default_factory=SkillBankConfig, description="Admission, lifecycle and retrieval of the skill bank.")
+
+
+class EvalConfig(Strict):
+    every: int = Field(5, ge=1, description="Evaluate on the held-out split every this many iterations (and always after the last).")
+    pass_k: int = Field(4, ge=1, description="k of the sampled pass@k (k samples per problem at the rollout temperature).")
+    with_skills: bool = Field(True, description="Also report held-out accuracy with retrieved skills in the prompt.")
+
+
+class Config(Strict):
+    seed: int = Field(0, description="Seeds problem generation, model init, sampling and data order.")
+    run: RunConfig = Field(default_factory=RunConfig, description="Where outputs go and how long to train.")
+    problems: ProblemsConfig = Field(default_factory=ProblemsConfig, description="Problem source and splits.")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Policy model.")
+    bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig, description="Supervised warm start of the tiny default policy.")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling parameters.")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="Generation engine.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Rollout batch shape.")
+    objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig, description="Policy-update objective.")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer of the policy update.")
+    coevolver: CoevolverConfig = Field(default_factory=CoevolverConfig, description="The co-evolving artifact.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+
+    # ---- derived (the only place values are computed from several fields) ----
+    @property
+    def rollouts_per_iter(self) -> int:
+        """Completions sampled per iteration: problems_per_iter x group_size."""
+        return self.rollout.problems_per_iter * self.rollout.group_size
+
+    @property
+    def half_group(self) -> int:
+        """Size of each half of a matched group (base vs base+probe)."""
+        return self.rollout.group_size // 2
+
+    @property
+    def levels(self) -> list[int]:
+        """Difficulty levels in the mix: operand digit counts."""
+        return list(range(self.problems.min_digits, self.problems.max_digits + 1))
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.run.out_dir / "checkpoints"
+
+    @property
+    def bootstrap_dir(self) -> Path:
+        """Where the bootstrapped (or copied-in) initial policy lives."""
+        return self.run.out_dir / "checkpoints" / "iter_0000"
+
+
+class ConfigError(ValueError):
+    """params.yaml could not be read or did not validate; the message names the file and the key."""
+
+
+def load_config(path: str | Path = "params.yaml", overrides: dict | None = None) -> Config:
+    """Read params.yaml (plus optional nested overrides) into a validated Config."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    if overrides:
+        raw = _deep_merge(raw, overrides)
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+        raise ConfigError("\n".join(lines)) from exc
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,25 @@
+"""The generation engine protocol every engine implements (DESIGN.md, Contracts)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from coevo.config import SamplingConfig
+from coevo.types import Generation
+
+
+class Engine(Protocol):
+    def generate(
+        self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int
+    ) -> list[list[Generation]]:
+        """n completions per prompt (outer list follows `prompts`), each with token ids and the
+        per-token logprobs of the distribution it was sampled from (temperature applied, before top-p)."""
+        ...
+
+    def load_weights(self, weights: Mapping[str, torch.Tensor] | str | Path) -> None:
+        """Serve new weights in place, from a state dict or a checkpoint directory (no restart)."""
+        ...

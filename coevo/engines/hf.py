@@ -1,0 +1,109 @@
+"""Generation with a transformers model: batched sampling with a KV cache.
+
+A hand-rolled decode loop rather than `model.generate`, because RL needs exactly what was sampled and
+its logprobs: prompts are left-padded, each step samples from softmax(logits / temperature) after
+top-p filtering, and the logprob recorded is that of the temperature-scaled distribution before
+top-p (what the trainer recomputes). Sampling uses a seeded torch.Generator, so the same seed gives
+the same completions on CPU. Generation stops at EOS or max_new_tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from transformers import AutoModelForCausalLM
+
+from coevo.config import SamplingConfig
+from coevo.policy.checkpoint import Policy
+from coevo.types import Generation
+
+
+class HFEngine:
+    def __init__(self, policy: Policy, batch_size: int = 512):
+        self.policy = policy
+        self.batch_size = batch_size
+
+    @property
+    def model(self):
+        return self.policy.model
+
+    def load_weights(self, weights: Mapping[str, Tensor] | str | Path) -> None:
+        if isinstance(weights, (str, Path)):
+            weights = AutoModelForCausalLM.from_pretrained(weights, local_files_only=True).state_dict()
+        self.model.load_state_dict(weights)
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int) -> list[list[Generation]]:
+        generator = torch.Generator(device=self.model.device).manual_seed(seed)
+        encoded = self.policy.tokenizer(list(prompts))["input_ids"]
+        flat = [ids for ids in encoded for _ in range(n)]
+        outputs: list[Generation] = []
+        for start in range(0, len(flat), self.batch_size):
+            outputs.extend(self._generate_batch(flat[start : start + self.batch_size], sampling, generator))
+        return [outputs[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def _generate_batch(self, prompt_ids: list[list[int]], sampling: SamplingConfig, generator: torch.Generator) -> list[Generation]:
+        tok, model = self.policy.tokenizer, self.model
+        batch, width = len(prompt_ids), max(len(p) for p in prompt_ids)
+        input_ids = torch.full((batch, width), tok.pad_token_id, dtype=torch.long)  # [B, P]
+        attention = torch.zeros((batch, width), dtype=torch.long)  # [B, P]
+        for row, ids in enumerate(prompt_ids):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            attention[row, width - len(ids) :] = 1
+        input_ids, attention = input_ids.to(model.device), attention.to(model.device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, P]
+        tokens, logprobs = [], []
+        done = torch.zeros(batch, dtype=torch.bool, device=model.device)  # [B]
+        cache, step_ids = None, input_ids
+        for _ in range(sampling.max_new_tokens):
+            out = model(input_ids=step_ids, attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            token, logprob = sample_next(out.logits[:, -1, :].float(), sampling, generator)  # [B], [B]
+            token = torch.where(done, torch.full_like(token, tok.pad_token_id), token)
+            tokens.append(token)
+            logprobs.append(logprob)
+            done = done | (token == tok.eos_token_id)
+            if bool(done.all()):
+                break
+            step_ids = token.unsqueeze(-1)  # [B, 1]
+            attention = torch.cat([attention, torch.ones_like(step_ids)], dim=-1)  # [B, P+t]
+            positions = positions[:, -1:] + 1  # [B, 1]
+        return self._collect(prompt_ids, torch.stack(tokens, 1), torch.stack(logprobs, 1))
+
+    def _collect(self, prompt_ids: list[list[int]], tokens: Tensor, logprobs: Tensor) -> list[Generation]:
+        """Cut each row after its EOS (kept: the policy learns to stop) and decode it."""
+        tok = self.policy.tokenizer
+        results = []
+        for prompt, row_tokens, row_logprobs in zip(prompt_ids, tokens.tolist(), logprobs.tolist()):
+            length = row_tokens.index(tok.eos_token_id) + 1 if tok.eos_token_id in row_tokens else len(row_tokens)
+            ids = row_tokens[:length]
+            results.append(
+                Generation(
+                    prompt_ids=prompt,
+                    token_ids=ids,
+                    logprobs=row_logprobs[:length],
+                    text=tok.decode(ids, skip_special_tokens=True),
+                    finished=tok.eos_token_id in ids,
+                )
+            )
+        return results
+
+
+def sample_next(logits: Tensor, sampling: SamplingConfig, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Next token per row and its logprob under softmax(logits / T). Greedy when temperature is 0."""
+    if sampling.temperature == 0:
+        logprobs = torch.log_softmax(logits, dim=-1)  # [B, V]
+        token = logprobs.argmax(-1)  # [B]
+        return token, logprobs.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+    logprobs = torch.log_softmax(logits / sampling.temperature, dim=-1)  # [B, V]
+    probs = logprobs.exp()  # [B, V]
+    if sampling.top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)  # [B, V]
+        outside = sorted_probs.cumsum(-1) - sorted_probs > sampling.top_p  # [B, V] tokens past the nucleus
+        sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
+    return token, logprobs.gather(-1, token.unsqueeze(-1)).squeeze(-1)

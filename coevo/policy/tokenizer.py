@@ -1,0 +1,34 @@
+"""Character-level tokenizer of the tiny default policy, saved in Hugging Face format.
+
+One token per character (digits, operators, letters, punctuation, space, newline) plus <pad>, <bos>,
+<eos> and <unk>. It is a `tokenizers` WordLevel model over single characters, so `AutoTokenizer`
+and vLLM load it from the checkpoint directory like any other fast tokenizer.
+"""
+
+from __future__ import annotations
+
+import string
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from transformers import PreTrainedTokenizerFast
+
+SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
+CHARS = string.digits + "+-*=/.,:;()?!'\" \n" + string.ascii_letters + "#{}[]<>_%$&|\\^~@`"
+
+
+def build_char_tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {token: i for i, token in enumerate(SPECIALS + list(CHARS))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    core.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        model_max_length=4096,
+    )

@@ -1,0 +1,134 @@
+"""Policy-update stage: turn verified rollouts into optimizer steps of the registered objective.
+
+1. Join rollouts with rewards; each problem's rows form one group of G (matched halves included).
+2. Group advantages; groups whose rewards are all equal are dropped when configured.
+3. Training prompts: with `coevolver.update_context = "strip"` the skills are removed and the bare
+   question is trained (the student runs without skills); the shift between the skill-conditioned
+   sampler and the bare-prompt trainer is corrected by the objective's truncated IS weight.
+4. pi_old (and the reference, when the objective needs one) is computed once, without grad.
+5. `optim.epochs` passes over seeded minibatch permutations, gradient-norm clipping each step.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+from transformers import PreTrainedModel
+
+from coevo.config import Config
+from coevo.objectives import Objective, PolicyBatch, group_advantages, nonzero_variance_groups
+from coevo.policy.checkpoint import Policy
+from coevo.policy.logprobs import completion_logprobs, pack
+
+
+@dataclass
+class TrainingSet:
+    prompts: list[list[int]]
+    completions: list[list[int]]
+    sampling_logprobs: list[list[float]]
+    advantages: Tensor  # [N]
+
+
+def build_training_set(policy: Policy, rollouts: pd.DataFrame, rewards: pd.DataFrame, cfg: Config) -> tuple[TrainingSet, dict]:
+    joined = rollouts.merge(rewards[["rollout_id", "reward"]], on="rollout_id", validate="one_to_one")
+    group_size = cfg.rollout.group_size
+    groups = [g for _, g in joined.groupby("problem_id", sort=True)]
+    if any(len(g) != group_size for g in groups):
+        raise ValueError(f"every problem needs exactly {group_size} rollouts (rollout.group_size)")
+    reward_matrix = torch.tensor(np.stack([g["reward"].to_numpy(dtype=np.float64) for g in groups]))  # [N, G]
+    keep = nonzero_variance_groups(reward_matrix) if cfg.objective.drop_zero_variance else torch.ones(len(groups), dtype=torch.bool)  # [N]
+    advantages = group_advantages(reward_matrix, cfg.objective.std_normalize, cfg.objective.eps)  # [N, G]
+    kept = pd.concat([g for g, k in zip(groups, keep.tolist()) if k]) if bool(keep.any()) else joined.iloc[:0]
+    if cfg.coevolver.update_context == "strip" and len(kept):
+        prompts = policy.tokenizer(list(kept["question"]))["input_ids"]
+    else:
+        prompts = [list(ids) for ids in kept["prompt_ids"]]
+    stats = {
+        "policy/groups_total": float(len(groups)),
+        "policy/groups_kept": float(keep.sum()),
+        "policy/advantage_abs_mean": float(advantages[keep].abs().mean()) if bool(keep.any()) else 0.0,
+    }
+    return (
+        TrainingSet(
+            prompts=prompts,
+            completions=[list(ids) for ids in kept["completion_ids"]],
+            sampling_logprobs=[list(lp) for lp in kept["sampling_logprobs"]],
+            advantages=advantages[keep].reshape(-1).float(),  # [N_kept * G]
+        ),
+        stats,
+    )
+
+
+@torch.no_grad()
+def frozen_logprobs(model: PreTrainedModel, data: TrainingSet, cfg: Config, pad_id: int) -> list[Tensor]:
+    """Per-sequence logprobs under a model without grad (pi_old or the reference), chunked."""
+    out: list[Tensor] = []
+    step = cfg.optim.minibatch_size
+    for start in range(0, len(data.prompts), step):
+        packed = pack(data.prompts[start : start + step], data.completions[start : start + step], pad_id, model.device)
+        logprobs = completion_logprobs(model, packed, cfg.sampling.temperature)  # [b, T]
+        out.extend(row[: len(c)].cpu() for row, c in zip(logprobs, data.completions[start : start + step]))
+    return out
+
+
+def _pad(rows: list[Tensor | list[float]], width: int, device: torch.device) -> Tensor:
+    padded = torch.zeros((len(rows), width))  # [b, T]
+    for i, row in enumerate(rows):
+        padded[i, : len(row)] = torch.as_tensor(row, dtype=torch.float32)
+    return padded.to(device)
+
+
+def policy_update(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    objective: Objective,
+    rollouts: pd.DataFrame,
+    rewards: pd.DataFrame,
+    cfg: Config,
+    seed: int,
+    reference: PreTrainedModel | None = None,
+) -> dict[str, float]:
+    """Apply `optim.epochs` passes of the objective to this iteration's rollouts; returns mean stats."""
+    model, pad_id = policy.model, policy.tokenizer.pad_token_id
+    data, stats = build_training_set(policy, rollouts, rewards, cfg)
+    if not data.prompts:
+        return {**stats, "policy/steps": 0.0}
+    model.eval()  # no dropout in the tiny model; eval keeps pi_old and pi_theta computed identically
+    old = frozen_logprobs(model, data, cfg, pad_id)
+    ref = frozen_logprobs(reference, data, cfg, pad_id) if objective.needs_reference else None
+    generator = torch.Generator().manual_seed(seed)
+    sums: dict[str, float] = defaultdict(float)
+    steps, size = 0, cfg.optim.minibatch_size
+    for _ in range(cfg.optim.epochs):
+        order = torch.randperm(len(data.prompts), generator=generator).tolist()
+        for start in range(0, len(order), size):
+            idx = order[start : start + size]
+            packed = pack([data.prompts[i] for i in idx], [data.completions[i] for i in idx], pad_id, model.device)
+            width = packed.completion_mask.size(1)
+            batch = PolicyBatch(
+                logprobs=completion_logprobs(model, packed, cfg.sampling.temperature),  # [b, T]
+                old_logprobs=_pad([old[i] for i in idx], width, model.device),  # [b, T]
+                sampling_logprobs=_pad([data.sampling_logprobs[i] for i in idx], width, model.device),  # [b, T]
+                advantages=data.advantages[idx].to(model.device),  # [b]
+                mask=packed.completion_mask,  # [b, T]
+                ref_logprobs=_pad([ref[i] for i in idx], width, model.device) if ref is not None else None,
+                max_len=cfg.sampling.max_new_tokens,
+            )
+            loss, step_stats = objective.loss(batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+            optimizer.step()
+            for key, value in {**step_stats, "policy/grad_norm": float(grad_norm)}.items():
+                sums[key] += value
+            steps += 1
+    return {**stats, **{k: v / steps for k, v in sums.items()}, "policy/steps": float(steps)}
+
+
+def build_optimizer(model: PreTrainedModel, cfg: Config) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)

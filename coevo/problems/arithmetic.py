@@ -1,0 +1,125 @@
+"""Built-in arithmetic problems: add, sub and mul of two d-digit operands, with disjoint train/test splits.
+
+A cell is one (family, level); level d means both operands have exactly d digits (level 1: 0..9).
+Each cell draws from its own generator seeded by (seed, family, level), so a cell's problems do not
+depend on which other cells are in the mix (only on its quotas). The test split takes distinct
+operand pairs, at most half of a cell's pair space; train samples with replacement from the rest.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from schemas.problems import write_problems
+
+FAMILIES = {"add": ("+", np.add), "sub": ("-", np.subtract), "mul": ("*", np.multiply)}
+_FAMILY_CODE = {"add": 0, "sub": 1, "mul": 2}  # fixed, so seeds do not depend on list order
+MAX_LEVEL = 9  # a 9-digit product still fits in int64
+COLUMNS = ["id", "family", "level", "prompt", "answer"]
+
+
+def generate_arithmetic(
+    families: list[str], levels: list[int], n_train: int, n_test: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train and test problem frames, spread evenly over the family x level cells.
+
+    If the cells cannot hold `n_test` distinct pairs (each gives at most half its pair space), the
+    test split is smaller than asked and a warning says so.
+    """
+    _check_args(families, levels, n_train, n_test)
+    cells = [(family, level) for family in families for level in levels]
+    test_quota = _fill_evenly(n_test, [_pair_space(level) // 2 for _, level in cells])
+    if sum(test_quota) < n_test:
+        warnings.warn(f"arithmetic: only {sum(test_quota)} of n_test={n_test} distinct test problems fit in {cells}", stacklevel=2)
+    train_quota = _fill_evenly(n_train, [n_train] * len(cells))
+    train_parts, test_parts = [], []
+    for (family, level), k_test, k_train in zip(cells, test_quota, train_quota):
+        rng = np.random.default_rng([seed & (2**64 - 1), _FAMILY_CODE[family], level])
+        test_idx = rng.choice(_pair_space(level), size=k_test, replace=False)
+        train_idx = _sample_excluding(rng, _pair_space(level), k_train, test_idx)
+        test_parts.append(_frame(family, level, test_idx, prefix="t-"))
+        train_parts.append(_frame(family, level, train_idx, prefix=""))
+    return _concat(train_parts), _concat(test_parts)
+
+
+def write_splits(data_dir: str | Path, train: pd.DataFrame, test: pd.DataFrame) -> dict[str, str]:
+    """Validate and atomically write train.parquet and test.parquet under `data_dir`."""
+    paths = {"train": str(Path(data_dir) / "train.parquet"), "test": str(Path(data_dir) / "test.parquet")}
+    write_problems(paths["train"], train)
+    write_problems(paths["test"], test)
+    return paths
+
+
+def _check_args(families: list[str], levels: list[int], n_train: int, n_test: int) -> None:
+    unknown = [f for f in families if f not in FAMILIES]
+    if not families or unknown:
+        raise ValueError(f"arithmetic families must be a non-empty subset of {sorted(FAMILIES)}; got {families}")
+    if not levels or any(not 1 <= int(level) <= MAX_LEVEL for level in levels):
+        raise ValueError(f"arithmetic levels must be non-empty and within 1..{MAX_LEVEL}; got {levels}")
+    if len(set(families)) != len(families) or len(set(levels)) != len(levels):
+        raise ValueError(f"arithmetic families and levels must not repeat; got {families}, {levels}")
+    if n_train < 0 or n_test < 0:
+        raise ValueError(f"n_train and n_test must be >= 0; got {n_train}, {n_test}")
+
+
+def _operand_range(level: int) -> tuple[int, int]:
+    """Smallest operand and count of operands with exactly `level` digits (level 1 includes 0)."""
+    low = 0 if level == 1 else 10 ** (level - 1)
+    return low, 10**level - low
+
+
+def _pair_space(level: int) -> int:
+    return _operand_range(level)[1] ** 2
+
+
+def _fill_evenly(total: int, caps: list[int]) -> list[int]:
+    """Split `total` as evenly as possible over slots with capacities `caps` (earlier slots get the remainder)."""
+    quota = [0] * len(caps)
+    left = total
+    while left > 0:
+        open_slots = [i for i, cap in enumerate(caps) if quota[i] < cap]
+        if not open_slots:
+            break
+        share, extra = divmod(left, len(open_slots))
+        for rank, i in enumerate(open_slots):
+            give = min(caps[i] - quota[i], share + (1 if rank < extra else 0))
+            quota[i] += give
+            left -= give
+    return quota
+
+
+def _sample_excluding(rng: np.random.Generator, space: int, size: int, excluded: np.ndarray) -> np.ndarray:
+    """`size` pair indices drawn uniformly with replacement from range(space) minus `excluded`."""
+    out = rng.integers(0, space, size=size)
+    bad = np.isin(out, excluded)
+    while bad.any():  # excluded is at most half the space, so this ends quickly
+        out[bad] = rng.integers(0, space, size=int(bad.sum()))
+        bad = np.isin(out, excluded)
+    return out
+
+
+def _frame(family: str, level: int, pair_idx: np.ndarray, prefix: str) -> pd.DataFrame:
+    low, count = _operand_range(level)
+    a = low + pair_idx // count
+    b = low + pair_idx % count
+    symbol, op = FAMILIES[family]
+    result = op(a, b)
+    return pd.DataFrame(
+        {
+            "id": [f"{prefix}{family}-{level}-{i:06d}" for i in range(len(pair_idx))],
+            "family": family,
+            "level": np.full(len(pair_idx), level, dtype=np.int64),
+            "prompt": [f"{x}{symbol}{y}=" for x, y in zip(a.tolist(), b.tolist())],
+            "answer": [str(r) for r in result.tolist()],
+        },
+        columns=COLUMNS,
+    )
+
+
+def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    frame = pd.concat(parts, ignore_index=True)
+    return frame.astype({"id": str, "family": str, "prompt": str, "answer": str, "level": np.int64})

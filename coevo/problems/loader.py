@@ -1,0 +1,174 @@
+"""Load a user's math problem file (jsonl or parquet) into a problems frame, and split it train/test.
+
+Required fields: id, prompt, answer; optional: family (default "math"), level (default 0). id and
+answer may be int or str and are normalised to str; any other type is an error. Other fields are
+ignored. Every problem found is reported in one `ProblemsFileError`, naming the file, the row (jsonl:
+1-based line number; parquet: 0-based row index) and the field. The loader writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow
+import pyarrow.parquet
+
+from schemas.problems import validate_problems
+
+REQUIRED = ("id", "prompt", "answer")
+DEFAULTS = {"family": "math", "level": 0}
+MAX_LINES = 50  # errors listed in one message; the rest are counted
+
+
+class ProblemsFileError(ValueError):
+    """A problem file could not be read; the message names the file, rows and fields."""
+
+
+def load_problem_file(path: str | Path) -> pd.DataFrame:
+    """Read and check a .jsonl or .parquet problem file; returns a frame valid under the problems schema."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        records, rows, errors = _read_jsonl(path)
+    elif suffix == ".parquet":
+        records, rows, errors = _read_parquet(path)
+    else:
+        raise ProblemsFileError(f"{path}: unsupported extension {path.suffix!r} (expected .jsonl or .parquet)")
+    errors += _missing_columns(records, rows)
+    frame, row_errors = _normalise(records, rows)
+    errors += row_errors
+    if not records and not errors:
+        errors.append("no problems in file")
+    if errors:
+        raise ProblemsFileError(_message(path, errors))
+    return validate_problems(frame, source=str(path))
+
+
+def split_problems(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Hold out round(len * test_fraction) problems (at least 1, leaving at least 1 for train), by seed.
+
+    Both splits keep the original row order. Rows are split by id, not by content: duplicate prompts
+    in the file may land in both splits.
+    """
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1); got {test_fraction}")
+    if len(frame) < 2:
+        raise ValueError(f"need at least 2 problems to split; got {len(frame)}")
+    n_test = min(len(frame) - 1, max(1, round(len(frame) * test_fraction)))
+    rng = np.random.default_rng(seed & (2**64 - 1))
+    is_test = np.zeros(len(frame), dtype=bool)
+    is_test[rng.permutation(len(frame))[:n_test]] = True
+    return frame[~is_test].reset_index(drop=True), frame[is_test].reset_index(drop=True)
+
+
+def _read_jsonl(path: Path) -> tuple[list[dict], list[str], list[str]]:
+    """Records, their row labels ("line N") and parse errors."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemsFileError(f"{path}: cannot read: {exc}") from exc
+    records, rows, errors = [], [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"line {number}: invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        if not isinstance(record, dict):
+            errors.append(f"line {number}: expected a JSON object, got {type(record).__name__}")
+            continue
+        records.append(record)
+        rows.append(f"line {number}")
+    return records, rows, errors
+
+
+def _read_parquet(path: Path) -> tuple[list[dict], list[str], list[str]]:
+    """Records as Python values (ints stay ints, nulls are None), row labels ("row N (0-based)"), no errors."""
+    try:
+        records = pyarrow.parquet.read_table(path).to_pylist()
+    except (OSError, pyarrow.ArrowException) as exc:
+        raise ProblemsFileError(f"{path}: cannot read parquet: {exc}") from exc
+    return records, [f"row {i} (0-based)" for i in range(len(records))], []
+
+
+def _missing_columns(records: list[dict], rows: list[str]) -> list[str]:
+    """A required field absent from every row is one error; absent from some rows, one per row."""
+    errors = []
+    for field in REQUIRED:
+        lacking = [row for record, row in zip(records, rows) if field not in record]
+        if records and len(lacking) == len(records):
+            errors.append(f"field '{field}': missing column (absent from every row)")
+        else:
+            errors += [f"{row}, field '{field}': missing" for row in lacking]
+    return errors
+
+
+def _normalise(records: list[dict], rows: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Type-check and normalise each record; report wrong types, empty values and duplicate ids."""
+    out: dict[str, list] = {"id": [], "family": [], "level": [], "prompt": [], "answer": []}
+    errors: list[str] = []
+    first_row_of: dict[str, str] = {}
+    for record, row in zip(records, rows):
+        values, problems = _normalise_record(record)
+        errors += [f"{row}, field '{field}': {problem}" for field, problem in problems]
+        pid = values["id"]
+        if pid is not None and "id" not in dict(problems):
+            if pid in first_row_of:
+                errors.append(f"{row}, field 'id': duplicate id {pid!r} (first at {first_row_of[pid]})")
+            else:
+                first_row_of[pid] = row
+        for key in out:
+            out[key].append(values[key])
+    if errors:
+        return pd.DataFrame(), errors
+    frame = pd.DataFrame(out, columns=list(out)).astype(
+        {"id": str, "family": str, "level": np.int64, "prompt": str, "answer": str}
+    )
+    return frame, errors
+
+
+def _normalise_record(record: dict) -> tuple[dict, list[tuple[str, str]]]:
+    """Normalised values of one record and its (field, problem) list; missing required fields are skipped."""
+    values: dict[str, object] = {}
+    problems: list[tuple[str, str]] = []
+    for field in ("id", "answer"):
+        value = record.get(field)
+        if field in record and not _is_int(value) and not isinstance(value, str):
+            problems.append((field, f"wrong type {_type_name(value)} (expected int or str)"))
+        elif field in record and not str(value).strip():
+            problems.append((field, f"empty {field}"))
+        values[field] = str(value) if field in record else None
+    for field in ("prompt", "family"):
+        value = record.get(field, DEFAULTS.get(field))
+        if field in record and not isinstance(value, str):
+            problems.append((field, f"wrong type {_type_name(value)} (expected str)"))
+        elif field in record and not value.strip():
+            problems.append((field, f"empty {field} (whitespace only counts as empty)"))
+        values[field] = value
+    level = record.get("level", DEFAULTS["level"])
+    if not _is_int(level):
+        problems.append(("level", f"wrong type {_type_name(level)} (expected int)"))
+    elif not 0 <= level < 2**63:
+        problems.append(("level", f"level {level} out of range (expected 0 <= level < 2**63)"))
+    values["level"] = level
+    return values, problems
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _message(path: Path, errors: list[str]) -> str:
+    lines = [f"{path}: {error}" for error in errors[:MAX_LINES]]
+    if len(errors) > MAX_LINES:
+        lines.append(f"{path}: ... and {len(errors) - MAX_LINES} more errors")
+    return "\n".join(lines)

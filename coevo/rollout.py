@@ -1,0 +1,58 @@
+"""Rollout stage: sample each problem's group under the contexts the co-evolver plans.
+
+Every completion becomes one row of the rollouts table (schemas/rollouts.py): which problem, which
+context variant and skills, the exact prompt and completion token ids, and the engine's per-token
+sampling logprobs, so the policy update and the catalog never need to re-tokenise or re-sample.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from coevo.config import Config
+from coevo.engines.base import Engine
+from coevo.prompting import render_prompt
+from coevo.seeding import derive_seed
+from coevo.types import ContextVariant
+
+
+def run_rollouts(
+    engine: Engine,
+    variants: list[ContextVariant],
+    problems: pd.DataFrame,
+    cfg: Config,
+    iteration: int,
+    policy_version: str,
+) -> pd.DataFrame:
+    """One row per completion, in plan order; `rollout_id` is iteration-problem-slot."""
+    by_id = problems.set_index("id")
+    prompts = [render_prompt(by_id.at[v.problem_id, "prompt"], v.texts) for v in variants]
+    flat_prompts = [prompt for prompt, v in zip(prompts, variants) for _ in range(v.n)]
+    generations = engine.generate(flat_prompts, 1, cfg.sampling, derive_seed(cfg.seed, iteration, "rollout"))
+    rows, slots, cursor = [], {}, 0
+    for prompt, variant in zip(prompts, variants):
+        question = by_id.at[variant.problem_id, "prompt"]
+        for generation in (g[0] for g in generations[cursor : cursor + variant.n]):
+            slot = slots.get(variant.problem_id, 0)
+            slots[variant.problem_id] = slot + 1
+            rows.append(
+                {
+                    "rollout_id": f"{iteration:04d}-{variant.problem_id}-{slot:03d}",
+                    "iteration": iteration,
+                    "problem_id": variant.problem_id,
+                    "family": by_id.at[variant.problem_id, "family"],
+                    "variant": variant.variant,
+                    "probe_skill": variant.probe_skill,
+                    "skills": list(variant.skills),
+                    "question": question,
+                    "prompt": prompt,
+                    "completion": generation.text,
+                    "prompt_ids": generation.prompt_ids,
+                    "completion_ids": generation.token_ids,
+                    "sampling_logprobs": generation.logprobs,
+                    "finished": generation.finished,
+                    "policy_version": policy_version,
+                }
+            )
+        cursor += variant.n
+    return pd.DataFrame(rows)

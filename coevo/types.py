@@ -1,0 +1,42 @@
+"""Records that cross module boundaries inside the library.
+
+Tables that cross *stage* boundaries (problems, rollouts, rewards) are pandas frames checked by the
+pandera schemas in `schemas/`; these dataclasses are the in-memory shapes the library passes around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A verifier's judgement of one completion."""
+
+    reward: float
+    passed: bool
+    verifier: str
+    details: str = ""
+
+
+@dataclass
+class Generation:
+    """One sampled completion: its tokens, text and the engine's per-token sampling logprobs."""
+
+    prompt_ids: list[int]  # the prompt as the engine tokenised it
+    token_ids: list[int]  # the completion, ending in EOS when finished
+    logprobs: list[float]  # per completion token, under the distribution it was sampled from
+    text: str
+    finished: bool = True  # False when cut at max_new_tokens before EOS
+
+
+@dataclass(frozen=True)
+class ContextVariant:
+    """A slice of a problem's rollout group: `n` completions under `context` (skill texts)."""
+
+    problem_id: str
+    variant: str  # "solo" (no probe), "base" or "probe" (base + the probed skill)
+    skills: tuple[str, ...] = ()  # skill ids rendered into the prompt, in order
+    probe_skill: str = ""  # the skill whose marginal utility this group measures ("" if none)
+    n: int = 1
+    texts: tuple[str, ...] = field(default=(), compare=False)  # the skills' texts, same order as `skills`

@@ -1,0 +1,49 @@
+"""Pandera schema of the rewards table (one verifier judgement per rollout) and its validated read/write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pandera.pandas as pa
+import pyarrow
+
+from schemas.errors import read_table, validate_frame, write_table
+
+REWARDS_SCHEMA = pa.DataFrameSchema(
+    {
+        "rollout_id": pa.Column(str, unique=True, description="The rollout this reward judges."),
+        "iteration": pa.Column(int, description="Training iteration of the rollout."),
+        "problem_id": pa.Column(str, description="Problem of the rollout."),
+        "reward": pa.Column(float, description="Scalar reward."),
+        "passed": pa.Column(bool, description="Whether the completion was judged correct."),
+        "verifier": pa.Column(str, description="Name of the verifier that judged it."),
+        "details": pa.Column(str, description="Human-readable reason (may be empty)."),
+    },
+    strict=True,
+    name="rewards",
+)
+
+REWARDS_ARROW = pyarrow.schema(
+    [
+        ("rollout_id", pyarrow.string()),
+        ("iteration", pyarrow.int64()),
+        ("problem_id", pyarrow.string()),
+        ("reward", pyarrow.float64()),
+        ("passed", pyarrow.bool_()),
+        ("verifier", pyarrow.string()),
+        ("details", pyarrow.string()),
+    ]
+)
+
+
+def validate_rewards(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    return validate_frame(REWARDS_SCHEMA, frame, source)
+
+
+def read_rewards(path: str | Path) -> pd.DataFrame:
+    return read_table(REWARDS_SCHEMA, path)
+
+
+def write_rewards(path: str | Path, frame: pd.DataFrame) -> None:
+    write_table(REWARDS_SCHEMA, REWARDS_ARROW, path, frame)

@@ -1,0 +1,53 @@
+"""Shared fixtures: a tiny config and a tiny bootstrapped policy (real torch + transformers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from coevo.config import Config, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = {
+    "policy": {"shape": {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "max_position": 64}, "threads": 1},
+    "problems": {"n_train": 120, "n_test": 30, "max_digits": 1},
+    "bootstrap": {"steps": 30, "time_budget_s": 600, "batch_size": 16, "lr": 1e-2},
+    "rollout": {"problems_per_iter": 4, "group_size": 4},
+    "optim": {"minibatch_size": 8, "lr": 1e-3},
+    "sampling": {"max_new_tokens": 4},
+    "eval": {"every": 1, "pass_k": 2},
+    "run": {"iterations": 2, "checkpoint_every": 1},
+}
+
+
+def tiny_config(tmp_path: Path, **overrides) -> Config:
+    """The project's params.yaml, shrunk to seconds-long runs, with outputs under tmp_path."""
+    from coevo.config import _deep_merge
+
+    paths = {"run": {"out_dir": str(tmp_path / "run")}, "problems": {"data_dir": str(tmp_path / "data")}}
+    return load_config(ROOT / "params.yaml", _deep_merge(_deep_merge(TINY, paths), overrides))
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture
+def tiny_cfg(tmp_path) -> Config:
+    return tiny_config(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_policy_dir(tmp_path_factory) -> Path:
+    """A bootstrapped tiny checkpoint, built once per session."""
+    from coevo.policy.bootstrap import bootstrap_policy
+    from coevo.prepare import prepare_problems
+
+    cfg = tiny_config(tmp_path_factory.mktemp("boot"))
+    train, _ = prepare_problems(cfg)
+    bootstrap_policy(cfg, train)
+    return cfg.bootstrap_dir

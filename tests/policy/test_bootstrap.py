@@ -1,0 +1,49 @@
+import json
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from coevo.policy.checkpoint import load_policy, policy_version
+from coevo.policy.tokenizer import build_char_tokenizer
+from coevo.prompting import render_prompt
+
+
+def test_char_tokenizer_round_trips_and_adds_bos():
+    tok = build_char_tokenizer()
+    text = render_prompt("12-34=", ["7*8=56"])
+    ids = tok(text)["input_ids"]
+    assert ids[0] == tok.bos_token_id
+    assert len(ids) == len(text) + 1  # one token per character
+    assert tok.decode(ids, skip_special_tokens=True) == text
+
+
+def test_bootstrap_checkpoint_loads_with_transformers(tiny_policy_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(tiny_policy_dir, local_files_only=True)
+    assert model.config.model_type == "llama"
+    assert model.config.vocab_size == len(tok)
+    ids = torch.tensor([tok("3+4=")["input_ids"]])
+    assert model(ids).logits.shape == (1, ids.shape[1], len(tok))
+    meta = json.loads((tiny_policy_dir / "coevo.json").read_text())
+    assert meta["source"] == "tiny-bootstrap" and meta["bootstrap"]["steps"] == 30
+    assert policy_version(tiny_policy_dir) == meta["weights_sha256"]
+
+
+def test_bootstrap_learns_from_demonstrations(tiny_policy_dir):
+    """30 supervised steps must lower the loss well below a random model's ln(V) per token."""
+    meta = json.loads((tiny_policy_dir / "coevo.json").read_text())
+    vocab = len(load_policy(tiny_policy_dir, "cpu").tokenizer)
+    assert meta["bootstrap"]["final_loss"] < 0.6 * torch.log(torch.tensor(float(vocab))).item()
+
+
+def test_any_local_checkpoint_is_accepted_instead(tmp_path, tiny_policy_dir):
+    from coevo.policy.bootstrap import bootstrap_policy
+
+    from ..conftest import tiny_config
+
+    cfg = tiny_config(tmp_path, policy={"checkpoint": str(tiny_policy_dir)})
+    policy, meta = bootstrap_policy(cfg, train=None)
+    assert meta["source"] == str(tiny_policy_dir)
+    original = load_policy(tiny_policy_dir, "cpu").model.state_dict()
+    for name, tensor in policy.model.state_dict().items():
+        torch.testing.assert_close(tensor, original[name])

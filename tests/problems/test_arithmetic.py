@@ -1,0 +1,114 @@
+"""Built-in arithmetic: determinism, correct answers, operand sizes, disjoint and evenly spread splits."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from coevo.problems.arithmetic import generate_arithmetic, write_splits
+from schemas import read_problems, validate_problems
+
+FAMILIES = ["add", "sub", "mul"]
+PROMPT = re.compile(r"^(\d+)([+\-*])(\d+)=$")
+
+
+def content(frame: pd.DataFrame) -> set[tuple[str, str]]:
+    return set(zip(frame["family"], frame["prompt"]))
+
+
+def test_same_seed_same_frames_different_seed_different():
+    a = generate_arithmetic(FAMILIES, [1, 2], 300, 60, seed=3)
+    b = generate_arithmetic(FAMILIES, [1, 2], 300, 60, seed=3)
+    c = generate_arithmetic(FAMILIES, [1, 2], 300, 60, seed=4)
+    pd.testing.assert_frame_equal(a[0], b[0])
+    pd.testing.assert_frame_equal(a[1], b[1])
+    assert not a[0].equals(c[0])
+    assert not a[1].equals(c[1])
+
+
+def test_frames_match_the_schema():
+    train, test = generate_arithmetic(FAMILIES, [1, 2, 3, 4], 120, 24, seed=0)
+    validate_problems(train, "train")
+    validate_problems(test, "test")
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_answers_are_exact_and_operands_have_level_digits(level):
+    train, test = generate_arithmetic(FAMILIES, [level], 300, 30, seed=1)
+    ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+    symbol = {"add": "+", "sub": "-", "mul": "*"}
+    for row in pd.concat([train, test]).itertuples():
+        a, op, b = PROMPT.match(row.prompt).groups()
+        assert op == symbol[row.family]
+        assert len(a) == len(b) == level  # exactly `level` digits, no leading zeros
+        assert row.answer == str(ops[op](int(a), int(b)))
+        assert row.level == level
+
+
+def test_sub_answers_can_be_negative():
+    train, _ = generate_arithmetic(["sub"], [2], 200, 10, seed=0)
+    assert any(answer.startswith("-") for answer in train["answer"])
+
+
+def test_test_and_train_content_are_disjoint():
+    train, test = generate_arithmetic(FAMILIES, [1, 2, 3], 3000, 150, seed=7)
+    assert not content(train) & content(test)
+    assert len(content(test)) == len(test)  # test pairs are distinct
+
+
+def test_small_cell_gives_at_most_half_to_test_and_train_reuses_the_rest():
+    with pytest.warns(UserWarning, match="only 50"):
+        train, test = generate_arithmetic(["add"], [1], 500, 80, seed=0)
+    assert len(test) == 50 and len(content(test)) == 50
+    assert len(train) == 500
+    assert train["id"].is_unique  # distinct ids ...
+    assert len(content(train)) <= 50  # ... repeated content, all from the other half
+    assert not content(train) & content(test)
+
+
+def test_splits_are_spread_evenly_over_cells():
+    train, test = generate_arithmetic(FAMILIES, [1, 2], 600, 60, seed=0)
+    assert test.groupby(["family", "level"]).size().tolist() == [10] * 6
+    assert train.groupby(["family", "level"]).size().tolist() == [100] * 6
+    uneven = generate_arithmetic(FAMILIES, [2, 3], 601, 61, seed=0)
+    sizes = uneven[1].groupby(["family", "level"]).size()
+    assert sizes.max() - sizes.min() <= 1 and sizes.sum() == 61
+
+
+def test_capped_small_cells_shift_test_quota_to_larger_ones():
+    _, test = generate_arithmetic(["add"], [1, 2], 10, 200, seed=0)
+    sizes = test.groupby("level").size()
+    assert sizes[1] == 50 and sizes[2] == 150
+
+
+def test_ids_are_stable_strings():
+    train, test = generate_arithmetic(["add"], [2], 20, 5, seed=0)
+    assert train["id"].iloc[17] == "add-2-000017"
+    assert test["id"].iloc[3] == "t-add-2-000003"
+
+
+def test_a_cell_does_not_depend_on_the_other_families():
+    alone, _ = generate_arithmetic(["add"], [2], 50, 10, seed=5)
+    mixed, _ = generate_arithmetic(["sub", "add"], [2], 100, 20, seed=5)
+    # same quotas per cell (50 train, 10 test) -> identical add problems
+    pd.testing.assert_frame_equal(alone, mixed[mixed["family"] == "add"].reset_index(drop=True))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [([], [1], 1, 1), (["div"], [1], 1, 1), (["add"], [0], 1, 1), (["add"], [10], 1, 1), (["add", "add"], [1], 1, 1)],
+)
+def test_bad_arguments_raise(args):
+    with pytest.raises(ValueError):
+        generate_arithmetic(*args, seed=0)
+
+
+def test_write_splits_writes_validated_parquet(tmp_path):
+    train, test = generate_arithmetic(FAMILIES, [1, 2], 60, 12, seed=0)
+    paths = write_splits(tmp_path / "data", train, test)
+    assert paths == {"train": str(tmp_path / "data" / "train.parquet"), "test": str(tmp_path / "data" / "test.parquet")}
+    pd.testing.assert_frame_equal(read_problems(paths["train"]), train)
+    pd.testing.assert_frame_equal(read_problems(paths["test"]), test)
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["test.parquet", "train.parquet"]

@@ -1,0 +1,57 @@
+"""The `coevo` CLI: machine-readable eval, and bad problem files that fail loudly and write nothing."""
+
+import json
+import re
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from coevo.cli import app
+
+from .conftest import ROOT, TINY
+
+
+def _params(tmp_path, **extra) -> str:
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, values in {**TINY, **extra}.items():
+        raw.setdefault(section, {}).update(values) if isinstance(values, dict) else raw.__setitem__(section, values)
+    raw["run"]["out_dir"] = str(tmp_path / "run")
+    raw["problems"]["data_dir"] = str(tmp_path / "data")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def test_eval_json_reports_metrics_per_family(tmp_path, tiny_policy_dir):
+    problems = tmp_path / "mine.jsonl"
+    problems.write_text('{"id": "a", "prompt": "2+2=", "answer": 4, "family": "add"}\n{"id": "b", "prompt": "3*3=", "answer": "9", "family": "mul"}\n')
+    result = CliRunner().invoke(app, ["eval", str(tiny_policy_dir), "--problems", str(problems), "--params", _params(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["n"] == 2
+    assert set(report["metrics"]) >= {"eval/acc", "eval/acc/add", "eval/acc/mul", "eval/pass@2"}
+
+
+BAD_FILES = {
+    "missing column": ('{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "2+2="}\n', "line 2.*'answer'"),
+    "wrong type": ('{"id": "a", "prompt": "1+1=", "answer": [2]}\n', "line 1.*'answer'"),
+    "empty prompt": ('{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "  ", "answer": 3}\n', "line 2.*'prompt'"),
+    "duplicate id": ('{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "a", "prompt": "2+2=", "answer": 4}\n', "line 2.*'id'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_problems_file_names_row_and_field_and_writes_nothing(tmp_path, case):
+    text, pattern = BAD_FILES[case]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(text)
+    params = _params(tmp_path, problems={"source": "file", "path": str(bad)})
+    result = CliRunner().invoke(app, ["prepare", "--params", params])
+    assert result.exit_code == 2
+    assert str(bad) in result.output
+    import re
+
+    assert re.search(pattern, result.output), result.output
+    assert not (tmp_path / "data").exists()
+    assert not (tmp_path / "run").exists()

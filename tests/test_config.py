@@ -1,0 +1,57 @@
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from coevo.config import Config, ConfigError, load_config
+
+from .conftest import ROOT
+
+
+def _walk(model: type[BaseModel], prefix: str = ""):
+    for name, field in model.model_fields.items():
+        yield prefix + name, field
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _walk(annotation, prefix + name + ".")
+
+
+def test_params_yaml_is_valid_and_complete():
+    cfg = load_config(ROOT / "params.yaml")
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for dotted, _ in _walk(Config):
+        node = raw
+        for part in dotted.split("."):
+            assert part in node, f"params.yaml lacks {dotted}: it must list every knob"
+            node = node[part]
+    assert cfg.rollouts_per_iter == cfg.rollout.problems_per_iter * cfg.rollout.group_size
+
+
+def test_every_field_is_documented():
+    undocumented = [dotted for dotted, field in _walk(Config) if not field.description]
+    assert undocumented == []
+
+
+def test_unknown_key_is_an_error_naming_file_and_key(tmp_path: Path):
+    path = tmp_path / "params.yaml"
+    path.write_text("rollout:\n  group_sise: 8\n")
+    with pytest.raises(ConfigError, match=r"params.yaml: rollout.group_sise: Extra inputs are not permitted"):
+        load_config(path)
+
+
+def test_wrong_type_and_cross_field_errors(tmp_path: Path):
+    path = tmp_path / "params.yaml"
+    path.write_text("rollout:\n  group_size: many\n")
+    with pytest.raises(ConfigError, match="rollout.group_size"):
+        load_config(path)
+    path.write_text("problems:\n  min_digits: 3\n  max_digits: 2\n")
+    with pytest.raises(ConfigError, match="min_digits"):
+        load_config(path)
+
+
+def test_derived_values():
+    cfg = Config.model_validate({"rollout": {"problems_per_iter": 3, "group_size": 6}, "problems": {"min_digits": 2, "max_digits": 4}})
+    assert cfg.rollouts_per_iter == 18
+    assert cfg.half_group == 3
+    assert cfg.levels == [2, 3, 4]
