@@ -22,9 +22,9 @@ class Strict(BaseModel):
 
 class RunConfig(Strict):
     out_dir: Path = Field(Path("runs/default"), description="Directory for checkpoints, co-evolver versions, rollouts and the run summary.")
-    iterations: int = Field(30, ge=1, description="Training iterations (rollout -> verify -> co-evolve -> update).")
+    iterations: int = Field(300, ge=1, description="Training iterations (rollout -> verify -> co-evolve -> update).")
     time_budget_s: float | None = Field(None, gt=0, description="Stop training after this many seconds of wall time (checked between iterations); null = no limit.")
-    checkpoint_every: int = Field(10, ge=1, description="Save a checkpoint every this many iterations (and always after the last).")
+    checkpoint_every: int = Field(50, ge=1, description="Save a checkpoint every this many iterations (and always after the last).")
 
 
 class ProblemsConfig(Strict):
@@ -36,9 +36,9 @@ class ProblemsConfig(Strict):
     families: list[Family] = Field(["add", "sub", "mul"], min_length=1, description="Families in the RL mix and the held-out split.")
     bootstrap_families: list[Family] = Field(["add", "sub"], min_length=1, description="Families the supervised warm start sees demonstrations of (the 'easy' ones).")
     min_digits: int = Field(1, ge=1, le=4, description="Smallest operand size in digits.")
-    max_digits: int = Field(2, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits).")
+    max_digits: int = Field(1, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits).")
     n_train: int = Field(6000, ge=1, description="Training problems generated (RL sees them with answers hidden; bootstrap uses its families).")
-    n_test: int = Field(300, ge=1, description="Held-out problems, spread evenly over families and levels.")
+    n_test: int = Field(150, ge=1, description="Held-out problems, spread evenly over families and levels.")
 
     @model_validator(mode="after")
     def _check(self) -> "ProblemsConfig":
@@ -50,9 +50,9 @@ class ProblemsConfig(Strict):
 
 
 class ModelShape(Strict):
-    hidden_size: int = Field(192, ge=8, description="Width of the tiny Llama model.")
+    hidden_size: int = Field(128, ge=8, description="Width of the tiny Llama model.")
     num_layers: int = Field(4, ge=1, description="Transformer blocks.")
-    num_heads: int = Field(6, ge=1, description="Attention heads (hidden_size must divide evenly).")
+    num_heads: int = Field(4, ge=1, description="Attention heads (hidden_size must divide evenly).")
     intermediate_size: int = Field(512, ge=8, description="MLP width.")
     max_position: int = Field(256, ge=16, description="Longest sequence (context + question + answer) in characters.")
 
@@ -72,8 +72,8 @@ class PolicyConfig(Strict):
 
 
 class BootstrapConfig(Strict):
-    steps: int = Field(1500, ge=0, description="Maximum supervised steps of the warm start.")
-    time_budget_s: float = Field(75.0, gt=0, description="Wall-clock cap of the warm start in seconds (whichever comes first).")
+    steps: int = Field(150, ge=0, description="Maximum supervised steps of the warm start.")
+    time_budget_s: float = Field(120.0, gt=0, description="Wall-clock cap of the warm start in seconds (whichever comes first).")
     batch_size: int = Field(64, ge=1, description="Demonstrations per step.")
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the warm start (cosine-decayed to 10%).")
     context_prob: float = Field(0.5, ge=0, le=1, description="Probability that a demonstration is preceded by worked examples, so the model learns to read skill context.")
@@ -93,7 +93,7 @@ class EngineConfig(Strict):
 
 class RolloutConfig(Strict):
     problems_per_iter: int = Field(32, ge=1, description="Problems drawn per iteration (without replacement, cursor over a seeded shuffle).")
-    group_size: int = Field(8, ge=2, description="Completions per problem (G); matched groups split it in halves.")
+    group_size: int = Field(16, ge=2, description="Completions per problem (G); matched groups split it in halves.")
 
 
 class ObjectiveConfig(Strict):
@@ -147,7 +147,7 @@ class CoevolverConfig(Strict):
 
 
 class EvalConfig(Strict):
-    every: int = Field(5, ge=1, description="Evaluate on the held-out split every this many iterations (and always after the last).")
+    every: int = Field(25, ge=1, description="Evaluate on the held-out split every this many iterations (and always after the last).")
     pass_k: int = Field(4, ge=1, description="k of the sampled pass@k (k samples per problem at the rollout temperature).")
     with_skills: bool = Field(True, description="Also report held-out accuracy with retrieved skills in the prompt.")
 

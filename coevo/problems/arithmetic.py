@@ -1,9 +1,15 @@
-"""Built-in arithmetic problems: add, sub and mul of two d-digit operands, with disjoint train/test splits.
+"""Built-in arithmetic problems: add, sub and mul of two d-digit operands, with train/test splits.
 
 A cell is one (family, level); level d means both operands have exactly d digits (level 1: 0..9).
 Each cell draws from its own generator seeded by (seed, family, level), so a cell's problems do not
 depend on which other cells are in the mix (only on its quotas). The test split takes distinct
-operand pairs, at most half of a cell's pair space; train samples with replacement from the rest.
+operand pairs, at most half of a cell's pair space.
+
+Open cells (pair space larger than the cell's training quota) keep train content-disjoint from test:
+train samples with replacement from the pairs test did not take. A closed cell (level 1: 100 pairs
+against a larger training quota) is a table of facts the training demand covers anyway, so train
+samples from the whole space there and test differs from train by id only: held-out accuracy on a
+closed cell measures whether the policy knows the facts, on an open cell whether it generalises.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ def generate_arithmetic(
     for (family, level), k_test, k_train in zip(cells, test_quota, train_quota):
         rng = np.random.default_rng([seed & (2**64 - 1), _FAMILY_CODE[family], level])
         test_idx = rng.choice(_pair_space(level), size=k_test, replace=False)
-        train_idx = _sample_excluding(rng, _pair_space(level), k_train, test_idx)
+        closed = _pair_space(level) <= k_train
+        train_idx = _sample_excluding(rng, _pair_space(level), k_train, test_idx[:0] if closed else test_idx)
         test_parts.append(_frame(family, level, test_idx, prefix="t-"))
         train_parts.append(_frame(family, level, train_idx, prefix=""))
     return _concat(train_parts), _concat(test_parts)

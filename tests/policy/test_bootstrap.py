@@ -47,3 +47,21 @@ def test_any_local_checkpoint_is_accepted_instead(tmp_path, tiny_policy_dir):
     original = load_policy(tiny_policy_dir, "cpu").model.state_dict()
     for name, tensor in policy.model.state_dict().items():
         torch.testing.assert_close(tensor, original[name])
+
+
+def test_demonstrations_come_from_the_easy_families_only(tiny_cfg):
+    import numpy as np
+
+    from coevo.policy.bootstrap import demonstration_sequences
+    from coevo.prepare import build_splits
+
+    train, _ = build_splits(tiny_cfg)
+    pool = train[train["family"].isin(tiny_cfg.problems.bootstrap_families)]
+    tok = build_char_tokenizer()
+    sequences, masks = demonstration_sequences(pool, tiny_cfg, np.random.default_rng(0), tok)
+    texts = [tok.decode(seq, skip_special_tokens=True) for seq in sequences]
+    assert all("*" not in text for text in texts)  # mul is never demonstrated
+    for seq, mask in zip(sequences, masks):
+        assert seq[-1] == tok.eos_token_id and mask[-1] == 1.0  # the final answer ends in <eos>, trained
+        trained = tok.decode([t for t, m in zip(seq, mask) if m and t != tok.eos_token_id])
+        assert set(trained) <= set("-0123456789")  # only answers carry loss, never questions

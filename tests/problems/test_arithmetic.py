@@ -52,17 +52,27 @@ def test_sub_answers_can_be_negative():
     assert any(answer.startswith("-") for answer in train["answer"])
 
 
-def test_test_and_train_content_are_disjoint():
-    train, test = generate_arithmetic(FAMILIES, [1, 2, 3], 3000, 150, seed=7)
+def test_open_cells_keep_test_and_train_content_disjoint():
+    # 60 training problems per cell: level 1 (100 pairs) is open too at this quota
+    train, test = generate_arithmetic(FAMILIES, [1, 2, 3], 540, 150, seed=7)
     assert not content(train) & content(test)
     assert len(content(test)) == len(test)  # test pairs are distinct
 
 
+def test_closed_cell_trains_on_the_whole_fact_table():
+    # 1000 training problems against 100 level-1 pairs: the cell is closed, test differs by id only
+    train, test = generate_arithmetic(["mul"], [1, 2], 2000, 40, seed=3)
+    level1_test = content(test[test["level"] == 1])
+    assert level1_test <= content(train[train["level"] == 1])
+    assert not content(train[train["level"] == 2]) & content(test[test["level"] == 2])
+    assert not set(train["id"]) & set(test["id"])
+
+
 def test_small_cell_gives_at_most_half_to_test_and_train_reuses_the_rest():
     with pytest.warns(UserWarning, match="only 50"):
-        train, test = generate_arithmetic(["add"], [1], 500, 80, seed=0)
+        train, test = generate_arithmetic(["add"], [1], 90, 80, seed=0)
     assert len(test) == 50 and len(content(test)) == 50
-    assert len(train) == 500
+    assert len(train) == 90
     assert train["id"].is_unique  # distinct ids ...
     assert len(content(train)) <= 50  # ... repeated content, all from the other half
     assert not content(train) & content(test)
