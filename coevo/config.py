@@ -24,7 +24,7 @@ class RunConfig(Strict):
     out_dir: Path = Field(Path("runs/default"), description="Directory for checkpoints, co-evolver versions, rollouts and the run summary.")
     iterations: int = Field(300, ge=1, description="Training iterations (rollout -> verify -> co-evolve -> update).")
     time_budget_s: float | None = Field(None, gt=0, description="Stop training after this many seconds of wall time (checked between iterations); null = no limit.")
-    checkpoint_every: int = Field(50, ge=1, description="Save a checkpoint every this many iterations (and always after the last).")
+    checkpoint_every: int = Field(50, ge=1, description="Log and register a checkpoint in MLflow every this many iterations (and the last); every iteration is checkpointed on disk for resume and lineage.")
 
 
 class ProblemsConfig(Strict):
@@ -152,6 +152,19 @@ class EvalConfig(Strict):
     with_skills: bool = Field(True, description="Also report held-out accuracy with retrieved skills in the prompt.")
 
 
+class TrackingConfig(Strict):
+    mlflow_uri: str = Field("sqlite:///mlflow.db", description="MLflow tracking URI; the default is a SQLite store in the project directory.")
+    experiment: str = Field("coevo", description="MLflow experiment the runs are logged to.")
+    model_name: str = Field("coevo-policy", description="Registered model name; versions get the aliases 'latest' and 'best'.")
+
+
+class PipelineConfig(Strict):
+    retries: int = Field(2, ge=0, description="Retries of the rollout and verification tasks on transient errors (the policy update resumes from its saved state instead).")
+    retry_delay_s: float = Field(2.0, ge=0, description="First retry delay in seconds; doubles with each retry (exponential backoff).")
+    schedule_cron: str = Field("0 2 * * *", description="Cron schedule of the nightly deployment served by `coevo serve`.")
+    deployment_name: str = Field("nightly", description="Name of the Prefect deployment served by `coevo serve`.")
+
+
 class Config(Strict):
     seed: int = Field(0, description="Seeds problem generation, model init, sampling and data order.")
     run: RunConfig = Field(default_factory=RunConfig, description="Where outputs go and how long to train.")
@@ -165,6 +178,8 @@ class Config(Strict):
     optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer of the policy update.")
     coevolver: CoevolverConfig = Field(default_factory=CoevolverConfig, description="The co-evolving artifact.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule.")
 
     # ---- derived (the only place values are computed from several fields) ----
     @property
@@ -185,6 +200,11 @@ class Config(Strict):
     @property
     def checkpoints_dir(self) -> Path:
         return self.run.out_dir / "checkpoints"
+
+    @property
+    def catalog_path(self) -> Path:
+        """The run's DuckDB catalog of rollouts, rewards and skill events."""
+        return self.run.out_dir / "catalog.duckdb"
 
     @property
     def bootstrap_dir(self) -> Path:

@@ -21,3 +21,7 @@ __all__ = [
     "write_rewards",
     "write_rollouts",
 ]
+
+from schemas.skill_events import EVENTS, SKILL_EVENTS_SCHEMA, validate_skill_events  # noqa: E402
+
+__all__ += ["EVENTS", "SKILL_EVENTS_SCHEMA", "validate_skill_events"]

@@ -127,8 +127,11 @@ def supervised_warm_start(policy: Policy, pool: pd.DataFrame, cfg: Config) -> Bo
     )
 
 
-def bootstrap_policy(cfg: Config, train: pd.DataFrame) -> tuple[Policy, dict]:
-    """Create checkpoint iter_0000: the user's checkpoint if params name one, else the tiny default."""
+def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None = None) -> tuple[Policy, dict]:
+    """Create checkpoint iter_0000: the user's checkpoint if params name one, else the tiny default.
+
+    `extra_meta` (e.g. the lineage record) is stored in the checkpoint's coevo.json.
+    """
     if cfg.policy.checkpoint is not None:
         policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype)
         meta = {"iteration": 0, "source": str(cfg.policy.checkpoint), "parent": None}
@@ -139,6 +142,7 @@ def bootstrap_policy(cfg: Config, train: pd.DataFrame) -> tuple[Policy, dict]:
         policy = build_tiny_policy(cfg)
         report = supervised_warm_start(policy, pool, cfg)
         meta = {"iteration": 0, "source": "tiny-bootstrap", "parent": None, "bootstrap": report.__dict__}
+    meta.update(extra_meta or {})
     version = save_checkpoint(cfg.bootstrap_dir, policy, meta)
     policy.path = cfg.bootstrap_dir
     return policy, {**meta, "weights_sha256": version}

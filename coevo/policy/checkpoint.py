@@ -3,7 +3,8 @@
 Layout of `checkpoints/iter_NNNN/`:
   config.json, model.safetensors, tokenizer files   -- loadable by AutoModelForCausalLM / vLLM
   trainer_state.pt                                   -- optimizer state (absent for the bootstrap)
-  coevo.json                                         -- iteration, weights hash, parent, metrics
+  coevo.json                                         -- iteration, weights hash, every file's sha256,
+                                                        lineage record, metrics
 
 The directory is written under a temporary name and renamed, so a crash never leaves a partial
 checkpoint under its final name.
@@ -64,8 +65,10 @@ def save_checkpoint(
         policy.tokenizer.save_pretrained(tmp)
         if optimizer is not None:
             torch.save({"optimizer": optimizer.state_dict()}, tmp / TRAINER_STATE)
-        weights_hash = hash_file(tmp / WEIGHTS)
-        (tmp / META).write_text(json.dumps({**meta, "weights_sha256": weights_hash}, indent=2, sort_keys=True, default=str))
+        # trainer_state.pt is training state, pruned from older checkpoints: not part of the model's identity
+        files = {p.name: hash_file(p) for p in sorted(tmp.iterdir()) if p.is_file() and p.name != TRAINER_STATE}
+        weights_hash = files[WEIGHTS]
+        (tmp / META).write_text(json.dumps({**meta, "weights_sha256": weights_hash, "files": files}, indent=2, sort_keys=True, default=str))
     return weights_hash
 
 

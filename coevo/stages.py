@@ -1,0 +1,198 @@
+"""The stages of one iteration as path-in, path-out functions (DESIGN.md, the loop table).
+
+Each stage reads its inputs from disk, computes, writes its outputs atomically and returns a small
+JSON-able record of output paths, content hashes and metrics. The plain driver and the Prefect tasks
+call exactly these functions, so a stage re-run from its inputs (a resumed flow) reproduces its
+outputs: every stage's randomness is derived from (seed, iteration, stage).
+
+Loaded policies are cached in-process by weights hash, so a driver or flow that runs every stage in
+one process loads each checkpoint once; the update stage takes the policy out of the cache (it
+mutates it) and puts the trained one back under its new hash.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+
+from coevo.coevolvers import build_coevolver, load_coevolver
+from coevo.config import Config
+from coevo.engines.hf import HFEngine
+from coevo.evaluate import evaluate
+from coevo.io import hash_file, write_json
+from coevo.objectives import build_objective
+from coevo.policy.bootstrap import bootstrap_policy
+from coevo.policy.checkpoint import TRAINER_STATE, Policy, load_optimizer_state, load_policy, policy_version, save_checkpoint
+from coevo.policy.update import build_optimizer, policy_update
+from coevo.prepare import prepare_problems
+from coevo.rollout import run_rollouts
+from coevo.sampler import ProblemSampler
+from coevo.seeding import derive_seed
+from coevo.store.lineage import lineage_record
+from coevo.verify import verify_rollouts
+from schemas.problems import read_problems
+from schemas.rewards import read_rewards, write_rewards
+from schemas.rollouts import read_rollouts, write_rollouts
+
+
+class RunLayout:
+    """Where each stage's outputs live under run.out_dir."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def checkpoint(self, it: int) -> Path:
+        return self.root / "checkpoints" / f"iter_{it:04d}"
+
+    def coevolver(self, it: int) -> Path:
+        return self.root / "coevolver" / f"iter_{it:04d}"
+
+    def rollouts(self, it: int) -> Path:
+        return self.root / "rollouts" / f"iter_{it:04d}.parquet"
+
+    def rewards(self, it: int) -> Path:
+        return self.root / "rewards" / f"iter_{it:04d}.parquet"
+
+    def report(self, it: int) -> Path:
+        return self.root / "reports" / f"iter_{it:04d}.json"
+
+
+_POLICIES: dict[str, Policy] = {}
+
+
+def cached_policy(checkpoint: str | Path, cfg: Config) -> Policy:
+    version = policy_version(checkpoint)
+    if version not in _POLICIES:
+        _POLICIES.clear()  # one live policy per process is enough for a sequential loop
+        _POLICIES[version] = load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
+    return _POLICIES[version]
+
+
+@functools.lru_cache(maxsize=4)
+def _problems(path: str, sha256: str) -> pd.DataFrame:
+    return read_problems(path)
+
+
+def problems(path: str | Path) -> pd.DataFrame:
+    """The validated problem split at `path` (cached by content hash)."""
+    return _problems(str(path), hash_file(path))
+
+
+def prepare_stage(cfg: Config) -> dict:
+    prepare_problems(cfg)
+    data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}
+    return {name: {"path": str(path), "sha256": hash_file(path)} for name, path in data.items()}
+
+
+def bootstrap_stage(cfg: Config, data: dict) -> dict:
+    """Checkpoint iter_0000 (with its lineage) and the initial co-evolver version iter_0000."""
+    layout = RunLayout(cfg.run.out_dir)
+    coevolver_dir = layout.coevolver(0)
+    content_hash = build_coevolver(cfg.coevolver, cfg.seed).save(coevolver_dir)
+    lineage = stage_lineage(cfg, 0, None, None, None, coevolver_dir, data)
+    policy, meta = bootstrap_policy(cfg, problems(data["train"]["path"]), extra_meta={"lineage": lineage})
+    _POLICIES.clear()
+    _POLICIES[meta["weights_sha256"]] = policy
+    return {
+        "checkpoint": str(layout.checkpoint(0)),
+        "weights_sha256": meta["weights_sha256"],
+        "coevolver": str(coevolver_dir),
+        "coevolver_hash": content_hash,
+        "bootstrap": meta.get("bootstrap", {}),
+    }
+
+
+def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str) -> dict:
+    policy = cached_policy(checkpoint, cfg)
+    batch = ProblemSampler(problems(train), cfg.rollout.problems_per_iter, cfg.seed).batch(it)
+    variants = load_coevolver(coevolver, cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size)
+    frame = run_rollouts(HFEngine(policy, cfg.engine.batch_size), variants, batch, cfg, it, policy_version(checkpoint))
+    path = RunLayout(cfg.run.out_dir).rollouts(it)
+    write_rollouts(path, frame)
+    return {"path": str(path), "sha256": hash_file(path), "metrics": rollout_metrics(frame)}
+
+
+def verify_stage(cfg: Config, it: int, rollouts: str, train: str) -> dict:
+    frame = read_rollouts(rollouts)
+    rewards = verify_rollouts(frame, problems(train))
+    path = RunLayout(cfg.run.out_dir).rewards(it)
+    write_rewards(path, rewards)
+    return {"path": str(path), "sha256": hash_file(path), "metrics": reward_metrics(frame, rewards)}
+
+
+def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards: str, train: str) -> dict:
+    """Co-evolver k -> k+1 from this iteration's rollouts and rewards (a frozen one is saved unchanged)."""
+    layout = RunLayout(cfg.run.out_dir)
+    bank = load_coevolver(coevolver, cfg.coevolver, cfg.seed)
+    frame = read_rollouts(rollouts)
+    batch = problems(train).set_index("id").loc[frame["problem_id"].unique()].reset_index()
+    report = bank.update(it, batch, frame, read_rewards(rewards))
+    write_json(layout.report(it), report)
+    content_hash = bank.save(layout.coevolver(it))
+    return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": coevo_metrics(report)}
+
+
+def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict) -> dict:
+    """Checkpoint k -> k+1. Resumable: reads weights and optimizer state from checkpoint k only."""
+    layout = RunLayout(cfg.run.out_dir)
+    if it >= 2:  # checkpoint k-1's optimizer state is no longer needed once k exists (k's is kept for re-runs)
+        (layout.checkpoint(it - 2) / TRAINER_STATE).unlink(missing_ok=True)
+    policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
+    optimizer = build_optimizer(policy.model, cfg)
+    if not load_optimizer_state(checkpoint, optimizer) and it > 1:
+        raise FileNotFoundError(f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint")
+    objective = build_objective(cfg.objective)
+    reference = load_policy(layout.checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
+    stats = policy_update(
+        policy, optimizer, objective, read_rollouts(rollouts), read_rewards(rewards), cfg, derive_seed(cfg.seed, it, "update"), reference
+    )
+    lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data)
+    out = layout.checkpoint(it)
+    version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer)
+    _POLICIES.clear()
+    _POLICIES[version] = policy
+    return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
+
+
+def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: str) -> dict:
+    with_skills = cfg.eval.with_skills and cfg.coevolver.kind != "none"
+    context_for = load_coevolver(coevolver, cfg.coevolver, cfg.seed).context_for if with_skills else None
+    engine = HFEngine(cached_policy(checkpoint, cfg), cfg.engine.batch_size)
+    metrics = evaluate(engine, problems(test), cfg.sampling, cfg.eval.pass_k, derive_seed(cfg.seed, it, "eval"), context_for)
+    return {"metrics": metrics}
+
+
+def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict) -> dict:
+    return lineage_record(
+        run_dir=cfg.run.out_dir,
+        iteration=it,
+        parent=parent,
+        rollouts=rollouts,
+        rewards=rewards,
+        coevolver=coevolver,
+        data={name: Path(entry["path"]) for name, entry in data.items()},
+        dvc_md5=None,
+        params=cfg.model_dump(mode="json"),
+    )
+
+
+def rollout_metrics(rollouts: pd.DataFrame) -> dict[str, float]:
+    return {
+        "rollout/completion_len": float(rollouts["completion_ids"].map(len).mean()),
+        "rollout/finished_frac": float(rollouts["finished"].mean()),
+    }
+
+
+def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, float]:
+    joined = rollouts[["rollout_id", "family"]].merge(rewards, on="rollout_id")
+    metrics = {"verify/reward_mean": float(joined["reward"].mean()), "verify/pass_rate": float(joined["passed"].mean())}
+    metrics.update({f"verify/pass_rate/{f}": float(g["passed"].mean()) for f, g in joined.groupby("family")})
+    return metrics
+
+
+def coevo_metrics(report: dict) -> dict[str, float]:
+    metrics = {f"coevo/{key}": float(len(report.get(key, []))) for key in ("admitted", "rejected", "promoted", "retired", "new_candidates")}
+    metrics.update({f"coevo/n_{status}": float(n) for status, n in report.get("counts", {}).items()})
+    return metrics

@@ -1,0 +1,246 @@
+"""A run's DuckDB catalog: every rollout, reward and skill event of every iteration, in one file.
+
+`<run.out_dir>/catalog.duckdb` holds three tables, filled from what the stages write:
+
+- `rollouts`: the rollouts parquet shards, all columns (list columns as DuckDB lists); key rollout_id.
+- `rewards`: the rewards parquet shards; key rollout_id (exactly one reward per rollout).
+- `skill_events`: the co-evolver's evolution reports (JSON of `SkillBank.update`), one row per
+  created / measured / admitted / rejected / promoted / retired event (schemas/skill_events.py).
+
+Single writer: only one process (the ingest task) opens the catalog for writing; workers write parquet
+shards and never touch the file. DuckDB locks the file, so while the writer has it open no other
+process can open it, not even read-only: ingest, close, then query. Within one process, a read-only
+and a read-write connection to the same file cannot coexist either.
+
+Idempotent ingest: `ingest_iteration(k, ...)` validates the shards (pandera on read), then in one
+transaction deletes every row of iteration k from every table, inserts the new rows and validates
+what was stored (pandera on write). Re-ingesting an iteration (a resumed run) never duplicates or
+loses a row; a failed ingest leaves the catalog exactly as it was.
+
+Three views answer the usual questions; copy them into `duckdb runs/default/catalog.duckdb`:
+
+    -- pass rate per problem family per iteration (all context variants together)
+    SELECT * FROM pass_rate_by_family;
+    -- one skill's lifecycle: its measured gaps and status changes across iterations
+    SELECT * FROM skill_utility_history WHERE skill_id = '3f2a9c01b7de';
+    -- every completion sampled for one problem, with its reward, across iterations
+    SELECT * FROM problem_completions WHERE problem_id = 'add-1-000003';
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from schemas import (
+    EVENTS,
+    SchemaError,
+    read_rewards,
+    read_rollouts,
+    validate_rewards,
+    validate_rollouts,
+    validate_skill_events,
+)
+from schemas.errors import MAX_LINES
+
+TABLES = ("rollouts", "rewards", "skill_events")
+EVENT_COLUMNS = ("iteration", "skill_id", "event", "problem_id", "gap", "utility", "reason")
+_EVENT_LIST = "[" + ", ".join(f"'{event}'" for event in EVENTS) + "]"  # constants, never user input
+
+_TABLES_DDL = f"""
+CREATE TABLE IF NOT EXISTS rollouts (
+    rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT NULL,
+    family VARCHAR NOT NULL, variant VARCHAR NOT NULL, probe_skill VARCHAR NOT NULL,
+    skills VARCHAR[] NOT NULL, question VARCHAR NOT NULL, prompt VARCHAR NOT NULL,
+    completion VARCHAR NOT NULL, prompt_ids BIGINT[] NOT NULL, completion_ids BIGINT[] NOT NULL,
+    sampling_logprobs DOUBLE[] NOT NULL, finished BOOLEAN NOT NULL, policy_version VARCHAR NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rewards (
+    rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT NULL,
+    reward DOUBLE NOT NULL, passed BOOLEAN NOT NULL, verifier VARCHAR NOT NULL, details VARCHAR NOT NULL
+);
+CREATE TABLE IF NOT EXISTS skill_events (
+    iteration BIGINT NOT NULL, skill_id VARCHAR NOT NULL, event VARCHAR NOT NULL CHECK (list_contains({_EVENT_LIST}, event)),
+    problem_id VARCHAR NOT NULL, gap DOUBLE, utility DOUBLE, reason VARCHAR NOT NULL,
+    PRIMARY KEY (iteration, skill_id, event, problem_id)
+);
+"""
+
+_VIEWS_DDL = f"""
+CREATE OR REPLACE MACRO event_rank(e) AS list_position({_EVENT_LIST}, e);
+CREATE OR REPLACE VIEW pass_rate_by_family AS
+    SELECT r.iteration, r.family, count(*) AS n, avg(w.passed::DOUBLE) AS pass_rate
+    FROM rollouts AS r JOIN rewards AS w USING (rollout_id)
+    GROUP BY r.iteration, r.family
+    ORDER BY r.iteration, r.family;
+CREATE OR REPLACE VIEW skill_utility_history AS
+    SELECT skill_id, iteration, event, problem_id, gap, utility, reason
+    FROM skill_events
+    ORDER BY skill_id, iteration, event_rank(event), problem_id;
+CREATE OR REPLACE VIEW problem_completions AS
+    SELECT r.problem_id, r.iteration, r.rollout_id, r.variant, r.skills, r.completion, w.reward, w.passed
+    FROM rollouts AS r JOIN rewards AS w USING (rollout_id)
+    ORDER BY r.problem_id, r.iteration, r.rollout_id;
+"""
+
+_VALIDATORS = {"rollouts": validate_rollouts, "rewards": validate_rewards, "skill_events": validate_skill_events}
+
+
+class Catalog:
+    """The run's DuckDB file; the writer creates missing tables and (re)creates the views."""
+
+    def __init__(self, path: str | Path, read_only: bool = False):
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise FileNotFoundError(f"no catalog at {self.path}")
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = duckdb.connect(str(self.path), read_only=read_only)
+        if not read_only:
+            self._in_transaction(lambda: self._con.execute(_TABLES_DDL + _VIEWS_DDL))
+
+    # ---- writing ----
+    def ingest_iteration(
+        self, iteration: int, rollouts_path: str | Path, rewards_path: str | Path, report_path: str | Path | None = None
+    ) -> dict[str, int]:
+        """Replace iteration `iteration` in every table with the given shards and report; return rows inserted.
+
+        Raises SchemaError naming the file when a shard or the report is invalid, a row belongs to another
+        iteration, the rewards' rollout_ids differ from the rollouts', or a rollout_id is already stored
+        under another iteration; the catalog is then left unchanged.
+        """
+        if self.read_only:
+            raise PermissionError(f"{self.path}: catalog opened read-only; only the single writer ingests")
+        rollouts, rewards = read_rollouts(rollouts_path), read_rewards(rewards_path)
+        check_iteration(rollouts, iteration, str(rollouts_path))
+        check_iteration(rewards, iteration, str(rewards_path))
+        check_pairing(rollouts, rewards, str(rollouts_path), str(rewards_path))
+        events = read_report(report_path, iteration) if report_path is not None else skill_events_from_report({}, iteration, "no report")
+        frames = {"rollouts": rollouts, "rewards": rewards, "skill_events": events}
+        sources = {"rollouts": str(rollouts_path), "rewards": str(rewards_path), "skill_events": str(report_path)}
+        self._in_transaction(lambda: self._replace(iteration, frames, sources))
+        return {table: len(frame) for table, frame in frames.items()}
+
+    def _replace(self, iteration: int, frames: dict[str, pd.DataFrame], sources: dict[str, str]) -> None:
+        for table in TABLES:
+            self._con.execute(f"DELETE FROM {table} WHERE iteration = ?", [iteration])
+        for table, frame in frames.items():
+            self._con.register("incoming", frame)
+            try:
+                self._con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+            except duckdb.ConstraintException as exc:
+                raise SchemaError(f"{sources[table]}: conflicts with rows already in {self.path} ({table}): {exc}") from exc
+            finally:
+                self._con.unregister("incoming")
+        for table in TABLES:
+            stored = self._query(f"SELECT * FROM {table} WHERE iteration = ?", [iteration])
+            _VALIDATORS[table](stored, f"{self.path} ({table}, iteration {iteration})")
+
+    def _in_transaction(self, work) -> None:
+        self._con.begin()
+        try:
+            work()
+        except BaseException:
+            self._con.rollback()
+            raise
+        self._con.commit()
+
+    # ---- queries ----
+    def pass_rate_by_family(self) -> pd.DataFrame:
+        """iteration, family, n (rollouts), pass_rate; ordered by iteration, family."""
+        return self._query("SELECT iteration, family, n, pass_rate FROM pass_rate_by_family ORDER BY iteration, family")
+
+    def skill_history(self, skill_id: str) -> pd.DataFrame:
+        """iteration, event, problem_id, gap, utility, reason of one skill; ordered by iteration, lifecycle order, problem."""
+        return self._query(
+            "SELECT iteration, event, problem_id, gap, utility, reason FROM skill_utility_history"
+            " WHERE skill_id = ? ORDER BY iteration, event_rank(event), problem_id",
+            [skill_id],
+        )
+
+    def problem_completions(self, problem_id: str) -> pd.DataFrame:
+        """iteration, rollout_id, variant, skills, completion, reward, passed of one problem; ordered by iteration, rollout_id."""
+        return self._query(
+            "SELECT iteration, rollout_id, variant, skills, completion, reward, passed FROM problem_completions"
+            " WHERE problem_id = ? ORDER BY iteration, rollout_id",
+            [problem_id],
+        )
+
+    def counts(self) -> dict[str, int]:
+        return {table: self._con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in TABLES}
+
+    def _query(self, sql: str, params: list | None = None) -> pd.DataFrame:
+        return self._con.execute(sql, params or []).df()
+
+    # ---- lifetime ----
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> "Catalog":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def check_iteration(frame: pd.DataFrame, iteration: int, source: str) -> None:
+    """Every row's iteration must equal `iteration`; else SchemaError naming the source and rows."""
+    wrong = frame.loc[frame["iteration"] != iteration, "iteration"]
+    if wrong.empty:
+        return
+    lines = [f"{source}: row {index}, field 'iteration': expected {iteration} (got {value})" for index, value in wrong.head(MAX_LINES).items()]
+    if len(wrong) > MAX_LINES:
+        lines.append(f"{source}: ... and {len(wrong) - MAX_LINES} more rows of another iteration")
+    raise SchemaError("\n".join(lines))
+
+
+def check_pairing(rollouts: pd.DataFrame, rewards: pd.DataFrame, rollouts_source: str, rewards_source: str) -> None:
+    """The rewards' rollout_ids must equal the rollouts' exactly, each with the same problem_id."""
+    without_reward = sorted(set(rollouts["rollout_id"]) - set(rewards["rollout_id"]))
+    without_rollout = sorted(set(rewards["rollout_id"]) - set(rollouts["rollout_id"]))
+    if without_reward or without_rollout:
+        raise SchemaError(
+            f"{rewards_source}: rollout_ids do not match {rollouts_source}: "
+            f"{len(without_reward)} rollouts without a reward (e.g. {without_reward[:5]}), "
+            f"{len(without_rollout)} rewards without a rollout (e.g. {without_rollout[:5]})"
+        )
+    joined = rewards[["rollout_id", "problem_id"]].merge(rollouts[["rollout_id", "problem_id"]], on="rollout_id", suffixes=("", "_rollout"))
+    differ = joined.loc[joined["problem_id"] != joined["problem_id_rollout"], "rollout_id"].tolist()
+    if differ:
+        raise SchemaError(f"{rewards_source}: problem_id differs from {rollouts_source} for {len(differ)} rollouts (e.g. {differ[:5]})")
+
+
+def read_report(path: str | Path, iteration: int) -> pd.DataFrame:
+    """The skill events of an evolution report JSON file (validated); SchemaError names the file."""
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise SchemaError(f"{path}: cannot read the evolution report: {exc}") from exc
+    if not isinstance(report, dict):
+        raise SchemaError(f"{path}: the evolution report is not a JSON object")
+    if report.get("iteration", iteration) != iteration:
+        raise SchemaError(f"{path}: field 'iteration': expected {iteration} (got {report['iteration']})")
+    return skill_events_from_report(report, iteration, str(path))
+
+
+def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd.DataFrame:
+    """Rows of `skill_events` from a `SkillBank.update` report; keys a report lacks (other co-evolvers) add none."""
+    try:
+        rows = [_event(iteration, sid, "created") for sid in report.get("new_candidates", [])]
+        rows += [_event(iteration, e.get("id"), "measured", e.get("problem_id", ""), gap=e.get("gap")) for e in report.get("measured", [])]
+        for event in ("admitted", "rejected", "promoted", "retired"):
+            rows += [_event(iteration, e.get("id"), event, utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get(event, [])]
+        frame = pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
+        frame = frame.astype({"iteration": "int64", "skill_id": "str", "event": "str", "problem_id": "str", "gap": "float64", "utility": "float64", "reason": "str"})
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise SchemaError(f"{source}: malformed evolution report: {exc}") from exc
+    return validate_skill_events(frame, source)
+
+
+def _event(iteration: int, skill_id: object, event: str, problem_id: object = "", gap: object = None, utility: object = None, reason: object = "") -> dict:
+    return {"iteration": iteration, "skill_id": skill_id, "event": event, "problem_id": problem_id, "gap": gap, "utility": utility, "reason": reason}

@@ -1,0 +1,93 @@
+"""`coevo lineage CHECKPOINT`: what a checkpoint was made from, back to the bootstrap, and a hash check.
+
+The main CLI mounts the command with `app.command("lineage")(lineage)`. CHECKPOINT is a directory or
+an MLflow model URI (models:/NAME@ALIAS, models:/NAME/VERSION). Exit codes: 0 shown (and, with
+--verify, every hash matches), 1 --verify found mismatches, 2 the checkpoint or its record is unreadable.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from rich.tree import Tree
+
+from coevo.store.lineage import Mismatch, lineage_chain, resolve_checkpoint, verify_lineage
+
+console = Console(soft_wrap=True)
+PREFIX = 12  # hex digits of a hash shown in the tree
+
+
+def lineage(
+    checkpoint: Annotated[str, typer.Argument(help="Checkpoint directory, or models:/NAME@ALIAS or models:/NAME/VERSION.")],
+    verify: Annotated[bool, typer.Option("--verify", help="Recompute every hash along the chain; exit 1 on any mismatch.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object {chain, mismatches} instead of a tree.")] = False,
+    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ references (default: MLflow's).")] = None,
+) -> None:
+    """Show a checkpoint's lineage back to the bootstrap and its data; --verify rechecks every hash."""
+    try:
+        path = resolve_checkpoint(checkpoint, tracking_uri)
+        chain = lineage_chain(path)
+        mismatches = verify_lineage(path) if verify else None
+    except (ValueError, FileNotFoundError) as exc:
+        console.print(Text.assemble(("error: ", "red"), str(exc)))
+        raise typer.Exit(2) from exc
+    if as_json:
+        out: dict = {"chain": chain}
+        if mismatches is not None:
+            out["mismatches"] = [m.to_dict() for m in mismatches]
+        typer.echo(json.dumps(out, indent=2, sort_keys=True, default=str))
+    else:
+        console.print(chain_tree(checkpoint, chain))
+        if mismatches is not None:
+            print_mismatches(mismatches, sum(not entry["missing"] for entry in chain))
+    if mismatches:
+        raise typer.Exit(1)
+
+
+def chain_tree(ref: str, chain: list[dict]) -> Tree:
+    """One branch per checkpoint, newest first, each with its inputs' hashes."""
+    tree = Tree(Text(f"lineage of {ref}", style="bold"))
+    for entry in chain:
+        weights = f"weights {_short(entry['weights_sha256'])}"
+        if entry["missing"]:
+            tree.add(Text(f"MISSING {entry['checkpoint']}  (recorded {weights})", style="red"))
+        elif entry["lineage"] is None:
+            tree.add(Text(f"{entry['checkpoint']}  {weights}  (no lineage record)", style="yellow"))
+        else:
+            node = tree.add(Text(f"iter {entry['lineage']['iteration']}  {weights}  {entry['checkpoint']}", style="bold"))
+            for label, value in _details(entry["lineage"]):
+                node.add(Text(f"{label}: {value}"))
+    return tree
+
+
+def _details(record: dict) -> list[tuple[str, str]]:
+    coevolver, code = record.get("coevolver"), record["code"]
+    rows = [("co-evolver", f"{coevolver['kind']} {_short(coevolver['content_hash'])}  {coevolver['path']}" if coevolver else "none")]
+    for key in ("rollouts", "rewards"):
+        rows.append((key, f"{_short(record[key]['sha256'])}  {record[key]['path']}" if record.get(key) else "none"))
+    for name, entry in sorted(record["data"].items()):
+        if name != "dvc_md5":
+            rows.append((f"data {name}", f"{_short(entry['sha256'])}  {entry['path']}"))
+    if record["data"].get("dvc_md5"):
+        rows.append(("data dvc md5", record["data"]["dvc_md5"]))
+    rows.append(("params", _short(record["params"]["sha256"])))
+    dirty = " (dirty)" if code.get("git_dirty") else ""
+    rows.append(("code", f"git {_short(code.get('git_commit'))}{dirty}  coevo {code.get('coevo_version')}"))
+    return rows
+
+
+def print_mismatches(mismatches: list[Mismatch], checked: int) -> None:
+    if not mismatches:
+        console.print(Text(f"verified: {checked} checkpoint(s), every hash matches", style="green"))
+        return
+    console.print(Text(f"{len(mismatches)} mismatch(es):", style="red"))
+    for m in mismatches:
+        console.print(Text.assemble((m.what, "bold"), f": {m.path}\n  expected {m.expected}\n  actual   {m.actual}"))
+
+
+def _short(digest: str | None) -> str:
+    return digest[:PREFIX] if digest else "?"

@@ -1,0 +1,63 @@
+"""The learning-curve figure: held-out accuracy against training iteration.
+
+`learning_curve` draws one line per headline metric present in the curve -- `eval/acc` (skill-free
+greedy accuracy), `eval/acc_skills` (with the co-evolver's context) and `eval/pass@<k>` -- and a
+thinner dashed line per family for `eval/acc/<family>`. A series is drawn through the iterations
+that carry it, so evaluations every few iterations still give connected lines.
+
+The figure is built on a bare `matplotlib.figure.Figure` with the Agg canvas: no pyplot, no global
+backend switch, safe from worker threads. The PNG is written atomically (`coevo.io.atomic_path`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from coevo.io import atomic_path
+
+HEADLINE = re.compile(r"^eval/(acc|acc_skills|pass@\w+)$")
+FAMILY = re.compile(r"^eval/acc/([^/]+)$")
+FIGSIZE = (8.0, 5.0)  # inches
+DPI = 100  # the PNG is FIGSIZE * DPI pixels: 800 x 500
+
+
+def _series(curve: Sequence[dict], key: str) -> tuple[list[float], list[float]]:
+    """(iterations, values) of the points of `curve` that carry `key`, sorted by iteration."""
+    points = sorted((float(row["iteration"]), float(row[key])) for row in curve if row.get(key) is not None)
+    return [x for x, _ in points], [y for _, y in points]
+
+
+def _keys(curve: Sequence[dict], pattern: re.Pattern) -> list[str]:
+    """Metric names in `curve` matching `pattern`, headline order: acc, acc_skills, pass@k."""
+    return sorted({key for row in curve for key in row if pattern.match(key)})
+
+
+def learning_curve(curve: list[dict], path: Path) -> Path:
+    """Write the learning-curve PNG of `curve` (rows with "iteration" and eval/ metrics) to `path`."""
+    fig = Figure(figsize=FIGSIZE, dpi=DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for key in _keys(curve, HEADLINE):
+        ax.plot(*_series(curve, key), marker="o", markersize=3, linewidth=2.0, label=key.removeprefix("eval/"))
+    for key in _keys(curve, FAMILY):
+        ax.plot(*_series(curve, key), linestyle="--", linewidth=0.9, alpha=0.8, label=key.removeprefix("eval/"))
+    ax.set_title("Held-out accuracy by iteration")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small", ncols=2)
+    else:
+        ax.text(0.5, 0.5, "no evaluations yet", transform=ax.transAxes, ha="center", va="center")
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI)
+    return path

@@ -1,0 +1,133 @@
+"""The `coevo-train` Prefect flow: the loop of DESIGN.md as versioned, cached, resumable tasks.
+
+Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when due) -> catalog
+ingest -> tracking (MLflow metrics, checkpoint, co-evolver version, learning curve) -> a Prefect
+table artifact. Re-running the flow with the same params after a failure or a kill restores every
+completed task from its persisted result (cache keys: inputs' content hashes + task source) and
+resumes at the interrupted stage. With `continue_latest` (the nightly deployment) the flow starts
+from the newest complete iteration of the run directory instead of the bootstrap.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.artifacts import create_table_artifact
+
+from coevo.config import Config, load_config
+from coevo.io import hash_bytes
+from coevo.stages import RunLayout
+from coevo.tracking.mlflow_tracker import Tracker
+from tasks.stages import configured
+
+
+def latest_complete(cfg: Config) -> int:
+    """The newest iteration whose checkpoint, co-evolver version and report all exist (0 = bootstrap)."""
+    layout, k = RunLayout(cfg.run.out_dir), 0
+    while layout.checkpoint(k + 1).is_dir() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
+        k += 1
+    return k
+
+
+def _track_key(context, parameters: dict) -> str:
+    """Stage times differ between a run and its resumption: key on what was logged, not on the timings."""
+    p = parameters
+    identity = [p["params"], p["it"], p["checkpoint"], p["coevolver"], p["final"], sorted(p["metrics"])]
+    return "track-" + hash_bytes(json.dumps(identity, sort_keys=True).encode())
+
+
+@task(name="track", cache_key_fn=_track_key, persist_result=True)
+def track(params: dict, it: int, metrics: dict, checkpoint: dict | None, coevolver: dict | None, curve: list[dict], final: bool) -> str:
+    """MLflow logging of one iteration; cached like the stages, so a resumed flow never logs twice."""
+    cfg = Config.model_validate(params)
+    tracker = Tracker(cfg.tracking, Path(cfg.run.out_dir))
+    run_id = tracker.start(params, run_name=Path(cfg.run.out_dir).name)
+    tracker.log_iteration(it, metrics)
+    if checkpoint is not None:
+        tracker.log_checkpoint(it, Path(checkpoint["path"]), metrics.get("eval/acc"))
+    if coevolver is not None:
+        tracker.log_coevolver(it, Path(coevolver["path"]))
+    if curve:
+        tracker.log_curve(curve)
+    if final:
+        tracker.end("FINISHED")
+    return run_id
+
+
+def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
+    """The iteration's Prefect table artifact: rewards, accuracy, stage times, skills admitted/retired."""
+    report = json.loads(Path(report_path).read_text())
+    rows = [{"metric": k, "value": round(v, 4)} for k, v in sorted(metrics.items())]
+    rows += [{"metric": f"skills/{key}", "value": len(report.get(key, []))} for key in ("admitted", "rejected", "retired")]
+    create_table_artifact(table=rows, key="coevo-iteration", description=f"coevo iteration {it}")
+
+
+class Timed:
+    """Seconds per stage of one iteration, as time/<stage> metrics."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name: str, fn, *args):
+        start = time.perf_counter()
+        result = fn(*args)
+        self.seconds[f"time/{name}"] = time.perf_counter() - start
+        return result
+
+
+def run_iteration(t: dict, params: dict, cfg: Config, it: int, state: dict, data: dict, evaluate_now: bool) -> tuple[dict, dict]:
+    """One iteration of tasks; returns the new state (checkpoint, coevolver records) and its metrics."""
+    timed, checkpoint, coevolver = Timed(), state["checkpoint"], state["coevolver"]
+    rollouts = timed("rollout", t["rollout"], params, it, checkpoint, coevolver, data)
+    rewards = timed("verify", t["verify"], params, it, rollouts, data)
+    evolved = timed("coevolve", t["coevolve"], params, it, coevolver, rollouts, rewards, data)
+    updated = timed("update", t["policy-update"], params, it, checkpoint, rollouts, rewards, evolved, data)
+    state = {
+        "checkpoint": {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
+        "coevolver": {"path": evolved["path"], "content_hash": evolved["content_hash"]},
+        "report": evolved["report"],
+    }
+    metrics = {"iteration": float(it)}
+    for stage in (rollouts, rewards, evolved, updated):
+        metrics.update(stage["metrics"])
+    if evaluate_now:
+        metrics.update(timed("eval", t["evaluate"], params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
+    timed("ingest", t["ingest"], params, it, rollouts, rewards, evolved)
+    return state, {**metrics, **timed.seconds}
+
+
+@flow(name="coevo-train")
+def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, continue_latest: bool = False) -> dict:
+    cfg = load_config(params_file, overrides)
+    params, t = cfg.model_dump(mode="json"), configured(cfg)
+    tracked = track.with_options(result_storage=Path(cfg.run.out_dir).resolve() / ".prefect-results")
+    data = t["prepare"](params)
+    t["bootstrap"](params, data)
+    first = latest_complete(cfg) + 1 if continue_latest else 1
+    last = first + cfg.run.iterations - 1
+    layout = RunLayout(cfg.run.out_dir)
+    state = {"checkpoint": record(layout.checkpoint(first - 1), "checkpoint"), "coevolver": record(layout.coevolver(first - 1), "coevolver")}
+    initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
+    curve = [{"iteration": first - 1, **initial}]
+    tracked(params, first - 1, initial, None, None, curve, False)
+    for it in range(first, last + 1):
+        state, metrics = run_iteration(t, params, cfg, it, state, data, it % cfg.eval.every == 0 or it == last)
+        if "eval/acc" in metrics:
+            curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
+        logged = it % cfg.run.checkpoint_every == 0 or it == last
+        tracked(params, it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else [], it == last)
+        publish(it, metrics, state["report"])
+    return {"first_iteration": first, "last_iteration": last, "checkpoint": state["checkpoint"], "coevolver": state["coevolver"], "curve": curve}
+
+
+def record(path: Path, kind: str) -> dict:
+    """The {"path", hash} record a task passes on, for an existing checkpoint or co-evolver version."""
+    from coevo.coevolvers.base import read_manifest
+    from coevo.policy.checkpoint import policy_version
+
+    if kind == "checkpoint":
+        return {"path": str(path), "weights_sha256": policy_version(path)}
+    return {"path": str(path), "content_hash": read_manifest(path)["content_hash"]}

@@ -1,0 +1,79 @@
+"""Prefect tasks: one thin adapter per stage over `coevo.stages` (no math here).
+
+Every task takes the validated params (as JSON) and its inputs as {"path", hash} records and returns
+its outputs the same way, so tasks pass paths and content hashes, never tensors or models. Cache keys
+are the task's inputs plus its source code (INPUTS + TASK_SOURCE, deliberately without the flow-run
+id): a re-run of a failed flow restores every completed stage from its persisted result and resumes
+at the stage that failed. Rollout and verification are retried with exponential backoff on error
+(`pipeline.retries`); the policy update is never retried blindly: a re-run starts it again from the
+checkpoint it read, whose weights and optimizer state are on disk, and reproduces it exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.tasks import exponential_backoff
+
+from coevo import stages
+from coevo.config import Config
+from coevo.store.catalog import Catalog
+
+RESUMABLE = INPUTS + TASK_SOURCE
+
+
+def _cfg(params: dict) -> Config:
+    return Config.model_validate(params)
+
+
+@task(name="prepare", cache_policy=RESUMABLE, persist_result=True)
+def prepare(params: dict) -> dict:
+    return stages.prepare_stage(_cfg(params))
+
+
+@task(name="bootstrap", cache_policy=RESUMABLE, persist_result=True)
+def bootstrap(params: dict, data: dict) -> dict:
+    return stages.bootstrap_stage(_cfg(params), data)
+
+
+@task(name="rollout", cache_policy=RESUMABLE, persist_result=True)
+def rollout(params: dict, it: int, checkpoint: dict, coevolver: dict, data: dict) -> dict:
+    return stages.rollout_stage(_cfg(params), it, checkpoint["path"], coevolver["path"], data["train"]["path"])
+
+
+@task(name="verify", cache_policy=RESUMABLE, persist_result=True)
+def verify(params: dict, it: int, rollouts: dict, data: dict) -> dict:
+    return stages.verify_stage(_cfg(params), it, rollouts["path"], data["train"]["path"])
+
+
+@task(name="coevolve", cache_policy=RESUMABLE, persist_result=True)
+def coevolve(params: dict, it: int, coevolver: dict, rollouts: dict, rewards: dict, data: dict) -> dict:
+    return stages.coevolve_stage(_cfg(params), it, coevolver["path"], rollouts["path"], rewards["path"], data["train"]["path"])
+
+
+@task(name="policy-update", cache_policy=RESUMABLE, persist_result=True, retries=0)
+def update(params: dict, it: int, checkpoint: dict, rollouts: dict, rewards: dict, coevolver: dict, data: dict) -> dict:
+    return stages.update_stage(_cfg(params), it, checkpoint["path"], rollouts["path"], rewards["path"], coevolver["path"], data)
+
+
+@task(name="evaluate", cache_policy=RESUMABLE, persist_result=True)
+def evaluate(params: dict, it: int, checkpoint: dict, coevolver: dict, data: dict) -> dict:
+    return stages.evaluate_stage(_cfg(params), it, checkpoint["path"], coevolver["path"], data["test"]["path"])
+
+
+@task(name="ingest", cache_policy=RESUMABLE, persist_result=True)
+def ingest(params: dict, it: int, rollouts: dict, rewards: dict, evolved: dict) -> dict:
+    """The catalog's single writer: idempotent per iteration, so a re-run never duplicates rows."""
+    with Catalog(_cfg(params).catalog_path) as catalog:
+        return catalog.ingest_iteration(it, rollouts["path"], rewards["path"], evolved["report"])
+
+
+def configured(cfg: Config) -> dict:
+    """The stage tasks with this run's result storage and retry policy applied."""
+    storage = {"result_storage": Path(cfg.run.out_dir).resolve() / ".prefect-results"}
+    retrying = {"retries": cfg.pipeline.retries, "retry_delay_seconds": exponential_backoff(cfg.pipeline.retry_delay_s)}
+    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, ingest)}
+    plain.update({t.name: t.with_options(**storage, **retrying) for t in (rollout, verify)})
+    return plain

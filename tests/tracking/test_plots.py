@@ -1,0 +1,53 @@
+"""The learning-curve PNG: valid image of the documented size, written atomically, right series."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.image
+
+from coevo.tracking.plots import DPI, FAMILY, FIGSIZE, HEADLINE, _keys, _series, learning_curve
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+CURVE = [
+    {"iteration": 0, "eval/acc": 0.2, "eval/acc/add": 0.3, "eval/acc/mul": 0.1, "eval/pass@4": 0.4},
+    {"iteration": 2, "eval/acc": 0.5, "eval/acc/add": 0.6, "eval/acc/mul": 0.4, "eval/pass@4": 0.7,
+     "eval/acc_skills": 0.55, "eval/acc_skills/add": 0.65, "policy/loss": 1.0},
+    {"iteration": 1, "eval/acc": 0.3, "eval/acc/add": 0.4, "eval/acc/mul": 0.2, "eval/pass@4": 0.5},
+]
+
+
+def _assert_png(path: Path) -> None:
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    height, width, _ = matplotlib.image.imread(path).shape
+    assert (width, height) == (int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI))
+
+
+def test_learning_curve_writes_a_png_atomically(tmp_path):
+    path = learning_curve(CURVE, tmp_path / "plots" / "curve.png")
+    assert path == tmp_path / "plots" / "curve.png"
+    _assert_png(path)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["curve.png"]  # no temporary left behind
+
+
+def test_learning_curve_replaces_an_existing_file(tmp_path):
+    path = tmp_path / "curve.png"
+    path.write_bytes(b"stale")
+    learning_curve(CURVE[:1], path)
+    _assert_png(path)
+
+
+def test_learning_curve_without_evaluations_still_draws(tmp_path):
+    _assert_png(learning_curve([], tmp_path / "empty.png"))
+    _assert_png(learning_curve([{"iteration": 1, "policy/loss": 0.3}], tmp_path / "no_eval.png"))
+
+
+def test_series_selection():
+    assert _keys(CURVE, HEADLINE) == ["eval/acc", "eval/acc_skills", "eval/pass@4"]
+    assert _keys(CURVE, FAMILY) == ["eval/acc/add", "eval/acc/mul"]  # acc_skills/<family> is not a family line
+
+
+def test_series_is_sorted_and_skips_missing_points():
+    assert _series(CURVE, "eval/acc") == ([0.0, 1.0, 2.0], [0.2, 0.3, 0.5])
+    assert _series(CURVE, "eval/acc_skills") == ([2.0], [0.55])
