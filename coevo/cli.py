@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from coevo.config import Config, ConfigError, load_config
+from coevo.store.lineage_cli import lineage
+from coevo.store.query_cli import query_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Co-evolutionary RL of language models.")
 console = Console(soft_wrap=True)
@@ -104,14 +106,11 @@ def prepare(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_jso
 @fail_cleanly
 def bootstrap(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_json: JsonOpt = False) -> None:
     """Prepare problems and create the initial policy checkpoint (tiny warm start or your checkpoint)."""
-    from coevo.policy.bootstrap import bootstrap_policy
-    from coevo.prepare import prepare_problems
+    from coevo import stages
 
     cfg = config_from(params, set_)
     quiet_libraries()
-    train, _ = prepare_problems(cfg)
-    _, meta = bootstrap_policy(cfg, train)
-    result = {"checkpoint": str(cfg.bootstrap_dir), **meta}
+    result = stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
     print_json(result) if as_json else console.print(result)
 
 
@@ -121,13 +120,20 @@ def train(
     params: ParamsOpt = Path("params.yaml"),
     set_: SetOpt = None,
     as_json: JsonOpt = False,
+    plain: Annotated[bool, typer.Option("--plain", help="Run the plain-Python driver instead of the Prefect flow.")] = False,
+    continue_latest: Annotated[bool, typer.Option("--continue", help="Start from the newest complete iteration of run.out_dir (as the nightly run does).")] = False,
 ) -> None:
-    """Bootstrap, then train for run.iterations with the plain driver; writes run.out_dir/summary.json."""
-    from coevo.driver import train as run_training
-
+    """Bootstrap, then train for run.iterations: the Prefect flow (resumable, tracked) or --plain."""
     cfg = config_from(params, set_)
     quiet_libraries()
-    summary = run_training(cfg, Console(soft_wrap=True, quiet=as_json))
+    if plain:
+        from coevo.driver import train as run_training
+
+        summary = run_training(cfg, Console(soft_wrap=True, quiet=as_json))
+    else:
+        from flows.train import train_flow
+
+        summary = train_flow(str(params), parse_overrides(set_), continue_latest)
     if as_json:
         print_json({k: summary[k] for k in ("final_checkpoint", "final_coevolver", "checkpoints", "initial_eval", "final_eval", "wall_time_s", "iterations")})
         return
@@ -140,9 +146,10 @@ def train(
 @app.command("eval")
 @fail_cleanly
 def eval_(
-    checkpoint: Annotated[Path, typer.Argument(help="A Hugging Face checkpoint directory.")],
+    checkpoint: Annotated[str, typer.Argument(help="A checkpoint directory, an MLflow model URI (models:/NAME@ALIAS), or 'latest' (newest in run.out_dir).")],
     problems: Annotated[Path | None, typer.Option(help="jsonl/parquet problems to evaluate on (default: the test split).")] = None,
-    coevolver: Annotated[Path | None, typer.Option(help="A saved co-evolver directory: also report accuracy with its retrieved skills.")] = None,
+    coevolver: Annotated[str | None, typer.Option(help="A saved co-evolver directory, or 'latest': also report accuracy with its retrieved skills.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Also write the JSON result to this file (atomically).")] = None,
     params: ParamsOpt = Path("params.yaml"),
     set_: SetOpt = None,
     as_json: JsonOpt = False,
@@ -151,19 +158,43 @@ def eval_(
     from coevo.coevolvers import load_coevolver
     from coevo.engines.hf import HFEngine
     from coevo.evaluate import evaluate
+    from coevo.io import write_json
     from coevo.policy.checkpoint import load_policy
     from coevo.prepare import build_splits
     from coevo.problems.loader import load_problem_file
+    from coevo.stages import RunLayout, latest_complete
+    from coevo.store.lineage import resolve_checkpoint
 
     cfg = config_from(params, set_)
     quiet_libraries()
+    layout, newest = RunLayout(cfg.run.out_dir), latest_complete(cfg)
+    path = layout.checkpoint(newest) if checkpoint == "latest" else resolve_checkpoint(checkpoint, cfg.tracking.mlflow_uri)
     test = load_problem_file(problems) if problems else build_splits(cfg)[1]
-    policy = load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
-    context_for = load_coevolver(coevolver, cfg.coevolver, cfg.seed).context_for if coevolver else None
+    policy = load_policy(path, cfg.policy.device, cfg.policy.dtype)
+    bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
+    context_for = load_coevolver(bank_dir, cfg.coevolver, cfg.seed).context_for if bank_dir else None
     metrics = evaluate(HFEngine(policy, cfg.engine.batch_size), test, cfg.sampling, cfg.eval.pass_k, cfg.seed, context_for)
-    result = {"checkpoint": str(checkpoint), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}
-    print_json(result) if as_json else console.print(metrics_table(f"{checkpoint} on {result['problems']}", {"value": metrics}))
+    result = {"checkpoint": str(path), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}
+    if out is not None:
+        write_json(out, result)
+    print_json(result) if as_json else console.print(metrics_table(f"{path} on {result['problems']}", {"value": metrics}))
 
+
+@app.command()
+@fail_cleanly
+def serve(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None) -> None:
+    """Serve the train flow as a Prefect deployment on pipeline.schedule_cron; each run continues the run directory."""
+    from flows.train import nightly_deployment
+
+    cfg = config_from(params, set_)
+    from prefect import serve as prefect_serve
+
+    console.print(f"serving deployment {cfg.pipeline.deployment_name!r} on cron {cfg.pipeline.schedule_cron!r}")
+    prefect_serve(nightly_deployment(str(Path(params).resolve()), cfg, parse_overrides(set_)))
+
+
+app.add_typer(query_app, name="query", help="Query the run's DuckDB catalog.")
+app.command("lineage")(lineage)
 
 if __name__ == "__main__":
     app()

@@ -208,8 +208,8 @@ class Config(Strict):
 
     @property
     def bootstrap_dir(self) -> Path:
-        """Where the bootstrapped (or copied-in) initial policy lives."""
-        return self.run.out_dir / "checkpoints" / "iter_0000"
+        """Where the bootstrapped (or copied-in) initial policy, checkpoint 0, lives (its own DVC output)."""
+        return self.run.out_dir / "bootstrap"
 
 
 class ConfigError(ValueError):

@@ -2,7 +2,8 @@
 
 One readable loop with a timer per phase (verl's `fit`), usable without Prefect; the Prefect flow
 (`flows/train.py`) calls the same stage functions (`coevo.stages`). Outputs under run.out_dir:
-  checkpoints/iter_NNNN/   HF checkpoint + coevo.json with its lineage (iter_0000 is the bootstrap)
+  bootstrap/               the initial policy (checkpoint 0): HF checkpoint + coevo.json with its lineage
+  checkpoints/iter_NNNN/   the checkpoint after iteration N, same layout, optimizer state in the newest
   coevolver/iter_NNNN/     co-evolver version after iteration N (iter_0000 = the initial one)
   rollouts/, rewards/      the validated stage tables, one parquet shard per iteration
   reports/iter_NNNN.json   the co-evolution report (skills measured, admitted, rejected, retired)
@@ -62,7 +63,7 @@ def train(cfg: Config, console: Console | None = None) -> dict:
     console.print(f"[bold]bootstrap[/]: {boot['bootstrap']} | eval/acc={curve[0]['eval/acc']:.3f}")
     metrics_path = Path(cfg.run.out_dir) / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
-    reports, completed = [], 0
+    completed = 0
     for it in range(1, cfg.run.iterations + 1):
         timers, train_path = Timers(), data["train"]["path"]
         with timers.phase("rollout"):
@@ -80,7 +81,6 @@ def train(cfg: Config, console: Console | None = None) -> dict:
                 metrics.update(stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"])
             curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
         metrics.update(timers.seconds)
-        reports.append(json.loads(Path(evolved["report"]).read_text()))
         with metrics_path.open("a") as fh:
             fh.write(json.dumps(metrics, sort_keys=True) + "\n")
         console.print(format_progress(metrics))
@@ -91,18 +91,24 @@ def train(cfg: Config, console: Console | None = None) -> dict:
             if curve[-1]["iteration"] != it:
                 curve.append({"iteration": it, **stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"]})
             break
+    return write_summary(cfg, curve, 1, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot})
+
+
+def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: float, extra: dict) -> dict:
+    """summary.json of a run (driver or flow): checkpoints, curve, skill admissions, wall time."""
+    layout = stages.RunLayout(cfg.run.out_dir)
+    reports = [json.loads(layout.report(k).read_text()) for k in range(first, last + 1)]
     summary = {
-        "iterations": completed,
-        "wall_time_s": time.perf_counter() - start,
-        "setup_time_s": setup.seconds,
-        "bootstrap": boot,
-        "checkpoints": [str(stages.RunLayout(cfg.run.out_dir).checkpoint(k)) for k in range(completed + 1)],
-        "final_checkpoint": checkpoint,
-        "final_coevolver": coevolver,
+        "iterations": last - first + 1,
+        "wall_time_s": wall,
+        "checkpoints": [str(layout.checkpoint(k)) for k in range(first - 1, last + 1)],
+        "final_checkpoint": str(layout.checkpoint(last)),
+        "final_coevolver": str(layout.coevolver(last)),
         "curve": curve,
         "initial_eval": curve[0],
         "final_eval": curve[-1],
         "skills": skill_summary(reports),
+        **extra,
     }
     write_json(Path(cfg.run.out_dir) / "summary.json", summary)
     return summary

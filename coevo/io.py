@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from coevo.faults import pause_point
+
 
 @contextmanager
 def atomic_path(final: str | Path, is_dir: bool = False) -> Iterator[Path]:
@@ -31,6 +33,7 @@ def atomic_path(final: str | Path, is_dir: bool = False) -> Iterator[Path]:
     target = tmp if is_dir else tmp / final.name
     try:
         yield target
+        pause_point("write", f"{final.parent.name}/{final.name}")
         if is_dir:
             if final.exists():
                 aside = final.with_name(f".{final.name}.old")

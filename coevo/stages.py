@@ -13,6 +13,7 @@ mutates it) and puts the trained one back under its new hash.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -21,10 +22,20 @@ from coevo.coevolvers import build_coevolver, load_coevolver
 from coevo.config import Config
 from coevo.engines.hf import HFEngine
 from coevo.evaluate import evaluate
-from coevo.io import hash_file, write_json
+from coevo.faults import pause_point
+from coevo.io import hash_bytes, hash_file, write_json
 from coevo.objectives import build_objective
 from coevo.policy.bootstrap import bootstrap_policy
-from coevo.policy.checkpoint import TRAINER_STATE, Policy, load_optimizer_state, load_policy, policy_version, save_checkpoint
+from coevo.policy.checkpoint import (
+    TRAINER_STATE,
+    WEIGHTS,
+    Policy,
+    load_optimizer_state,
+    load_policy,
+    policy_version,
+    read_meta,
+    save_checkpoint,
+)
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
 from coevo.rollout import run_rollouts
@@ -44,7 +55,8 @@ class RunLayout:
         self.root = Path(root)
 
     def checkpoint(self, it: int) -> Path:
-        return self.root / "checkpoints" / f"iter_{it:04d}"
+        """Checkpoint after iteration `it`; checkpoint 0 is the bootstrap, kept apart as its own DVC stage output."""
+        return self.root / "bootstrap" if it == 0 else self.root / "checkpoints" / f"iter_{it:04d}"
 
     def coevolver(self, it: int) -> Path:
         return self.root / "coevolver" / f"iter_{it:04d}"
@@ -57,6 +69,14 @@ class RunLayout:
 
     def report(self, it: int) -> Path:
         return self.root / "reports" / f"iter_{it:04d}.json"
+
+
+def latest_complete(cfg: Config) -> int:
+    """The newest iteration whose checkpoint, co-evolver version and report all exist (0 = bootstrap)."""
+    layout, k = RunLayout(cfg.run.out_dir), 0
+    while layout.checkpoint(k + 1).is_dir() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
+        k += 1
+    return k
 
 
 _POLICIES: dict[str, Policy] = {}
@@ -86,15 +106,27 @@ def prepare_stage(cfg: Config) -> dict:
     return {name: {"path": str(path), "sha256": hash_file(path)} for name, path in data.items()}
 
 
+def bootstrap_key(cfg: Config, data: dict) -> str:
+    """What the bootstrap checkpoint depends on: seed, policy, warm start, problems and their content."""
+    inputs = cfg.model_dump(mode="json", include={"seed", "policy", "bootstrap", "problems"})
+    return hash_bytes(json.dumps([inputs, {k: v["sha256"] for k, v in data.items()}], sort_keys=True).encode())
+
+
 def bootstrap_stage(cfg: Config, data: dict) -> dict:
-    """Checkpoint iter_0000 (with its lineage) and the initial co-evolver version iter_0000."""
-    layout = RunLayout(cfg.run.out_dir)
+    """Checkpoint 0 (with its lineage) and the initial co-evolver version iter_0000.
+
+    An existing bootstrap with the same key and intact weights is kept (e.g. one DVC restored).
+    """
+    layout, key = RunLayout(cfg.run.out_dir), bootstrap_key(cfg, data)
     coevolver_dir = layout.coevolver(0)
     content_hash = build_coevolver(cfg.coevolver, cfg.seed).save(coevolver_dir)
-    lineage = stage_lineage(cfg, 0, None, None, None, coevolver_dir, data)
-    policy, meta = bootstrap_policy(cfg, problems(data["train"]["path"]), extra_meta={"lineage": lineage})
-    _POLICIES.clear()
-    _POLICIES[meta["weights_sha256"]] = policy
+    meta = read_meta(cfg.bootstrap_dir)
+    weights = cfg.bootstrap_dir / WEIGHTS
+    if meta.get("bootstrap_key") != key or not weights.is_file() or hash_file(weights) != meta.get("weights_sha256"):
+        lineage = stage_lineage(cfg, 0, None, None, None, coevolver_dir, data)
+        policy, meta = bootstrap_policy(cfg, problems(data["train"]["path"]), extra_meta={"lineage": lineage, "bootstrap_key": key})
+        _POLICIES.clear()
+        _POLICIES[meta["weights_sha256"]] = policy
     return {
         "checkpoint": str(layout.checkpoint(0)),
         "weights_sha256": meta["weights_sha256"],
@@ -130,6 +162,7 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
     batch = problems(train).set_index("id").loc[frame["problem_id"].unique()].reset_index()
     report = bank.update(it, batch, frame, read_rewards(rewards))
     write_json(layout.report(it), report)
+    pause_point("coevolve", it)  # between the report and the new version: a crash here must not matter
     content_hash = bank.save(layout.coevolver(it))
     return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": coevo_metrics(report)}
 
@@ -148,6 +181,7 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     stats = policy_update(
         policy, optimizer, objective, read_rollouts(rollouts), read_rewards(rewards), cfg, derive_seed(cfg.seed, it, "update"), reference
     )
+    pause_point("update", it)  # trained in memory, nothing saved yet
     lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data)
     out = layout.checkpoint(it)
     version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer)
@@ -175,6 +209,7 @@ def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, da
         data={name: Path(entry["path"]) for name, entry in data.items()},
         dvc_md5=None,
         params=cfg.model_dump(mode="json"),
+        checkpoint_dir=RunLayout(cfg.run.out_dir).checkpoint(it),
     )
 
 

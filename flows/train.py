@@ -18,18 +18,11 @@ from prefect import flow, task
 from prefect.artifacts import create_table_artifact
 
 from coevo.config import Config, load_config
+from coevo.driver import write_summary
 from coevo.io import hash_bytes
-from coevo.stages import RunLayout
+from coevo.stages import RunLayout, latest_complete
 from coevo.tracking.mlflow_tracker import Tracker
 from tasks.stages import configured
-
-
-def latest_complete(cfg: Config) -> int:
-    """The newest iteration whose checkpoint, co-evolver version and report all exist (0 = bootstrap)."""
-    layout, k = RunLayout(cfg.run.out_dir), 0
-    while layout.checkpoint(k + 1).is_dir() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
-        k += 1
-    return k
 
 
 def _track_key(context, parameters: dict) -> str:
@@ -101,6 +94,7 @@ def run_iteration(t: dict, params: dict, cfg: Config, it: int, state: dict, data
 
 @flow(name="coevo-train")
 def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, continue_latest: bool = False) -> dict:
+    started = time.perf_counter()
     cfg = load_config(params_file, overrides)
     params, t = cfg.model_dump(mode="json"), configured(cfg)
     tracked = track.with_options(result_storage=Path(cfg.run.out_dir).resolve() / ".prefect-results")
@@ -120,7 +114,7 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
         logged = it % cfg.run.checkpoint_every == 0 or it == last
         tracked(params, it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else [], it == last)
         publish(it, metrics, state["report"])
-    return {"first_iteration": first, "last_iteration": last, "checkpoint": state["checkpoint"], "coevolver": state["coevolver"], "curve": curve}
+    return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last})
 
 
 def record(path: Path, kind: str) -> dict:
@@ -131,3 +125,12 @@ def record(path: Path, kind: str) -> dict:
     if kind == "checkpoint":
         return {"path": str(path), "weights_sha256": policy_version(path)}
     return {"path": str(path), "content_hash": read_manifest(path)["content_hash"]}
+
+
+def nightly_deployment(params_file: str, cfg: Config, overrides: dict | None = None):
+    """The nightly deployment: the train flow on pipeline.schedule_cron, continuing the run directory."""
+    return train_flow.to_deployment(
+        name=cfg.pipeline.deployment_name,
+        cron=cfg.pipeline.schedule_cron,
+        parameters={"params_file": params_file, "overrides": overrides or {}, "continue_latest": True},
+    )

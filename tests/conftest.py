@@ -31,6 +31,15 @@ def tiny_config(tmp_path: Path, **overrides) -> Config:
     return load_config(ROOT / "params.yaml", _deep_merge(_deep_merge(TINY, paths), overrides))
 
 
+@pytest.fixture(scope="session")
+def prefect_server():
+    """Prefect's real local test server (SQLite), shared by the flow and DVC tests."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     torch.set_num_threads(1)

@@ -23,7 +23,7 @@ def test_two_iterations_write_valid_artifacts_and_move_the_policy(tmp_path):
         rewards = read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
         assert len(rollouts) == len(rewards) == cfg.rollouts_per_iter
         load_coevolver(out / "coevolver" / f"iter_{it:04d}", cfg.coevolver, cfg.seed)  # manifest hash checks
-    start = load_file(out / "checkpoints" / "iter_0000" / "model.safetensors")
+    start = load_file(out / "bootstrap" / "model.safetensors")
     end = load_file(out / "checkpoints" / "iter_0002" / "model.safetensors")
     assert any(not torch.equal(start[k], end[k]) for k in start)
     meta = json.loads((out / "checkpoints" / "iter_0002" / "coevo.json").read_text())

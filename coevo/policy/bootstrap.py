@@ -128,7 +128,7 @@ def supervised_warm_start(policy: Policy, pool: pd.DataFrame, cfg: Config) -> Bo
 
 
 def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None = None) -> tuple[Policy, dict]:
-    """Create checkpoint iter_0000: the user's checkpoint if params name one, else the tiny default.
+    """Create checkpoint 0 (cfg.bootstrap_dir): the user's checkpoint if params name one, else the tiny default.
 
     `extra_meta` (e.g. the lineage record) is stored in the checkpoint's coevo.json.
     """

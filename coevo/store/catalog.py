@@ -30,7 +30,7 @@ Three views answer the usual questions; copy them into `duckdb runs/default/cata
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import duckdb
@@ -48,7 +48,7 @@ from schemas import (
 from schemas.errors import MAX_LINES
 
 TABLES = ("rollouts", "rewards", "skill_events")
-EVENT_COLUMNS = ("iteration", "skill_id", "event", "problem_id", "gap", "utility", "reason")
+EVENT_DTYPES = {"iteration": "int64", "skill_id": "str", "event": "str", "problem_id": "str", "gap": "float64", "utility": "float64", "reason": "str"}
 _EVENT_LIST = "[" + ", ".join(f"'{event}'" for event in EVENTS) + "]"  # constants, never user input
 
 _TABLES_DDL = f"""
@@ -130,18 +130,17 @@ class Catalog:
         for table in TABLES:
             self._con.execute(f"DELETE FROM {table} WHERE iteration = ?", [iteration])
         for table, frame in frames.items():
-            self._con.register("incoming", frame)
+            self._con.register("incoming", frame)  # transactional: a rollback drops it too
             try:
                 self._con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
             except duckdb.ConstraintException as exc:
                 raise SchemaError(f"{sources[table]}: conflicts with rows already in {self.path} ({table}): {exc}") from exc
-            finally:
-                self._con.unregister("incoming")
+            self._con.unregister("incoming")
         for table in TABLES:
             stored = self._query(f"SELECT * FROM {table} WHERE iteration = ?", [iteration])
             _VALIDATORS[table](stored, f"{self.path} ({table}, iteration {iteration})")
 
-    def _in_transaction(self, work) -> None:
+    def _in_transaction(self, work: Callable[[], object]) -> None:
         self._con.begin()
         try:
             work()
@@ -172,10 +171,11 @@ class Catalog:
         )
 
     def counts(self) -> dict[str, int]:
-        return {table: self._con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in TABLES}
+        return {table: int(self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]) for table in TABLES}
 
     def _query(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        return self._con.execute(sql, params or []).df()
+        """Through arrow, so string columns are pandas `str` even when no row matches (as the schemas expect)."""
+        return self._con.sql(sql, params=params or []).to_arrow_table().to_pandas()
 
     # ---- lifetime ----
     def close(self) -> None:
@@ -235,12 +235,14 @@ def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd
         rows += [_event(iteration, e.get("id"), "measured", e.get("problem_id", ""), gap=e.get("gap")) for e in report.get("measured", [])]
         for event in ("admitted", "rejected", "promoted", "retired"):
             rows += [_event(iteration, e.get("id"), event, utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get(event, [])]
-        frame = pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
-        frame = frame.astype({"iteration": "int64", "skill_id": "str", "event": "str", "problem_id": "str", "gap": "float64", "utility": "float64", "reason": "str"})
+        frame = pd.DataFrame(rows, columns=list(EVENT_DTYPES)).astype(EVENT_DTYPES)
     except (AttributeError, TypeError, ValueError) as exc:
         raise SchemaError(f"{source}: malformed evolution report: {exc}") from exc
     return validate_skill_events(frame, source)
 
 
-def _event(iteration: int, skill_id: object, event: str, problem_id: object = "", gap: object = None, utility: object = None, reason: object = "") -> dict:
+def _event(
+    iteration: int, skill_id: object, event: str, problem_id: object = "", gap: object = None, utility: object = None, reason: object = ""
+) -> dict:
+    """One row; the report's values go in unchecked, the schema judges them (with the report's file name)."""
     return {"iteration": iteration, "skill_id": skill_id, "event": event, "problem_id": problem_id, "gap": gap, "utility": utility, "reason": reason}

@@ -13,8 +13,8 @@ paths outside it are absolute. `lineage_chain` walks parent links back to the bo
 
 Departures from "recompute every hash":
 1. DVC's md5 is recorded, not recomputed (the data files' own sha256 are checked instead).
-2. A checkpoint's trainer_state.pt may be missing: the pipeline deletes the optimizer state of all but
-   the newest checkpoint. When present it is checked like every other file.
+2. A checkpoint's trainer_state.pt is not checked: save_checkpoint leaves it out of "files" (it is
+   training state, and the pipeline deletes it from all but the newest checkpoint).
 """
 
 from __future__ import annotations
@@ -217,14 +217,15 @@ def _check_file(path: Path, expected: str, what: str, hashes: _Hashes) -> list[M
     return [] if actual == expected else [Mismatch(str(path), what, expected, actual)]
 
 
-def _check_listing(directory: Path, listed: dict, what: str, hashes: _Hashes, skip: str, optional: tuple[str, ...] = ()) -> list[Mismatch]:
-    """Each listed file against its sha256, and each file present but not listed (except `skip`)."""
+def _check_listing(directory: Path, listed: dict, what: str, hashes: _Hashes, unlisted_ok: tuple[str, ...]) -> list[Mismatch]:
+    """Each listed file against its sha256 (the `unlisted_ok` may also be absent), and each file present
+    but not listed, except the `unlisted_ok`."""
     present = {p.relative_to(directory).as_posix(): p for p in directory.rglob("*") if p.is_file()}
     found: list[Mismatch] = []
     for name, expected in sorted(listed.items()):
-        if name in present or name not in optional:
+        if name in present or name not in unlisted_ok:
             found += _check_file(directory / name, expected, what, hashes)
-    for name in sorted(set(present) - set(listed) - {skip}):
+    for name in sorted(set(present) - set(listed) - set(unlisted_ok)):
         found.append(Mismatch(str(present[name]), what, "not listed", hashes(present[name])))
     return found
 
@@ -233,7 +234,7 @@ def _check_checkpoint(path: Path, hashes: _Hashes) -> list[Mismatch]:
     listed = read_meta(path).get("files")
     if not isinstance(listed, dict):
         return [Mismatch(str(path / META), "checkpoint file", "a files listing", MISSING)]
-    return _check_listing(path, listed, "checkpoint file", hashes, skip=META, optional=(TRAINER_STATE,))
+    return _check_listing(path, listed, "checkpoint file", hashes, unlisted_ok=(META, TRAINER_STATE))
 
 
 def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Mismatch]:
@@ -265,7 +266,7 @@ def _check_coevolver(directory: Path, entry: dict, hashes: _Hashes) -> list[Mism
     except ValueError:
         return [Mismatch(str(directory / MANIFEST), "co-evolver version", entry["content_hash"], MISSING)]
     listed = manifest.get("files", {})
-    found = _check_listing(directory, listed, "co-evolver file", hashes, skip=MANIFEST)
+    found = _check_listing(directory, listed, "co-evolver file", hashes, unlisted_ok=(MANIFEST,))
     if content_hash(listed) != manifest.get("content_hash"):
         found.append(Mismatch(str(directory / MANIFEST), "co-evolver manifest", str(manifest.get("content_hash")), content_hash(listed)))
     if manifest.get("content_hash") != entry["content_hash"]:

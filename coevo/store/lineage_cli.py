@@ -25,7 +25,7 @@ def lineage(
     checkpoint: Annotated[str, typer.Argument(help="Checkpoint directory, or models:/NAME@ALIAS or models:/NAME/VERSION.")],
     verify: Annotated[bool, typer.Option("--verify", help="Recompute every hash along the chain; exit 1 on any mismatch.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object {chain, mismatches} instead of a tree.")] = False,
-    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ references (default: MLflow's).")] = None,
+    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ refs.")] = None,
 ) -> None:
     """Show a checkpoint's lineage back to the bootstrap and its data; --verify rechecks every hash."""
     try:

@@ -26,6 +26,7 @@ query_app = typer.Typer(
     help="Query a run's DuckDB catalog: pass rates, a skill's history, a problem's completions.",
 )
 console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 CatalogOpt = Annotated[Path, typer.Option("--catalog", help="The run's catalog file (<run.out_dir>/catalog.duckdb).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the rows as a JSON list of records instead of a table.")]
@@ -35,18 +36,18 @@ DEFAULT_CATALOG = Path("runs/default/catalog.duckdb")
 def open_catalog(path: Path) -> Catalog:
     """The catalog, read-only; exit 2 with a clear message when it is missing or held by the writer."""
     if not path.is_file():
-        console.print(f"[red]error:[/] no catalog at {path} (a run's ingest step writes it; pass --catalog)", highlight=False)
+        err_console.print(f"[red]error:[/] no catalog at {path} (a run's ingest step writes it; pass --catalog)", highlight=False)
         raise typer.Exit(2)
     try:
         return Catalog(path, read_only=True)
     except duckdb.IOException as exc:
-        console.print(f"[red]error:[/] cannot open {path} (is the writer still running?): {exc}", highlight=False)
+        err_console.print(f"[red]error:[/] cannot open {path} (is the writer still running?): {exc}", highlight=False)
         raise typer.Exit(2) from exc
 
 
 def show(frame: pd.DataFrame, title: str, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(json.loads(frame.to_json(orient="records", double_precision=15)), indent=2))
+        typer.echo(json.dumps(records(frame), indent=2))
         return
     table = Table(title=title)
     for column in frame.columns:
@@ -56,6 +57,21 @@ def show(frame: pd.DataFrame, title: str, as_json: bool) -> None:
     console.print(table)
     if frame.empty:
         console.print("no rows")
+
+
+def records(frame: pd.DataFrame) -> list[dict]:
+    """Rows as plain JSON values: lists for list cells, None for nulls, exact floats."""
+    return [{str(key): _plain(value) for key, value in row.items()} for row in frame.to_dict("records")]
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, np.ndarray):
+        return [_plain(item) for item in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
 
 
 def _cell(value: object) -> str:

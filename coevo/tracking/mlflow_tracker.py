@@ -22,8 +22,11 @@ What is logged where
              plots/learning_curve.png the learning curve, replaced at each call
   registry   model `tracking.model_name`: one version per distinct weights hash, source
              `runs:/<run_id>/checkpoints/iter_NNNN`, tags coevo.iteration, coevo.weights_sha256,
-             coevo.checkpoint_path, coevo.eval_acc; alias "latest" = the version last logged, alias
-             "best" = the version with the highest coevo.eval_acc.
+             coevo.checkpoint_path, coevo.eval_acc. Alias "best" = the version with the highest
+             coevo.eval_acc (set here). "latest" is MLflow's built-in alias, which cannot be set
+             (reserved) but resolves to the highest version number: `models:/<name>@latest` and
+             `get_model_version_by_alias(name, "latest")` give the newest registered checkpoint,
+             since versions are created in logging order and never twice for the same weights.
 
 Resume and idempotency
   - `start` resumes the run named in mlflow_run.json when it still exists in the experiment, is not
@@ -33,15 +36,16 @@ Resume and idempotency
     params are immutable) and is reported in a warning.
   - `log_dataset` is skipped when the run already has an input with that digest.
   - `log_checkpoint` looks the weights hash up in the registry first: an existing version is
-    returned (aliases refreshed, eval_acc tag updated) without logging or registering again.
+    returned (eval_acc tag updated, "best" re-checked) without logging or registering again.
     A crash between logging and registering re-logs to the same artifact path (no orphan copy).
   - `log_coevolver` and `log_curve` write to fixed artifact paths, so re-logging overwrites.
   - Metrics are not deduplicated: re-logging an iteration after a resume adds a second point at
     the same step (MLflow keeps the history; the latest value wins).
 
 Lineage
-  `coevo lineage` maps a registered version back to its local checkpoint through the tag
-  coevo.checkpoint_path (absolute path) and checks it against coevo.weights_sha256.
+  `coevo lineage` and `coevo evaluate models:/<name>@<alias>` find a registered version's local
+  checkpoint directory through the tag coevo.checkpoint_path (absolute path;
+  `coevo.store.lineage.resolve_checkpoint`); coevo.weights_sha256 names the weights it holds.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from urllib.parse import unquote
 import mlflow.data
 import pandas as pd
 from mlflow import MlflowClient
+from mlflow.data.dataset_source_registry import get_dataset_source_from_json
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, Run, RunStatus
 from mlflow.entities.lifecycle_stage import LifecycleStage
 from mlflow.entities.model_registry import ModelVersion
@@ -77,7 +82,6 @@ TAG_ITERATION = "coevo.iteration"
 TAG_WEIGHTS = "coevo.weights_sha256"
 TAG_PATH = "coevo.checkpoint_path"
 TAG_EVAL = "coevo.eval_acc"
-ALIAS_LATEST = "latest"
 ALIAS_BEST = "best"
 TRUNCATED = "...[truncated]"
 _BAD_METRIC_CHARS = re.compile(r"[^\w./\- ]")
@@ -205,12 +209,13 @@ class Tracker:
 
     @staticmethod
     def _dataset_input(path: Path, digest: str, name: str, context: str) -> DatasetInput:
-        dataset = mlflow.data.from_pandas(pd.read_parquet(path), source=str(Path(path).resolve()), name=name, digest=digest)
+        source = get_dataset_source_from_json(json.dumps({"uri": str(Path(path).resolve())}), source_type="local")
+        dataset = mlflow.data.from_pandas(pd.read_parquet(path), source=source, name=name, digest=digest)
         return DatasetInput(dataset=dataset._to_mlflow_entity(), tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)])
 
     # ---- artifacts and registry ----
     def log_checkpoint(self, iteration: int, checkpoint: Path, eval_acc: float | None) -> str:
-        """Log and register the checkpoint (once per weights hash), move the aliases; return the version."""
+        """Log and register the checkpoint (once per weights hash), update "best"; return the version."""
         checkpoint = Path(checkpoint).resolve()
         weights = policy_version(checkpoint)
         version = self._version_with_weights(weights)
@@ -222,7 +227,8 @@ class Tracker:
             version = self._register(f"runs:/{self.run_id}/{artifact_path}", iteration, weights, checkpoint, eval_acc)
         elif eval_acc is not None:
             self.client.set_model_version_tag(self.cfg.model_name, version.version, TAG_EVAL, str(float(eval_acc)))
-        self._move_aliases(version.version, eval_acc)
+        if eval_acc is not None:
+            self._update_best(version.version, float(eval_acc))
         return str(version.version)
 
     def _version_with_weights(self, weights: str) -> ModelVersion | None:
@@ -241,16 +247,13 @@ class Tracker:
             tags[TAG_EVAL] = str(float(eval_acc))
         return self.client.create_model_version(self.cfg.model_name, source, run_id=self.run_id, tags=tags)
 
-    def _move_aliases(self, version: str, eval_acc: float | None) -> None:
-        """"latest" -> `version`; "best" -> `version` when its eval_acc beats the current best's."""
+    def _update_best(self, version: int | str, eval_acc: float) -> None:
+        """Point "best" at `version` when `eval_acc` beats the current best's coevo.eval_acc (or none)."""
         name = self.cfg.model_name
-        self.client.set_registered_model_alias(name, ALIAS_LATEST, version)
-        if eval_acc is None:
-            return
         best = self.client.get_registered_model(name).aliases.get(ALIAS_BEST)
         best_acc = float(self.client.get_model_version(name, best).tags.get(TAG_EVAL, "-inf")) if best else float("-inf")
-        if float(eval_acc) > best_acc:
-            self.client.set_registered_model_alias(name, ALIAS_BEST, version)
+        if eval_acc > best_acc:
+            self.client.set_registered_model_alias(name, ALIAS_BEST, str(version))
 
     def log_coevolver(self, iteration: int, coevolver_dir: Path) -> None:
         """Log the co-evolver directory under coevolver/iter_NNNN (a re-log overwrites it)."""

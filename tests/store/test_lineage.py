@@ -83,7 +83,8 @@ def test_chain_reaches_the_bootstrap_and_the_data(run_dir, tmp_path):
     assert chain[-1]["lineage"]["parent"] is None and chain[-1]["lineage"]["rollouts"] is None
     assert chain[0]["lineage"]["parent"]["weights_sha256"] == chain[1]["weights_sha256"] != chain[0]["weights_sha256"]
     data = chain[-1]["lineage"]["data"]
-    assert data["train"] == {"path": str((tmp_path / "data" / "train.parquet").resolve()), "sha256": hash_file(tmp_path / "data" / "train.parquet")}
+    train = tmp_path / "data" / "train.parquet"
+    assert data["train"] == {"path": str(train.resolve()), "sha256": hash_file(train)}
     assert data["dvc_md5"] == "d41d8cd98f00b204e9800998ecf8427e"
 
 

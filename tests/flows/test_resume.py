@@ -1,0 +1,104 @@
+"""SIGKILL the flow process mid-stage, run the same command again, and demand an exact resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import mlflow
+import pytest
+import torch
+import yaml
+from prefect.settings import PREFECT_API_URL
+from safetensors.torch import load_file
+
+from coevo.stages import RunLayout
+from coevo.store.catalog import Catalog
+from coevo.store.lineage import verify_lineage
+from flows.train import train_flow
+
+from ..conftest import ROOT, TINY
+
+ITERATIONS = 3
+
+
+def _params(tmp_path, name: str) -> tuple[str, dict]:
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    overrides = {
+        **TINY,
+        "run": {**TINY["run"], "iterations": ITERATIONS, "out_dir": str(tmp_path / name / "run")},
+        "problems": {**TINY["problems"], "data_dir": str(tmp_path / name / "data")},
+        "optim": {**TINY["optim"], "epochs": 20},  # a policy update long enough to be killed inside
+        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / name / 'mlflow.db'}", "experiment": "resume", "model_name": "tiny"},
+        "pipeline": {"retries": 0, "retry_delay_s": 0.1},
+    }
+    for section, values in overrides.items():
+        raw[section].update(values)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path), overrides
+
+
+def _run(params: str, pause: str | None) -> subprocess.Popen:
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    env.pop("COEVO_PAUSE", None)
+    if pause:
+        env["COEVO_PAUSE"] = f"{pause}:300"
+    command = [sys.executable, "-m", "coevo.cli", "train", "--params", params, "--json"]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _kill_at_pause(process: subprocess.Popen, pause: str) -> None:
+    point, where = pause.split(":")
+    deadline = time.monotonic() + 600
+    for line in process.stderr:
+        if line.strip() == f"coevo-pause {point} {where}":
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return
+        assert time.monotonic() < deadline
+    pytest.fail(f"the flow ended without reaching {pause}: exit {process.wait()}")
+
+
+@pytest.fixture(scope="module")
+def reference(prefect_server, tmp_path_factory):
+    """An uninterrupted run of the same configuration."""
+    tmp = tmp_path_factory.mktemp("reference")
+    params, _ = _params(tmp, "reference")
+    train_flow(params)
+    return RunLayout(tmp / "reference" / "run")
+
+
+@pytest.mark.parametrize("pause", ["update:2", "coevolve:2", "write:checkpoints/iter_0002"])
+def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tmp_path, pause):
+    params, overrides = _params(tmp_path, "killed")
+    _kill_at_pause(_run(params, pause), pause)
+    layout = RunLayout(tmp_path / "killed" / "run")
+    assert not layout.checkpoint(ITERATIONS).exists()
+
+    finished = _run(params, None)
+    out, err = finished.communicate(timeout=900)
+    assert finished.returncode == 0, err[-3000:]
+
+    per_iter = TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
+    with Catalog(layout.root / "catalog.duckdb", read_only=True) as catalog:
+        counts = catalog.counts()
+    with Catalog(reference.root / "catalog.duckdb", read_only=True) as catalog:
+        assert counts == catalog.counts()
+    assert counts["rollouts"] == counts["rewards"] == ITERATIONS * per_iter
+    assert verify_lineage(layout.checkpoint(ITERATIONS)) == []
+    final = load_file(layout.checkpoint(ITERATIONS) / "model.safetensors")
+    expected = load_file(reference.checkpoint(ITERATIONS) / "model.safetensors")
+    assert all(torch.equal(final[k], expected[k]) for k in expected)
+
+    client = mlflow.MlflowClient(overrides["tracking"]["mlflow_uri"])
+    versions = client.search_model_versions("name='tiny'")
+    iterations = sorted(int(v.tags["coevo.iteration"]) for v in versions)
+    assert iterations == sorted(set(iterations))  # no checkpoint registered twice
+    run = client.search_runs([client.get_experiment_by_name("resume").experiment_id])
+    assert len(run) == 1  # the resumed flow continued the same MLflow run
+    logged = [a.path for a in client.list_artifacts(run[0].info.run_id, "checkpoints")]
+    assert len(logged) == len(set(logged)) == len(iterations)

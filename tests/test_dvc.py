@@ -1,0 +1,63 @@
+"""dvc.yaml end to end in a temporary git repository: repro, push to a local remote, pull in a clone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from prefect.settings import PREFECT_API_URL
+
+from .conftest import ROOT, TINY
+
+
+def _sh(*args: str, cwd: Path, env: dict | None = None) -> str:
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    shutil.copy(ROOT / "dvc.yaml", repo / "dvc.yaml")
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, values in TINY.items():
+        raw[section].update(values)
+    raw["tracking"]["mlflow_uri"] = "sqlite:///mlflow.db"
+    (repo / "params.yaml").write_text(yaml.safe_dump(raw))
+    (repo / ".gitignore").write_text("mlflow.db\n")
+    _sh("git", "init", "-q", cwd=repo)
+    _sh("git", "config", "user.email", "ci@coevo", cwd=repo)
+    _sh("git", "config", "user.name", "ci", cwd=repo)
+    return repo
+
+
+def test_repro_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    repo, remote = _repo(tmp_path), tmp_path / "remote"
+    _sh(dvc, "init", "-q", cwd=repo)
+    _sh(dvc, "remote", "add", "-d", "local", str(remote), cwd=repo)
+    _sh(dvc, "repro", cwd=repo, env=env)
+
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"prepare", "bootstrap", "train", "evaluate"}
+    summary = json.loads((repo / "runs/default/summary.json").read_text())
+    assert summary["iterations"] == TINY["run"]["iterations"]
+    assert "eval/acc" in json.loads((repo / "runs/default/eval.json").read_text())["metrics"]
+    assert "up to date" in _sh(dvc, "status", cwd=repo, env=env).lower()
+
+    _sh("git", "add", "-A", cwd=repo)
+    _sh("git", "commit", "-qm", "pipeline", cwd=repo)
+    _sh(dvc, "push", "-q", cwd=repo, env=env)
+    clone = tmp_path / "clone"
+    _sh("git", "clone", "-q", str(repo), str(clone), cwd=tmp_path)
+    _sh(dvc, "pull", "-q", cwd=clone, env=env)
+    for path in ("data/problems/train.parquet", "runs/default/bootstrap/model.safetensors", "runs/default/coevolver/iter_0002/manifest.json"):
+        assert (clone / path).read_bytes() == (repo / path).read_bytes()
+    assert "up to date" in _sh(dvc, "status", cwd=clone, env=env).lower()
