@@ -155,12 +155,13 @@ class EvalConfig(Strict):
 class TrackingConfig(Strict):
     mlflow_uri: str = Field("sqlite:///mlflow.db", description="MLflow tracking URI; the default is a SQLite store in the project directory.")
     experiment: str = Field("coevo", description="MLflow experiment the runs are logged to.")
-    model_name: str = Field("coevo-policy", description="Registered model name; versions get the aliases 'latest' and 'best'.")
+    model_name: str = Field("coevo-policy", description="Registered model name; 'best' is set by held-out accuracy, '@latest' resolves to the newest version.")
 
 
 class PipelineConfig(Strict):
     retries: int = Field(2, ge=0, description="Retries of the rollout and verification tasks on transient errors (the policy update resumes from its saved state instead).")
     retry_delay_s: float = Field(2.0, ge=0, description="First retry delay in seconds; doubles with each retry (exponential backoff).")
+    ingest_every: int = Field(10, ge=1, description="Ingest the finished iterations' shards into the DuckDB catalog every this many iterations (and after the last).")
     schedule_cron: str = Field("0 2 * * *", description="Cron schedule of the nightly deployment served by `coevo serve`.")
     deployment_name: str = Field("nightly", description="Name of the Prefect deployment served by `coevo serve`.")
 

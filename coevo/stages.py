@@ -42,6 +42,7 @@ from coevo.rollout import run_rollouts
 from coevo.sampler import ProblemSampler
 from coevo.seeding import derive_seed
 from coevo.store.lineage import lineage_record
+from coevo.tracking.dvc import dvc_dir_md5
 from coevo.verify import verify_rollouts
 from schemas.problems import read_problems
 from schemas.rewards import read_rewards, write_rewards
@@ -101,15 +102,19 @@ def problems(path: str | Path) -> pd.DataFrame:
 
 
 def prepare_stage(cfg: Config) -> dict:
+    """The problem splits as {"train"|"test": {"path", "sha256"}, "dvc_md5": DVC's hash of the data dir}."""
     prepare_problems(cfg)
     data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}
-    return {name: {"path": str(path), "sha256": hash_file(path)} for name, path in data.items()}
+    return {
+        **{name: {"path": str(path), "sha256": hash_file(path)} for name, path in data.items()},
+        "dvc_md5": dvc_dir_md5(cfg.problems.data_dir),
+    }
 
 
 def bootstrap_key(cfg: Config, data: dict) -> str:
     """What the bootstrap checkpoint depends on: seed, policy, warm start, problems and their content."""
     inputs = cfg.model_dump(mode="json", include={"seed", "policy", "bootstrap", "problems"})
-    return hash_bytes(json.dumps([inputs, {k: v["sha256"] for k, v in data.items()}], sort_keys=True).encode())
+    return hash_bytes(json.dumps([inputs, data["dvc_md5"]], sort_keys=True).encode())
 
 
 def bootstrap_stage(cfg: Config, data: dict) -> dict:
@@ -206,8 +211,8 @@ def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, da
         rollouts=rollouts,
         rewards=rewards,
         coevolver=coevolver,
-        data={name: Path(entry["path"]) for name, entry in data.items()},
-        dvc_md5=None,
+        data={name: Path(data[name]["path"]) for name in ("train", "test")},
+        dvc_md5=data["dvc_md5"],
         params=cfg.model_dump(mode="json"),
         checkpoint_dir=RunLayout(cfg.run.out_dir).checkpoint(it),
     )

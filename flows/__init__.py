@@ -1,5 +1,11 @@
-"""Prefect flows over the library's stage functions (train loop, bootstrap, evaluate, nightly).
+"""Prefect flows over the library's stage functions: `flows.train` (the loop, resumable and tracked)
+and its nightly deployment.
 
-The plain driver `coevo.driver` runs the same stages without Prefect; the flows wrap them so that
-each stage is a versioned, cached, retried task (see the pipeline issue).
+Prefect's and MLflow's usage telemetry are switched off before either is imported: coevo runs on
+machines without outside network, where those calls only fail and log errors.
 """
+
+import os
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

@@ -19,7 +19,7 @@ from prefect.artifacts import create_table_artifact
 
 from coevo.config import Config, load_config
 from coevo.driver import write_summary
-from coevo.io import hash_bytes
+from coevo.io import hash_bytes, write_text
 from coevo.stages import RunLayout, latest_complete
 from coevo.tracking.mlflow_tracker import Tracker
 from tasks.stages import configured
@@ -28,16 +28,18 @@ from tasks.stages import configured
 def _track_key(context, parameters: dict) -> str:
     """Stage times differ between a run and its resumption: key on what was logged, not on the timings."""
     p = parameters
-    identity = [p["params"], p["it"], p["checkpoint"], p["coevolver"], p["final"], sorted(p["metrics"])]
+    identity = [p["params"], p["it"], p["checkpoint"], p["coevolver"], p["final"], sorted(p["metrics"]), p.get("data")]
     return "track-" + hash_bytes(json.dumps(identity, sort_keys=True).encode())
 
 
 @task(name="track", cache_key_fn=_track_key, persist_result=True)
-def track(params: dict, it: int, metrics: dict, checkpoint: dict | None, coevolver: dict | None, curve: list[dict], final: bool) -> str:
+def track(params: dict, it: int, metrics: dict, checkpoint: dict | None, coevolver: dict | None, curve: list[dict], final: bool, data: dict | None = None) -> str:
     """MLflow logging of one iteration; cached like the stages, so a resumed flow never logs twice."""
     cfg = Config.model_validate(params)
     tracker = Tracker(cfg.tracking, Path(cfg.run.out_dir))
     run_id = tracker.start(params, run_name=Path(cfg.run.out_dir).name)
+    if data is not None:
+        tracker.log_dataset(Path(data["train"]["path"]), Path(data["test"]["path"]), digest=data["dvc_md5"])
     tracker.log_iteration(it, metrics)
     if checkpoint is not None:
         tracker.log_checkpoint(it, Path(checkpoint["path"]), metrics.get("eval/acc"))
@@ -71,8 +73,10 @@ class Timed:
         return result
 
 
-def run_iteration(t: dict, params: dict, cfg: Config, it: int, state: dict, data: dict, evaluate_now: bool) -> tuple[dict, dict]:
-    """One iteration of tasks; returns the new state (checkpoint, coevolver records) and its metrics."""
+def run_iteration(t: dict, params: dict, cfg: Config, it: int, last: int, state: dict, data: dict) -> tuple[dict, dict]:
+    """One iteration of tasks; returns the new state (checkpoint, co-evolver, shards not yet in the
+    catalog) and the iteration's metrics. The catalog ingests every pipeline.ingest_every iterations."""
+    evaluate_now = it % cfg.eval.every == 0 or it == last
     timed, checkpoint, coevolver = Timed(), state["checkpoint"], state["coevolver"]
     rollouts = timed("rollout", t["rollout"], params, it, checkpoint, coevolver, data)
     rewards = timed("verify", t["verify"], params, it, rollouts, data)
@@ -82,13 +86,15 @@ def run_iteration(t: dict, params: dict, cfg: Config, it: int, state: dict, data
         "checkpoint": {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
         "coevolver": {"path": evolved["path"], "content_hash": evolved["content_hash"]},
         "report": evolved["report"],
+        "shards": [*state.get("shards", []), {"iteration": it, "rollouts": rollouts["path"], "rewards": rewards["path"], "report": evolved["report"]}],
     }
     metrics = {"iteration": float(it)}
     for stage in (rollouts, rewards, evolved, updated):
         metrics.update(stage["metrics"])
     if evaluate_now:
         metrics.update(timed("eval", t["evaluate"], params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
-    timed("ingest", t["ingest"], params, it, rollouts, rewards, evolved)
+    if it % cfg.pipeline.ingest_every == 0 or it == last:
+        timed("ingest", t["ingest"], params, state.pop("shards"))
     return state, {**metrics, **timed.seconds}
 
 
@@ -105,15 +111,17 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
     layout = RunLayout(cfg.run.out_dir)
     state = {"checkpoint": record(layout.checkpoint(first - 1), "checkpoint"), "coevolver": record(layout.coevolver(first - 1), "coevolver")}
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
-    curve = [{"iteration": first - 1, **initial}]
-    tracked(params, first - 1, initial, None, None, curve, False)
+    curve, history = [{"iteration": first - 1, **initial}], []
+    tracked(params, first - 1, initial, None, None, curve, False, data)
     for it in range(first, last + 1):
-        state, metrics = run_iteration(t, params, cfg, it, state, data, it % cfg.eval.every == 0 or it == last)
+        state, metrics = run_iteration(t, params, cfg, it, last, state, data)
+        history.append(metrics)
         if "eval/acc" in metrics:
             curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
         logged = it % cfg.run.checkpoint_every == 0 or it == last
         tracked(params, it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else [], it == last)
         publish(it, metrics, state["report"])
+    write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
     return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last})
 
 

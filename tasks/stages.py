@@ -64,10 +64,15 @@ def evaluate(params: dict, it: int, checkpoint: dict, coevolver: dict, data: dic
 
 
 @task(name="ingest", cache_policy=RESUMABLE, persist_result=True)
-def ingest(params: dict, it: int, rollouts: dict, rewards: dict, evolved: dict) -> dict:
-    """The catalog's single writer: idempotent per iteration, so a re-run never duplicates rows."""
+def ingest(params: dict, shards: list[dict]) -> dict:
+    """The catalog's single writer, for a batch of finished iterations ({"iteration", "rollouts",
+    "rewards", "report"} records); idempotent per iteration, so a re-run never duplicates rows."""
+    totals: dict[str, int] = {}
     with Catalog(_cfg(params).catalog_path) as catalog:
-        return catalog.ingest_iteration(it, rollouts["path"], rewards["path"], evolved["report"])
+        for shard in shards:
+            counts = catalog.ingest_iteration(shard["iteration"], shard["rollouts"], shard["rewards"], shard["report"])
+            totals = {table: totals.get(table, 0) + n for table, n in counts.items()}
+    return totals
 
 
 def configured(cfg: Config) -> dict:

@@ -51,6 +51,9 @@ def test_repro_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
     assert summary["iterations"] == TINY["run"]["iterations"]
     assert "eval/acc" in json.loads((repo / "runs/default/eval.json").read_text())["metrics"]
     assert "up to date" in _sh(dvc, "status", cwd=repo, env=env).lower()
+    data_md5 = next(out["md5"] for out in lock["stages"]["prepare"]["outs"] if out["path"] == "data/problems")
+    lineage = json.loads((repo / "runs/default/checkpoints/iter_0002/coevo.json").read_text())["lineage"]
+    assert lineage["data"]["dvc_md5"] == data_md5  # lineage names the data by its DVC hash
 
     _sh("git", "add", "-A", cwd=repo)
     _sh("git", "commit", "-qm", "pipeline", cwd=repo)
@@ -61,3 +64,18 @@ def test_repro_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
     for path in ("data/problems/train.parquet", "runs/default/bootstrap/model.safetensors", "runs/default/coevolver/iter_0002/manifest.json"):
         assert (clone / path).read_bytes() == (repo / path).read_bytes()
     assert "up to date" in _sh(dvc, "status", cwd=clone, env=env).lower()
+
+
+def test_dvc_dir_hash_matches_what_dvc_records(tmp_path):
+    from coevo.tracking.dvc import dvc_dir_md5
+
+    repo = _repo(tmp_path)
+    _sh(str(Path(sys.executable).with_name("dvc")), "init", "-q", cwd=repo)
+    data = repo / "mydata"  # not a dvc.yaml output, so `dvc add` may track it
+    data.mkdir(parents=True)
+    (data / "train.parquet").write_bytes(b"train rows")
+    (data / "nested").mkdir()
+    (data / "nested" / "test.parquet").write_bytes(b"test rows")
+    _sh(str(Path(sys.executable).with_name("dvc")), "add", "-q", "mydata", cwd=repo)
+    recorded = yaml.safe_load((repo / "mydata.dvc").read_text())["outs"][0]["md5"]
+    assert dvc_dir_md5(data) == recorded

@@ -12,9 +12,9 @@ shards and never touch the file. DuckDB locks the file, so while the writer has 
 process can open it, not even read-only: ingest, close, then query. Within one process, a read-only
 and a read-write connection to the same file cannot coexist either.
 
-Idempotent ingest: `ingest_iteration(k, ...)` validates the shards (pandera on read), then in one
-transaction deletes every row of iteration k from every table, inserts the new rows and validates
-what was stored (pandera on write). Re-ingesting an iteration (a resumed run) never duplicates or
+Idempotent ingest: `ingest_iteration(k, ...)` validates the shards (pandera on read) and the skill
+events built from the report (pandera on write), then in one transaction deletes every row of
+iteration k from every table and inserts the new rows into typed, keyed tables. Re-ingesting an iteration (a resumed run) never duplicates or
 loses a row; a failed ingest leaves the catalog exactly as it was.
 
 Three views answer the usual questions; copy them into `duckdb runs/default/catalog.duckdb`:
@@ -41,8 +41,6 @@ from schemas import (
     SchemaError,
     read_rewards,
     read_rollouts,
-    validate_rewards,
-    validate_rollouts,
     validate_skill_events,
 )
 from schemas.errors import MAX_LINES
@@ -87,7 +85,6 @@ CREATE OR REPLACE VIEW problem_completions AS
     ORDER BY r.problem_id, r.iteration, r.rollout_id;
 """
 
-_VALIDATORS = {"rollouts": validate_rollouts, "rewards": validate_rewards, "skill_events": validate_skill_events}
 
 
 class Catalog:
@@ -136,9 +133,6 @@ class Catalog:
             except duckdb.ConstraintException as exc:
                 raise SchemaError(f"{sources[table]}: conflicts with rows already in {self.path} ({table}): {exc}") from exc
             self._con.unregister("incoming")
-        for table in TABLES:
-            stored = self._query(f"SELECT * FROM {table} WHERE iteration = ?", [iteration])
-            _VALIDATORS[table](stored, f"{self.path} ({table}, iteration {iteration})")
 
     def _in_transaction(self, work: Callable[[], object]) -> None:
         self._con.begin()

@@ -29,6 +29,7 @@ from pathlib import Path
 from coevo.coevolvers.base import MANIFEST, content_hash, read_manifest
 from coevo.io import hash_bytes, hash_file
 from coevo.policy.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
+from coevo.tracking.dvc import dvc_dir_md5
 
 MODEL_URI = "models:/"
 CHECKPOINT_TAG = "coevo.checkpoint_path"  # model-version tag holding the local checkpoint dir
@@ -250,12 +251,24 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
             found += _check_file(locate(checkpoint, record, record[key]["path"]), record[key]["sha256"], f"{key} shard", hashes)
     if record.get("coevolver"):
         found += _check_coevolver(locate(checkpoint, record, record["coevolver"]["path"]), record["coevolver"], hashes)
-    for name, entry in sorted(record.get("data", {}).items()):
-        if name != "dvc_md5" and entry:
-            found += _check_file(locate(checkpoint, record, entry["path"]), entry["sha256"], "data", hashes)
+    found += _check_data(checkpoint, record, hashes)
     actual_params = params_hash(record["params"]["values"])
     if actual_params != record["params"]["sha256"]:
         found.append(Mismatch(str(checkpoint / META), "params", record["params"]["sha256"], actual_params))
+    return found
+
+
+def _check_data(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Mismatch]:
+    """Each data file's sha256, and DVC's hash of the directory holding the train split."""
+    data, found = record.get("data", {}), []
+    files = {name: entry for name, entry in sorted(data.items()) if name != "dvc_md5" and entry}
+    for entry in files.values():
+        found += _check_file(locate(checkpoint, record, entry["path"]), entry["sha256"], "data", hashes)
+    if data.get("dvc_md5") and "train" in files:
+        directory = locate(checkpoint, record, files["train"]["path"]).parent
+        actual = dvc_dir_md5(directory) if directory.is_dir() else MISSING
+        if actual != data["dvc_md5"]:
+            found.append(Mismatch(str(directory), "data (DVC hash)", data["dvc_md5"], actual))
     return found
 
 

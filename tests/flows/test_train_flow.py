@@ -60,3 +60,30 @@ def test_two_iteration_flow_tracks_catalogs_and_resumes_from_cache(prefect_serve
     with Catalog(tmp_path / "run" / "catalog.duckdb", read_only=True) as catalog:
         assert catalog.counts() == counts
     assert len(client.search_model_versions("name='tiny'")) == len(versions)
+
+
+def test_nightly_run_continues_from_the_latest_checkpoint(prefect_server, tmp_path):
+    overrides = _overrides(tmp_path)
+    train_flow(str(ROOT / "params.yaml"), overrides)
+    nightly = train_flow(str(ROOT / "params.yaml"), overrides, continue_latest=True)
+    assert (nightly["first_iteration"], nightly["last_iteration"]) == (3, 4)
+    layout = RunLayout(tmp_path / "run")
+    record = json.loads((layout.checkpoint(3) / "coevo.json").read_text())["lineage"]
+    assert record["parent"]["weights_sha256"] == json.loads((layout.checkpoint(2) / "coevo.json").read_text())["weights_sha256"]
+    assert record["coevolver"]["path"].endswith("coevolver/iter_0003")
+    assert verify_lineage(layout.checkpoint(4)) == []
+    with Catalog(tmp_path / "run" / "catalog.duckdb", read_only=True) as catalog:
+        assert sorted(catalog.pass_rate_by_family()["iteration"].unique()) == [1, 2, 3, 4]
+    client = mlflow.MlflowClient(overrides["tracking"]["mlflow_uri"])
+    assert len(client.search_runs([client.get_experiment_by_name("test").experiment_id])) == 2  # one run per flow run
+
+
+def test_nightly_deployment_schedule_and_parameters(tmp_path):
+    from coevo.config import load_config
+    from flows.train import nightly_deployment
+
+    cfg = load_config(ROOT / "params.yaml")
+    deployment = nightly_deployment(str(ROOT / "params.yaml"), cfg)
+    assert deployment.name == cfg.pipeline.deployment_name
+    assert [s.schedule.cron for s in deployment.schedules] == [cfg.pipeline.schedule_cron]
+    assert deployment.parameters["continue_latest"] is True

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from coevo.coevolvers import SkillDraft, build_coevolver
 from coevo.io import hash_file, write_parquet
 from coevo.policy.checkpoint import TRAINER_STATE, load_policy, save_checkpoint
+from coevo.tracking.dvc import dvc_dir_md5
 from coevo.store.lineage import Mismatch, lineage_chain, lineage_record, read_record, resolve_checkpoint, verify_lineage
 from coevo.store.lineage_cli import lineage
 
@@ -45,7 +46,7 @@ def _build_run(tmp_path: Path, policy_dir: Path) -> Path:
     policy = load_policy(policy_dir, device="cpu")
     bank = build_coevolver(cfg.coevolver, cfg.seed)
     bank.save(run / "coevolver" / "iter_0000")
-    record = lineage_record(run, 0, None, None, None, run / "coevolver" / "iter_0000", data, "d41d8cd98f00b204e9800998ecf8427e", params)
+    record = lineage_record(run, 0, None, None, None, run / "coevolver" / "iter_0000", data, dvc_dir_md5(data_dir), params)
     save_checkpoint(run / "checkpoints" / "iter_0000", policy, {"iteration": 0, "lineage": record})
     optimizer = torch.optim.SGD(policy.model.parameters(), lr=0.1)
     for it in (1, 2):
@@ -85,7 +86,7 @@ def test_chain_reaches_the_bootstrap_and_the_data(run_dir, tmp_path):
     data = chain[-1]["lineage"]["data"]
     train = tmp_path / "data" / "train.parquet"
     assert data["train"] == {"path": str(train.resolve()), "sha256": hash_file(train)}
-    assert data["dvc_md5"] == "d41d8cd98f00b204e9800998ecf8427e"
+    assert data["dvc_md5"] == dvc_dir_md5(tmp_path / "data")
 
 
 def test_record_stores_run_paths_relative_and_hashes(run_dir):
@@ -160,7 +161,8 @@ def test_changed_rollouts_shard_is_detected(run_dir):
 def test_changed_data_file_is_detected_once(run_dir, tmp_path):
     _flip_byte(tmp_path / "data" / "test.parquet", 10)
     found = verify_lineage(_head(run_dir))
-    assert [(m.what, Path(m.path).name) for m in found] == [("data", "test.parquet")]
+    # the file's own sha256, and DVC's hash of the data directory the bootstrap recorded
+    assert [(m.what, Path(m.path).name) for m in found] == [("data", "test.parquet"), ("data (DVC hash)", "data")]
 
 
 def test_tampered_params_values_are_detected(run_dir):
