@@ -184,11 +184,11 @@ def eval_(
 @fail_cleanly
 def serve(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None) -> None:
     """Serve the train flow as a Prefect deployment on pipeline.schedule_cron; each run continues the run directory."""
+    from prefect import serve as prefect_serve
+
     from flows.train import nightly_deployment
 
     cfg = config_from(params, set_)
-    from prefect import serve as prefect_serve
-
     console.print(f"serving deployment {cfg.pipeline.deployment_name!r} on cron {cfg.pipeline.schedule_cron!r}")
     prefect_serve(nightly_deployment(str(Path(params).resolve()), cfg, parse_overrides(set_)))
 

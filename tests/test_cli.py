@@ -50,7 +50,6 @@ def test_bad_problems_file_names_row_and_field_and_writes_nothing(tmp_path, case
     result = CliRunner().invoke(app, ["prepare", "--params", params])
     assert result.exit_code == 2
     assert str(bad) in result.output
-    import re
 
     assert re.search(pattern, result.output), result.output
     assert not (tmp_path / "data").exists()

@@ -10,7 +10,7 @@ entries (`register_coevolver`), never `if kind == ...` chains.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -18,6 +18,7 @@ import pandas as pd
 
 from coevo.config import CoevolverConfig
 from coevo.io import atomic_path, hash_bytes
+from coevo.registry import Registry
 from coevo.types import ContextVariant
 
 MANIFEST = "manifest.json"
@@ -50,41 +51,14 @@ class CoEvolver(Protocol):
         ...
 
 
-_REGISTRY: dict[str, type] = {}
-
-
-def register_coevolver(name: str) -> Callable[[type], type]:
-    """Class decorator: register `cls` under `name` and set `cls.kind = name`.
-
-    The class is built as `cls(cfg: CoevolverConfig, seed: int)` and loaded with the classmethod
-    `cls.load(directory, cfg, seed)`. Registering a name twice raises ValueError.
-    """
-
-    def decorate(cls: type) -> type:
-        if name in _REGISTRY:
-            raise ValueError(f"co-evolver {name!r} is already registered (by {_REGISTRY[name].__qualname__})")
-        cls.kind = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorate
-
-
-def coevolver_kinds() -> list[str]:
-    """Registered co-evolver kinds, sorted."""
-    return sorted(_REGISTRY)
-
-
-def _lookup(kind: str) -> type:
-    try:
-        return _REGISTRY[kind]
-    except KeyError:
-        raise ValueError(f"unknown co-evolver {kind!r}; known: {coevolver_kinds()}") from None
+COEVOLVERS = Registry("co-evolver", name_attribute="kind")
+register_coevolver = COEVOLVERS.register  # classes are built as cls(cfg, seed) and loaded with cls.load(directory, cfg, seed)
+coevolver_kinds = COEVOLVERS.names
 
 
 def build_coevolver(cfg: CoevolverConfig, seed: int) -> CoEvolver:
     """A fresh co-evolver of kind `cfg.kind`."""
-    return _lookup(cfg.kind)(cfg, seed)
+    return COEVOLVERS[cfg.kind](cfg, seed)
 
 
 def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int) -> CoEvolver:
@@ -96,7 +70,7 @@ def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int) -> Co
     kind = read_manifest(directory).get("kind")
     if kind != cfg.kind:
         raise ValueError(f"{Path(directory) / MANIFEST}: holds a {kind!r} co-evolver but coevolver.kind is {cfg.kind!r}")
-    return _lookup(kind).load(Path(directory), cfg, seed)
+    return COEVOLVERS[kind].load(Path(directory), cfg, seed)
 
 
 def content_hash(file_hashes: Mapping[str, str]) -> str:

@@ -26,7 +26,6 @@ Departures from the papers:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import groupby
 from statistics import fmean
@@ -36,6 +35,7 @@ import openai
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from coevo.config import WriterConfig
+from coevo.registry import Registry
 
 MAX_SKILL_CHARS = 200  # longest skill the OpenAI writer keeps (characters, one line)
 MAX_EXAMPLES = 8  # verified trajectories shown per OpenAI request
@@ -162,16 +162,11 @@ def _first_line(reply: str) -> str:
     return ""
 
 
-WRITERS: dict[str, Callable[[WriterConfig], SkillWriter]] = {
-    WorkedExampleWriter.kind: lambda cfg: WorkedExampleWriter(),
-    OpenAIChatWriter.kind: OpenAIChatWriter.from_config,
-}
+WRITERS = Registry("skill writer")
+WRITERS.add(WorkedExampleWriter.kind, lambda cfg: WorkedExampleWriter())
+WRITERS.add(OpenAIChatWriter.kind, OpenAIChatWriter.from_config)
 
 
 def build_writer(cfg: WriterConfig) -> SkillWriter:
     """The writer registered under `cfg.kind`; unknown kinds raise ValueError."""
-    try:
-        factory = WRITERS[cfg.kind]
-    except KeyError:
-        raise ValueError(f"unknown skill writer {cfg.kind!r}; known: {sorted(WRITERS)}") from None
-    return factory(cfg)
+    return WRITERS[cfg.kind](cfg)

@@ -10,7 +10,7 @@ from coevo.objectives import registry
 @pytest.fixture
 def scratch_registry(monkeypatch):
     """A copy of the registry, so test registrations do not leak into other tests."""
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry.OBJECTIVES, "_entries", dict(registry.OBJECTIVES._entries))
 
 
 def test_importing_the_package_registers_grpo():
