@@ -189,18 +189,9 @@ class Config(Strict):
         return self.rollout.problems_per_iter * self.rollout.group_size
 
     @property
-    def half_group(self) -> int:
-        """Size of each half of a matched group (base vs base+probe)."""
-        return self.rollout.group_size // 2
-
-    @property
     def levels(self) -> list[int]:
         """Difficulty levels in the mix: operand digit counts."""
         return list(range(self.problems.min_digits, self.problems.max_digits + 1))
-
-    @property
-    def checkpoints_dir(self) -> Path:
-        return self.run.out_dir / "checkpoints"
 
     @property
     def catalog_path(self) -> Path:

@@ -18,7 +18,7 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 
 from coevo.config import Config, load_config
-from coevo.driver import write_summary
+from coevo.driver import set_threads, write_summary
 from coevo.io import write_text
 from coevo.stages import RunLayout, latest_complete
 from tasks.stages import configured
@@ -75,6 +75,7 @@ def run_iteration(t: dict, params: dict, cfg: Config, it: int, last: int, state:
 def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, continue_latest: bool = False) -> dict:
     started = time.perf_counter()
     cfg = load_config(params_file, overrides)
+    set_threads(cfg)
     params, t = cfg.model_dump(mode="json"), configured(cfg)
     tracked = track.with_options(result_storage=Path(cfg.run.out_dir).resolve() / ".prefect-results")
     data = t["prepare"](params)
