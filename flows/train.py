@@ -17,9 +17,11 @@ from pathlib import Path
 from prefect import flow
 from prefect.artifacts import create_table_artifact
 
+from coevo.coevolvers.base import read_manifest
 from coevo.config import Config, load_config
 from coevo.driver import set_threads, write_summary
 from coevo.io import write_text
+from coevo.policy.checkpoint import policy_version
 from coevo.stages import RunLayout, latest_complete
 from tasks.stages import configured
 from tasks.tracking import track
@@ -101,9 +103,6 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
 
 def record(path: Path, kind: str) -> dict:
     """The {"path", hash} record a task passes on, for an existing checkpoint or co-evolver version."""
-    from coevo.coevolvers.base import read_manifest
-    from coevo.policy.checkpoint import policy_version
-
     if kind == "checkpoint":
         return {"path": str(path), "weights_sha256": policy_version(path)}
     return {"path": str(path), "content_hash": read_manifest(path)["content_hash"]}
