@@ -44,8 +44,9 @@ def set_threads(cfg: Config) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
-def eval_due(cfg: Config, it: int) -> bool:
-    return it % cfg.eval.every == 0 or it == cfg.run.iterations
+def eval_due(cfg: Config, it: int, last: int) -> bool:
+    """Evaluate every eval.every iterations and after the last one."""
+    return it % cfg.eval.every == 0 or it == last
 
 
 def train(cfg: Config, console: Console | None = None) -> dict:
@@ -76,7 +77,7 @@ def train(cfg: Config, console: Console | None = None) -> dict:
             updated = stages.update_stage(cfg, it, checkpoint, rollouts["path"], rewards["path"], evolved["path"], data)
         checkpoint, coevolver = updated["checkpoint"], evolved["path"]
         metrics = {"iteration": float(it), **rollouts["metrics"], **rewards["metrics"], **evolved["metrics"], **updated["metrics"]}
-        if eval_due(cfg, it):
+        if eval_due(cfg, it, cfg.run.iterations):
             with timers.phase("eval"):
                 metrics.update(stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"])
             curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})

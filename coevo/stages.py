@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -91,14 +92,21 @@ def cached_policy(checkpoint: str | Path, cfg: Config) -> Policy:
     return _POLICIES[version]
 
 
-@functools.lru_cache(maxsize=4)
-def _problems(path: str, sha256: str) -> pd.DataFrame:
-    return read_problems(path)
+@functools.lru_cache(maxsize=8)
+def _validated(reader: Callable[[str], pd.DataFrame], path: str, sha256: str) -> pd.DataFrame:
+    return reader(path)
+
+
+def table(reader: Callable[[str], pd.DataFrame], path: str | Path) -> pd.DataFrame:
+    """A stage table read and pandera-validated once per content hash: the verify, co-evolve and
+    update stages of one iteration share one read of its shards. Each caller gets a shallow copy:
+    under pandas copy-on-write, nothing it does reaches the cached frame."""
+    return _validated(reader, str(path), hash_file(path)).copy(deep=False)
 
 
 def problems(path: str | Path) -> pd.DataFrame:
-    """The validated problem split at `path` (cached by content hash)."""
-    return _problems(str(path), hash_file(path))
+    """The validated problem split at `path`."""
+    return table(read_problems, path)
 
 
 def prepare_stage(cfg: Config) -> dict:
@@ -152,7 +160,7 @@ def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: 
 
 
 def verify_stage(cfg: Config, it: int, rollouts: str, train: str) -> dict:
-    frame = read_rollouts(rollouts)
+    frame = table(read_rollouts, rollouts)
     rewards = verify_rollouts(frame, problems(train))
     path = RunLayout(cfg.run.out_dir).rewards(it)
     write_rewards(path, rewards)
@@ -163,9 +171,9 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
     """Co-evolver k -> k+1 from this iteration's rollouts and rewards (a frozen one is saved unchanged)."""
     layout = RunLayout(cfg.run.out_dir)
     bank = load_coevolver(coevolver, cfg.coevolver, cfg.seed)
-    frame = read_rollouts(rollouts)
+    frame = table(read_rollouts, rollouts)
     batch = problems(train).set_index("id").loc[frame["problem_id"].unique()].reset_index()
-    report = bank.update(it, batch, frame, read_rewards(rewards))
+    report = bank.update(it, batch, frame, table(read_rewards, rewards))
     write_json(layout.report(it), report)
     pause_point("coevolve", it)  # between the report and the new version: a crash here must not matter
     content_hash = bank.save(layout.coevolver(it))
@@ -184,7 +192,7 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     objective = build_objective(cfg.objective)
     reference = load_policy(layout.checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
     stats = policy_update(
-        policy, optimizer, objective, read_rollouts(rollouts), read_rewards(rewards), cfg, derive_seed(cfg.seed, it, "update"), reference
+        policy, optimizer, objective, table(read_rollouts, rollouts), table(read_rewards, rewards), cfg, derive_seed(cfg.seed, it, "update"), reference
     )
     pause_point("update", it)  # trained in memory, nothing saved yet
     lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data)

@@ -19,12 +19,11 @@ from prefect.artifacts import create_table_artifact
 
 from coevo.coevolvers.base import read_manifest
 from coevo.config import Config, load_config
-from coevo.driver import set_threads, write_summary
+from coevo.driver import Timers, eval_due, set_threads, write_summary
 from coevo.io import write_text
 from coevo.policy.checkpoint import policy_version
 from coevo.stages import RunLayout, latest_complete
 from tasks.stages import configured
-from tasks.tracking import track
 
 
 def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
@@ -35,28 +34,18 @@ def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
     create_table_artifact(table=rows, key="coevo-iteration", description=f"coevo iteration {it}")
 
 
-class Timed:
-    """Seconds per stage of one iteration, as time/<stage> metrics."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    def __call__(self, name: str, fn, *args):
-        start = time.perf_counter()
-        result = fn(*args)
-        self.seconds[f"time/{name}"] = time.perf_counter() - start
-        return result
-
-
 def run_iteration(t: dict, params: dict, cfg: Config, it: int, last: int, state: dict, data: dict) -> tuple[dict, dict]:
     """One iteration of tasks; returns the new state (checkpoint, co-evolver, shards not yet in the
     catalog) and the iteration's metrics. The catalog ingests every pipeline.ingest_every iterations."""
-    evaluate_now = it % cfg.eval.every == 0 or it == last
-    timed, checkpoint, coevolver = Timed(), state["checkpoint"], state["coevolver"]
-    rollouts = timed("rollout", t["rollout"], params, it, checkpoint, coevolver, data)
-    rewards = timed("verify", t["verify"], params, it, rollouts, data)
-    evolved = timed("coevolve", t["coevolve"], params, it, coevolver, rollouts, rewards, data)
-    updated = timed("update", t["policy-update"], params, it, checkpoint, rollouts, rewards, evolved, data)
+    timers, checkpoint, coevolver = Timers(), state["checkpoint"], state["coevolver"]
+    with timers.phase("rollout"):
+        rollouts = t["rollout"](params, it, checkpoint, coevolver, data)
+    with timers.phase("verify"):
+        rewards = t["verify"](params, it, rollouts, data)
+    with timers.phase("coevolve"):
+        evolved = t["coevolve"](params, it, coevolver, rollouts, rewards, data)
+    with timers.phase("update"):
+        updated = t["policy-update"](params, it, checkpoint, rollouts, rewards, evolved, data)
     state = {
         "checkpoint": {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
         "coevolver": {"path": evolved["path"], "content_hash": evolved["content_hash"]},
@@ -66,11 +55,13 @@ def run_iteration(t: dict, params: dict, cfg: Config, it: int, last: int, state:
     metrics = {"iteration": float(it)}
     for stage in (rollouts, rewards, evolved, updated):
         metrics.update(stage["metrics"])
-    if evaluate_now:
-        metrics.update(timed("eval", t["evaluate"], params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
+    if eval_due(cfg, it, last):
+        with timers.phase("eval"):
+            metrics.update(t["evaluate"](params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
     if it % cfg.pipeline.ingest_every == 0 or it == last:
-        timed("ingest", t["ingest"], params, state.pop("shards"))
-    return state, {**metrics, **timed.seconds}
+        with timers.phase("ingest"):
+            t["ingest"](params, state.pop("shards"))
+    return state, {**metrics, **timers.seconds}
 
 
 @flow(name="coevo-train")
@@ -79,7 +70,6 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
     cfg = load_config(params_file, overrides)
     set_threads(cfg)
     params, t = cfg.model_dump(mode="json"), configured(cfg)
-    tracked = track.with_options(result_storage=Path(cfg.run.out_dir).resolve() / ".prefect-results")
     data = t["prepare"](params)
     t["bootstrap"](params, data)
     first = latest_complete(cfg) + 1 if continue_latest else 1
@@ -88,14 +78,14 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
     state = {"checkpoint": record(layout.checkpoint(first - 1), "checkpoint"), "coevolver": record(layout.coevolver(first - 1), "coevolver")}
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
     curve, history = [{"iteration": first - 1, **initial}], []
-    tracked(params, first - 1, initial, None, None, curve, False, data)
+    t["track"](params, first - 1, initial, None, None, curve, False, data)
     for it in range(first, last + 1):
         state, metrics = run_iteration(t, params, cfg, it, last, state, data)
         history.append(metrics)
         if "eval/acc" in metrics:
             curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
         logged = it % cfg.run.checkpoint_every == 0 or it == last
-        tracked(params, it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else [], it == last)
+        t["track"](params, it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else [], it == last)
         publish(it, metrics, state["report"])
     write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
     return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last})

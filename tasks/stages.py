@@ -20,6 +20,7 @@ from prefect.tasks import exponential_backoff
 from coevo import stages
 from coevo.config import Config
 from coevo.store.catalog import Catalog
+from tasks.tracking import track
 
 RESUMABLE = INPUTS + TASK_SOURCE
 
@@ -76,9 +77,9 @@ def ingest(params: dict, shards: list[dict]) -> dict:
 
 
 def configured(cfg: Config) -> dict:
-    """The stage tasks with this run's result storage and retry policy applied."""
+    """The stage tasks (and MLflow tracking) by name, with this run's result storage and retry policy."""
     storage = {"result_storage": Path(cfg.run.out_dir).resolve() / ".prefect-results"}
     retrying = {"retries": cfg.pipeline.retries, "retry_delay_seconds": exponential_backoff(cfg.pipeline.retry_delay_s)}
-    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, ingest)}
+    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, ingest, track)}
     plain.update({t.name: t.with_options(**storage, **retrying) for t in (rollout, verify)})
     return plain
