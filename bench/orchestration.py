@@ -2,10 +2,16 @@
 
 Both call the same stage functions (coevo.stages); the flow adds Prefect task runs, result
 persistence, cache-key hashing, the DuckDB ingest and MLflow tracking. Runs alternate (driver,
-flow, driver, flow, ...) so both see the same machine; reports the median over rounds of the mean
-seconds per stage per iteration, and the overhead of the flow over the driver, per stage and in total.
+flow, flow, driver, ...) so both see the same machine; each run starts from the same cached
+bootstrap in its own directory (MLflow keeps one database engine per tracking URI in a process, so
+a store must not be deleted and recreated under the same path). Reports, per arm, the median over rounds of
+  - the mean seconds per stage per iteration (the stage timers both loops write to metrics.jsonl), and
+  - the wall seconds per iteration: the time between the starts of consecutive rollout stages, so it
+    also holds what runs between stages (Prefect task-run machinery, MLflow tracking, artifacts,
+    the catalog ingest); the first iteration (warm-up) is left out,
+and the overhead of the flow over the driver on both.
 
-    .venv/bin/python bench/orchestration.py [--iterations 30] [--rounds 3] [--out bench/results/orchestration.json]
+    .venv/bin/python bench/orchestration.py [--iterations 30] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -13,20 +19,28 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from rich.console import Console
-from rich.table import Table
 
+from bench.common import (
+    RESULTS,
+    ROOT,
+    PhaseClock,
+    add_output_args,
+    alternate,
+    prepared_config,
+    publish,
+    spread,
+    table,
+)
+from coevo import stages
 from coevo.cli import quiet_libraries
-from coevo.config import load_config
-from coevo.driver import train
-from coevo.io import write_json
-from flows.train import train_flow
 
-ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("rollout", "verify", "coevolve", "update", "ingest")
 
 
@@ -36,24 +50,20 @@ def stage_means(run_dir: Path) -> dict[str, float]:
     return {k[5:]: statistics.fmean(row.get(k, 0.0) for row in rows) for k in keys}
 
 
-def run_once(name: str, directory: Path, iterations: int) -> dict:
-    overrides = {
-        "run": {"out_dir": str(directory / "run"), "iterations": iterations},
-        "problems": {"data_dir": str(directory / "data")},
-        "eval": {"every": iterations},
-        "tracking": {"mlflow_uri": f"sqlite:///{directory / 'mlflow.db'}"},
-    }
-    cfg = load_config(ROOT / "params.yaml", overrides)
+def run_arm(arm: str, run_dir: Path, iterations: int, extra: dict | None = None) -> dict:
+    """One run of the driver or the flow; stage means and wall seconds per iteration (rollout-start intervals)."""
+    from coevo.driver import train
+    from flows.train import train_flow
+
+    cfg, overrides = prepared_config(run_dir, iterations, extra)
+    clock = PhaseClock()
     start = time.perf_counter()
-    train(cfg, Console(quiet=True)) if name == "driver" else train_flow(str(ROOT / "params.yaml"), overrides)
-    return {"wall_s": time.perf_counter() - start, "stage_s": stage_means(cfg.run.out_dir)}
-
-
-def median_round(runs: list[dict]) -> dict:
-    stages = sorted({s for run in runs for s in run["stage_s"]})
+    with clock.timing(stages, "rollout_stage", "rollout", mark=True), clock.timing(stages, "evaluate_stage", "eval"):
+        train(cfg, Console(quiet=True)) if arm == "driver" else train_flow(str(ROOT / "params.yaml"), overrides)
     return {
-        "wall_s": statistics.median(run["wall_s"] for run in runs),
-        "stage_s": {s: statistics.median(run["stage_s"].get(s, 0.0) for run in runs) for s in stages},
+        "wall_s": time.perf_counter() - start,
+        "iteration_wall_s": clock.per_step("rollout")["step"],  # iterations 2 .. n-1: no warm-up, no final eval
+        "stage_s": stage_means(cfg.run.out_dir),
     }
 
 
@@ -61,27 +71,56 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "orchestration.json")
+    add_output_args(parser, "orchestration")
     args = parser.parse_args()
     quiet_libraries()
-    rounds: dict[str, list[dict]] = {"driver": [], "flow": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for index in range(args.rounds):
-            for name in ("driver", "flow"):
-                rounds[name].append(run_once(name, Path(tmp) / f"{name}-{index}", args.iterations))
-    results = {name: median_round(runs) for name, runs in rounds.items()}
-    per_iter = {name: sum(r["stage_s"].get(s, 0.0) for s in STAGES) for name, r in results.items()}
-    report = {"iterations": args.iterations, "rounds": rounds, **results, "overhead_per_iteration": per_iter["flow"] / per_iter["driver"] - 1}
-    write_json(args.out, report)
-    table = Table(title=f"flow vs plain driver, {args.iterations} iterations x {args.rounds} rounds (median of mean s per iteration)")
-    for column in ("stage", "driver", "flow", "overhead"):
-        table.add_column(column, justify="right")
+    runs = alternate(["driver", "flow"], args.rounds, lambda arm, rep: run_arm(arm, RESULTS / "tmp" / f"orchestration-{arm}-{rep}", args.iterations))
+    stage_names = sorted({s for arm in runs.values() for run in arm for s in run["stage_s"]})
+    summary = {
+        arm: {
+            "stage_s": {s: spread([run["stage_s"].get(s, 0.0) for run in arm_runs]) for s in stage_names},
+            "stages_total_s": spread([sum(run["stage_s"].get(s, 0.0) for s in STAGES) for run in arm_runs]),
+            "iteration_wall_s": spread([run["iteration_wall_s"] for run in arm_runs]),
+        }
+        for arm, arm_runs in runs.items()
+    }
+    d, f = summary["driver"], summary["flow"]
+    overhead = {
+        "stages": f["stages_total_s"]["median"] / d["stages_total_s"]["median"] - 1,
+        "iteration_wall": f["iteration_wall_s"]["median"] / d["iteration_wall_s"]["median"] - 1,
+        "per_round_iteration_wall": [fr["iteration_wall_s"] / dr["iteration_wall_s"] - 1 for dr, fr in zip(runs["driver"], runs["flow"])],
+    }
+    rows = []
     for stage in (*STAGES, "eval"):
-        d, f = results["driver"]["stage_s"].get(stage, 0.0), results["flow"]["stage_s"].get(stage, 0.0)
-        table.add_row(stage, f"{d:.3f}", f"{f:.3f}", f"{(f / d - 1) * 100:+.0f}%" if d else "flow only")
-    table.add_row("all stages", f"{per_iter['driver']:.3f}", f"{per_iter['flow']:.3f}", f"{report['overhead_per_iteration'] * 100:+.1f}%")
-    table.add_row("wall (incl. setup)", f"{results['driver']['wall_s']:.1f}", f"{results['flow']['wall_s']:.1f}", "")
-    Console().print(table)
+        ds, fs = d["stage_s"].get(stage, {"median": 0.0}), f["stage_s"].get(stage, {"median": 0.0})
+        change = f"{(fs['median'] / ds['median'] - 1) * 100:+.0f}%" if ds["median"] else "flow only"
+        rows.append([stage, f"{ds['median']:.3f}", f"{fs['median']:.3f}", change])
+    rows.append(["all stages", f"{d['stages_total_s']['median']:.3f}", f"{f['stages_total_s']['median']:.3f}", f"{overhead['stages'] * 100:+.1f}%"])
+    rows.append(["wall per iteration", f"{d['iteration_wall_s']['median']:.3f}", f"{f['iteration_wall_s']['median']:.3f}", f"{overhead['iteration_wall'] * 100:+.1f}%"])
+    per_round = ", ".join(f"{o * 100:+.1f}%" for o in overhead["per_round_iteration_wall"])
+    title = f"flow vs plain driver, {args.iterations} iterations x {args.rounds} rounds (median s per iteration; per round: {per_round})"
+    report = {"iterations": args.iterations, "rounds": args.rounds, "runs": runs, "summary": summary, "overhead": overhead}
+    publish("orchestration", args.out, report, table(title, ["stage", "driver", "flow", "overhead"], rows), lambda png: plot(png, runs), args.mlflow)
+
+
+def plot(png: Path, runs: dict[str, list[dict]]) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for index, (arm, arm_runs) in enumerate(runs.items()):
+        bottom = [0.0] * len(arm_runs)
+        for stage in STAGES:
+            heights = [run["stage_s"].get(stage, 0.0) for run in arm_runs]
+            xs = [r * 3 + index for r in range(len(arm_runs))]
+            ax.bar(xs, heights, bottom=bottom, color=f"C{STAGES.index(stage)}", label=stage if index == 0 else None)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+        ax.scatter([r * 3 + index for r in range(len(arm_runs))], [run["iteration_wall_s"] for run in arm_runs], color="k", marker="_", s=200, label="wall" if index == 0 else None)
+    ax.set_xticks([r * 3 + i for r in range(len(runs["driver"])) for i in range(2)], [f"{arm[0]}{r + 1}" for r in range(len(runs["driver"])) for arm in runs])
+    ax.set_ylabel("s per iteration")
+    ax.set_title("driver (d) vs flow (f) per round")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
 
 
 if __name__ == "__main__":

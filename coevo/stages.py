@@ -8,6 +8,10 @@ outputs: every stage's randomness is derived from (seed, iteration, stage).
 Loaded policies are cached in-process by weights hash, so a driver or flow that runs every stage in
 one process loads each checkpoint once; the update stage takes the policy out of the cache (it
 mutates it) and puts the trained one back under its new hash.
+
+The generation engine comes from the registry in coevo.engines (`engine.kind`). A persistent one
+(vLLM) lives across iterations: it sleeps during the update and is synced in place to the new
+checkpoint after it (`LIVE`); a fresh process starts it from the checkpoint it is first asked for.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from coevo.coevolvers import build_coevolver, load_coevolver
-from coevo.config import Config
-from coevo.engines.hf import HFEngine
+from coevo.coevolvers import CoEvolver, TextGenerator, build_coevolver, load_coevolver
+from coevo.config import Config, SamplingConfig
+from coevo.engines import LIVE
+from coevo.engines.base import Engine
 from coevo.evaluate import evaluate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
@@ -37,6 +42,7 @@ from coevo.policy.checkpoint import (
     read_meta,
     save_checkpoint,
 )
+from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
 from coevo.rollout import run_rollouts
@@ -92,6 +98,12 @@ def cached_policy(checkpoint: str | Path, cfg: Config) -> Policy:
     return _POLICIES[version]
 
 
+def live_engine(cfg: Config, checkpoint: str | Path) -> Engine:
+    """The engine (`engine.kind`, from the registry) serving `checkpoint`: the HF engine wraps the
+    cached policy; a persistent engine (vLLM) stays alive across iterations and is synced in place."""
+    return LIVE.get(cfg, checkpoint, policy_version(checkpoint), lambda: cached_policy(checkpoint, cfg))
+
+
 @functools.lru_cache(maxsize=8)
 def _validated(reader: Callable[[str], pd.DataFrame], path: str, sha256: str) -> pd.DataFrame:
     return reader(path)
@@ -120,8 +132,9 @@ def prepare_stage(cfg: Config) -> dict:
 
 
 def bootstrap_key(cfg: Config, data: dict) -> str:
-    """What the bootstrap checkpoint depends on: seed, policy, warm start, problems and their content."""
-    inputs = cfg.model_dump(mode="json", include={"seed", "policy", "bootstrap", "problems"})
+    """What the bootstrap checkpoint depends on: seed, policy (not the RL-time switches), warm start,
+    problems and their content."""
+    inputs = cfg.model_dump(mode="json", include={"seed", "policy", "bootstrap", "problems"}, exclude={"policy": {"frozen", "threads"}})
     return hash_bytes(json.dumps([inputs, data["dvc_md5"]], sort_keys=True).encode())
 
 
@@ -149,11 +162,28 @@ def bootstrap_stage(cfg: Config, data: dict) -> dict:
     }
 
 
+def coevolver_at(cfg: Config, it: int, directory: str | Path, generate: TextGenerator | None = None) -> CoEvolver:
+    """The co-evolver saved in `directory`, as iteration `it` sees it (frozen once frozen_after has passed)."""
+    coevolver = load_coevolver(directory, cfg.coevolver, cfg.seed, generate)
+    coevolver.frozen = cfg.coevolver.frozen_at(it)
+    return coevolver
+
+
+def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenerator:
+    """Greedy continuations by the policy at `checkpoint`, loaded only when first called."""
+
+    def generate(prompts: list[str], max_new_tokens: int) -> list[str]:
+        engine = live_engine(cfg, checkpoint)
+        greedy = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens)
+        return [group[0].text for group in engine.generate(prompts, 1, greedy, derive_seed(cfg.seed, it, "reflect"))]
+
+    return generate
+
+
 def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str) -> dict:
-    policy = cached_policy(checkpoint, cfg)
     batch = ProblemSampler(problems(train), cfg.rollout.problems_per_iter, cfg.seed).batch(it)
-    variants = load_coevolver(coevolver, cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size)
-    frame = run_rollouts(HFEngine(policy, cfg.engine.batch_size), variants, batch, cfg, it, policy_version(checkpoint))
+    variants = coevolver_at(cfg, it, coevolver).plan(batch, cfg.rollout.group_size)
+    frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, cfg, it, policy_version(checkpoint))
     path = RunLayout(cfg.run.out_dir).rollouts(it)
     write_rollouts(path, frame)
     return {"path": str(path), "sha256": hash_file(path), "metrics": rollout_metrics(frame)}
@@ -170,7 +200,7 @@ def verify_stage(cfg: Config, it: int, rollouts: str, train: str) -> dict:
 def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards: str, train: str) -> dict:
     """Co-evolver k -> k+1 from this iteration's rollouts and rewards (a frozen one is saved unchanged)."""
     layout = RunLayout(cfg.run.out_dir)
-    bank = load_coevolver(coevolver, cfg.coevolver, cfg.seed)
+    bank = coevolver_at(cfg, it, coevolver, policy_generator(cfg, layout.checkpoint(it - 1), it))
     frame = table(read_rollouts, rollouts)
     batch = problems(train).set_index("id").loc[frame["problem_id"].unique()].reset_index()
     report = bank.update(it, batch, frame, table(read_rewards, rewards))
@@ -181,32 +211,42 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
 
 
 def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict) -> dict:
-    """Checkpoint k -> k+1. Resumable: reads weights and optimizer state from checkpoint k only."""
+    """Checkpoint k -> k+1. Resumable: reads weights and optimizer state from checkpoint k only.
+
+    A self-distillation objective's teacher reads its privileged context from co-evolver k+1 (the
+    one this iteration produced) and the problems' answers; with `policy.frozen` (ablation) no
+    optimizer step is taken and checkpoint k+1 keeps k's weights.
+    """
     layout = RunLayout(cfg.run.out_dir)
     if it >= 2:  # checkpoint k-1's optimizer state is no longer needed once k exists (k's is kept for re-runs)
         (layout.checkpoint(it - 2) / TRAINER_STATE).unlink(missing_ok=True)
+    LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
     policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
     optimizer = build_optimizer(policy.model, cfg)
     if not load_optimizer_state(checkpoint, optimizer) and it > 1:
         raise FileNotFoundError(f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint")
     objective = build_objective(cfg.objective)
     reference = load_policy(layout.checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
-    stats = policy_update(
-        policy, optimizer, objective, table(read_rollouts, rollouts), table(read_rewards, rewards), cfg, derive_seed(cfg.seed, it, "update"), reference
-    )
+    teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
+    answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
+    stats = {"policy/steps": 0.0}
+    if not cfg.policy.frozen:
+        frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
+        stats = policy_update(policy, optimizer, objective, frame, scored, cfg, derive_seed(cfg.seed, it, "update"), reference, teacher, answers)
     pause_point("update", it)  # trained in memory, nothing saved yet
     lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data)
     out = layout.checkpoint(it)
     version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer)
     _POLICIES.clear()
     _POLICIES[version] = policy
+    LIVE.sync(out, version)  # a persistent engine serves the new weights in place (no restart)
     return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
 
 
 def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: str) -> dict:
     with_skills = cfg.eval.with_skills and cfg.coevolver.kind != "none"
-    context_for = load_coevolver(coevolver, cfg.coevolver, cfg.seed).context_for if with_skills else None
-    engine = HFEngine(cached_policy(checkpoint, cfg), cfg.engine.batch_size)
+    context_for = coevolver_at(cfg, it, coevolver).context_for if with_skills else None
+    engine = live_engine(cfg, checkpoint)
     metrics = evaluate(engine, problems(test), cfg.sampling, cfg.eval.pass_k, derive_seed(cfg.seed, it, "eval"), context_for)
     return {"metrics": metrics}
 

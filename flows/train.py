@@ -34,7 +34,7 @@ def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
     create_table_artifact(table=rows, key="coevo-iteration", description=f"coevo iteration {it}")
 
 
-def run_iteration(t: dict, params: dict, cfg: Config, it: int, last: int, state: dict, data: dict) -> tuple[dict, dict]:
+def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: dict, data: dict) -> tuple[dict, dict]:
     """One iteration of tasks; returns the new state (checkpoint, co-evolver, shards not yet in the
     catalog) and the iteration's metrics. The catalog ingests every pipeline.ingest_every iterations."""
     timers, checkpoint, coevolver = Timers(), state["checkpoint"], state["coevolver"]
@@ -50,7 +50,7 @@ def run_iteration(t: dict, params: dict, cfg: Config, it: int, last: int, state:
         "checkpoint": {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
         "coevolver": {"path": evolved["path"], "content_hash": evolved["content_hash"]},
         "report": evolved["report"],
-        "shards": [*state.get("shards", []), {"iteration": it, "rollouts": rollouts["path"], "rewards": rewards["path"], "report": evolved["report"]}],
+        "shards": [*state.get("shards", []), {"iteration": it, "rollouts": shard(rollouts), "rewards": shard(rewards), "report": evolved["report"]}],
     }
     metrics = {"iteration": float(it)}
     for stage in (rollouts, rewards, evolved, updated):
@@ -69,7 +69,7 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
     started = time.perf_counter()
     cfg = load_config(params_file, overrides)
     set_threads(cfg)
-    params, t = cfg.model_dump(mode="json"), configured(cfg)
+    params, t = cfg.model_dump_json(), configured(cfg)  # one JSON string: see tasks/stages.py
     data = t["prepare"](params)
     t["bootstrap"](params, data)
     first = latest_complete(cfg) + 1 if continue_latest else 1
@@ -89,6 +89,11 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
         publish(it, metrics, state["report"])
     write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
     return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last})
+
+
+def shard(stage: dict) -> dict:
+    """A stage table for the ingest task: its path and the sha256 of the content its stage validated."""
+    return {"path": stage["path"], "sha256": stage["sha256"]}
 
 
 def record(path: Path, kind: str) -> dict:

@@ -18,7 +18,7 @@ REWARDS_SCHEMA = pa.DataFrameSchema(
         "reward": pa.Column(float, description="Scalar reward."),
         "passed": pa.Column(bool, description="Whether the completion was judged correct."),
         "verifier": pa.Column(str, description="Name of the verifier that judged it."),
-        "details": pa.Column(str, description="Human-readable reason (may be empty)."),
+        "details": pa.Column(str, description="Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, failed, timeout, memory, crashed, invalid), test (first failing test), passed (k/n tests), mode (sandbox isolation); `parse_details` reads them."),
     },
     strict=True,
     name="rewards",
@@ -35,6 +35,11 @@ REWARDS_ARROW = pyarrow.schema(
         ("details", pyarrow.string()),
     ]
 )
+
+
+def parse_details(details: str) -> dict[str, str]:
+    """The key=value pairs of a details string (free text without '=' is skipped)."""
+    return dict(part.split("=", 1) for part in details.split() if "=" in part and not part.startswith("="))
 
 
 def validate_rewards(frame: pd.DataFrame, source: str) -> pd.DataFrame:

@@ -1,19 +1,35 @@
 """Co-evolvers: the artifacts that evolve from the policy's rollouts. Importing this package registers
-"skill_bank" and "none"."""
+"skill_bank", "memory" and "none"."""
 
-from coevo.coevolvers.base import CoEvolver, build_coevolver, coevolver_kinds, load_coevolver, register_coevolver
+from coevo.coevolvers.base import (
+    CoEvolver,
+    TextGenerator,
+    build_coevolver,
+    coevolver_kinds,
+    load_coevolver,
+    register_coevolver,
+)
+from coevo.coevolvers.memory import ProceduralMemory
 from coevo.coevolvers.none import NoCoEvolver
 from coevo.coevolvers.skill_bank import Skill, SkillBank
-from coevo.coevolvers.writers import OpenAIChatWriter, SkillDraft, SkillWriter, WorkedExampleWriter, build_writer
+from coevo.coevolvers.writers import (
+    OpenAIChatWriter,
+    SkillDraft,
+    SkillWriter,
+    WorkedExampleWriter,
+    build_writer,
+)
 
 __all__ = [
     "CoEvolver",
     "NoCoEvolver",
     "OpenAIChatWriter",
+    "ProceduralMemory",
     "Skill",
     "SkillBank",
     "SkillDraft",
     "SkillWriter",
+    "TextGenerator",
     "WorkedExampleWriter",
     "build_coevolver",
     "build_writer",

@@ -10,7 +10,7 @@ entries (`register_coevolver`), never `if kind == ...` chains.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +23,10 @@ from coevo.types import ContextVariant
 
 MANIFEST = "manifest.json"
 FORMAT = 1
+
+# (prompts, max_new_tokens) -> one greedy continuation per prompt by the policy that produced the
+# rollouts; co-evolvers that write with the policy itself (the memory's reflector) call it.
+TextGenerator = Callable[[list[str], int], list[str]]
 
 
 @runtime_checkable
@@ -52,16 +56,16 @@ class CoEvolver(Protocol):
 
 
 COEVOLVERS = Registry("co-evolver", name_attribute="kind")
-register_coevolver = COEVOLVERS.register  # classes are built as cls(cfg, seed) and loaded with cls.load(directory, cfg, seed)
+register_coevolver = COEVOLVERS.register  # built as cls(cfg, seed, generate), loaded with cls.load(directory, cfg, seed, generate)
 coevolver_kinds = COEVOLVERS.names
 
 
-def build_coevolver(cfg: CoevolverConfig, seed: int) -> CoEvolver:
+def build_coevolver(cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> CoEvolver:
     """A fresh co-evolver of kind `cfg.kind`."""
-    return COEVOLVERS[cfg.kind](cfg, seed)
+    return COEVOLVERS[cfg.kind](cfg, seed, generate)
 
 
-def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int) -> CoEvolver:
+def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> CoEvolver:
     """Load the co-evolver saved in `directory` by the kind its manifest names.
 
     Raises ValueError when the manifest's kind differs from `cfg.kind` (a run resumed under another
@@ -70,7 +74,7 @@ def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int) -> Co
     kind = read_manifest(directory).get("kind")
     if kind != cfg.kind:
         raise ValueError(f"{Path(directory) / MANIFEST}: holds a {kind!r} co-evolver but coevolver.kind is {cfg.kind!r}")
-    return COEVOLVERS[kind].load(Path(directory), cfg, seed)
+    return COEVOLVERS[kind].load(Path(directory), cfg, seed, generate)
 
 
 def content_hash(file_hashes: Mapping[str, str]) -> str:

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from coevo.coevolvers.base import read_artifact, register_coevolver, save_artifact
+from coevo.coevolvers.base import (
+    TextGenerator,
+    read_artifact,
+    register_coevolver,
+    save_artifact,
+)
 from coevo.config import CoevolverConfig
 from coevo.types import ContextVariant
 
@@ -20,7 +25,7 @@ from coevo.types import ContextVariant
 class NoCoEvolver:
     kind: str
 
-    def __init__(self, cfg: CoevolverConfig, seed: int):
+    def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None):
         self.cfg = cfg
         self.seed = seed
         self.frozen = cfg.frozen
@@ -41,6 +46,6 @@ class NoCoEvolver:
         return save_artifact(directory, self.kind, files={})
 
     @classmethod
-    def load(cls, directory: Path, cfg: CoevolverConfig, seed: int) -> "NoCoEvolver":
+    def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> NoCoEvolver:
         read_artifact(directory, cls.kind)
         return cls(cfg, seed)

@@ -41,6 +41,10 @@ Departures from the papers:
    SkillForge, where stable skills are no longer evaluated) the least-measured retrieved stable one,
    so stable skills can still be retired when the policy outgrows them (EDGE's pruning).
 6. A frozen bank (ablation) still retrieves but never probes and never changes.
+
+Subclasses (the procedural memory, memory.py) change what an entry applies to (`applies`), what the
+rollouts and the teacher see (`rollout_context`, `teacher_context`) and how candidates are written
+(`_write_candidates`); measurement, admission and the lifecycle stay these.
 """
 
 from __future__ import annotations
@@ -53,14 +57,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from coevo.coevolvers.base import read_artifact, register_coevolver, save_artifact
+from coevo.coevolvers.base import (
+    TextGenerator,
+    read_artifact,
+    register_coevolver,
+    save_artifact,
+)
 from coevo.coevolvers.writers import SkillDraft, SkillWriter, build_writer
 from coevo.config import CoevolverConfig
 from coevo.io import hash_bytes
 from coevo.types import ContextVariant
 
 STATUSES = ("trial", "active", "stable", "retired")
-IDENTITY = ("id", "text", "family", "key", "source", "status", "created_iter")  # skills.jsonl
+IDENTITY = ("id", "text", "family", "key", "source", "status", "created_iter", "level")  # skills.jsonl
 STATS = ("gaps", "utility", "history")  # stats.json
 
 
@@ -86,6 +95,7 @@ class Skill:
     source: str
     status: str = "trial"
     created_iter: int = 0
+    level: int = 1  # the memory's abstraction level (1 trajectory, 2 lesson, 3 pattern); skills are level 1
     gaps: list[float] = field(default_factory=list)
     utility: float = 0.0
     history: list[dict] = field(default_factory=list)
@@ -112,7 +122,7 @@ def _family(problem: Mapping) -> str:
 class SkillBank:
     kind: str
 
-    def __init__(self, cfg: CoevolverConfig, seed: int, writer: SkillWriter | None = None):
+    def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None, writer: SkillWriter | None = None):
         self.cfg = cfg
         self.params = cfg.skill_bank
         self.seed = seed  # the bank draws no random numbers: plan and update are deterministic
@@ -126,7 +136,9 @@ class SkillBank:
         sid = skill_id(draft.text)
         if sid in self.skills:
             return None
-        skill = Skill(id=sid, text=draft.text, family=draft.family, key=draft.key, source=draft.source, created_iter=iteration)
+        skill = Skill(
+            id=sid, text=draft.text, family=draft.family, key=draft.key, source=draft.source, created_iter=iteration, level=draft.level
+        )
         skill.move("trial", iteration, "written")
         self.skills[sid] = skill
         return sid
@@ -138,39 +150,43 @@ class SkillBank:
         return [self.skills[sid] for sid in sorted(self.skills) if self.skills[sid].status in statuses]
 
     # ---- retrieval and planning ----
-    def retrieve(self, problem: Mapping, k: int) -> list[Skill]:
-        """Top-k active/stable skills of the problem's family by bigram similarity of the question to
-        the skill's key (ties: higher utility, then id); never a skill induced from this very question."""
-        question, family = str(problem["prompt"]), _family(problem)
-        pool = [s for s in self._with_status("active", "stable") if s.family == family and s.key != question]
+    def applies(self, skill: Skill, problem: Mapping) -> bool:
+        """Whether `skill` may be retrieved or probed for `problem`: same family."""
+        return skill.family == _family(problem)
+
+    def retrieve(self, problem: Mapping, k: int, own_key: bool = False) -> list[Skill]:
+        """Top-k active/stable skills that apply to the problem, by bigram similarity of the question
+        to the skill's key (ties: higher utility, then id); a skill induced from this very question
+        only with `own_key`."""
+        question = str(problem["prompt"])
+        pool = [s for s in self._with_status("active", "stable") if self.applies(s, problem) and (own_key or s.key != question)]
         pool.sort(key=lambda s: (-bigram_similarity(question, s.key), -s.utility, s.id))
         return pool[:k]
 
     def context_for(self, problem: Mapping) -> list[str]:
         return [s.text for s in self.retrieve(problem, self.params.top_k)]
 
+    def rollout_context(self, problem: Mapping) -> list[Skill]:
+        """The skills every rollout of `problem` sees (the base of its matched groups)."""
+        return self.retrieve(problem, self.params.top_k)
+
     def teacher_context(self, problem: Mapping) -> list[str]:
         return self.context_for(problem)
 
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         """Per problem: matched base/probe halves when a skill can be probed, else one solo variant."""
-        trials = {
-            family: sorted(skills, key=lambda s: (len(s.gaps), s.created_iter, s.id))
-            for family, skills in _by_family(self._with_status("trial")).items()
-        }
+        trials = sorted(self._with_status("trial"), key=lambda s: (len(s.gaps), s.created_iter, s.id))
         turn: dict[str, int] = {}  # round-robin cursor over each family's trials
         variants: list[ContextVariant] = []
         for problem in problems.to_dict("records"):
             retrieved = self.retrieve(problem, self.params.top_k)
             probe = None if self.frozen or group_size < 2 else self._choose_probe(problem, retrieved, trials, turn)
-            variants.extend(_variants(str(problem["id"]), retrieved, probe, group_size))
+            variants.extend(_variants(str(problem["id"]), self.rollout_context(problem), probe, group_size))
         return variants
 
-    def _choose_probe(
-        self, problem: Mapping, retrieved: list[Skill], trials: dict[str, list[Skill]], turn: dict[str, int]
-    ) -> Skill | None:
+    def _choose_probe(self, problem: Mapping, retrieved: list[Skill], trials: list[Skill], turn: dict[str, int]) -> Skill | None:
         family, question = _family(problem), str(problem["prompt"])
-        candidates = [s for s in trials.get(family, []) if s.key != question]
+        candidates = [s for s in trials if self.applies(s, problem) and s.key != question]
         if candidates:
             index = turn.get(family, 0)
             turn[family] = index + 1
@@ -231,33 +247,26 @@ class SkillBank:
         return save_artifact(directory, self.kind, files, extra={"counts": self.counts()})
 
     @classmethod
-    def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, writer: SkillWriter | None = None) -> "SkillBank":
+    def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> SkillBank:
         """Load a saved bank; raises ValueError naming any file whose hash does not match the manifest."""
         _, files = read_artifact(directory, cls.kind)
         stats = json.loads(files["stats.json"])
-        bank = cls(cfg, seed, writer)
+        bank = cls(cfg, seed, generate)
         for line in files["skills.jsonl"].decode().splitlines():
             entry = json.loads(line)
             bank.skills[entry["id"]] = Skill(**entry, **stats[entry["id"]])
         return bank
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SkillBank) and self.skills == other.skills
+        return type(other) is type(self) and self.skills == other.skills
 
 
-def _by_family(skills: list[Skill]) -> dict[str, list[Skill]]:
-    grouped: dict[str, list[Skill]] = {}
-    for skill in skills:
-        grouped.setdefault(skill.family, []).append(skill)
-    return grouped
-
-
-def _variants(problem_id: str, retrieved: list[Skill], probe: Skill | None, group_size: int) -> list[ContextVariant]:
-    """Matched halves for a probe (trial: base=retrieved, probe=retrieved+[trial]; retrieved skill s:
-    base=retrieved-s, probe=retrieved), else one solo variant with the retrieved skills."""
+def _variants(problem_id: str, shown: list[Skill], probe: Skill | None, group_size: int) -> list[ContextVariant]:
+    """Matched halves for a probe (trial: base=shown, probe=shown+[trial]; shown skill s:
+    base=shown-s, probe=shown), else one solo variant with the shown skills."""
     if probe is None:
-        return [_variant(problem_id, "solo", retrieved, "", group_size)]
-    with_probe = retrieved if any(s.id == probe.id for s in retrieved) else [*retrieved, probe]
+        return [_variant(problem_id, "solo", shown, "", group_size)]
+    with_probe = shown if any(s.id == probe.id for s in shown) else [*shown, probe]
     base = [s for s in with_probe if s.id != probe.id]
     return [
         _variant(problem_id, "base", base, probe.id, math.ceil(group_size / 2)),

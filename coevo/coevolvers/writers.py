@@ -32,7 +32,12 @@ from statistics import fmean
 from typing import Protocol
 
 import openai
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from coevo.config import WriterConfig
 from coevo.registry import Registry
@@ -57,6 +62,7 @@ class SkillDraft:
     family: str
     key: str
     source: str
+    level: int = 1  # the memory's abstraction level; skills are level 1
 
 
 class SkillWriter(Protocol):
@@ -96,10 +102,8 @@ class WorkedExampleWriter:
         return drafts
 
 
-class OpenAIChatWriter:
-    """One skill per family from an OpenAI-compatible chat endpoint."""
-
-    kind = "openai"
+class ChatEndpoint:
+    """One-line answers from an OpenAI-compatible chat endpoint, with tenacity's retries on transient errors."""
 
     def __init__(self, base_url: str, model: str, api_key: str, timeout_s: float, backoff_s: float = 0.5):
         self.base_url = base_url
@@ -109,11 +113,40 @@ class OpenAIChatWriter:
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
 
     @classmethod
-    def from_config(cls, cfg: WriterConfig) -> "OpenAIChatWriter":
+    def from_config(cls, cfg: WriterConfig, who: str) -> ChatEndpoint:
+        """The endpoint of coevolver.writer; `who` names the setting that asked for it in the error."""
         if not cfg.base_url or not cfg.model:
-            raise ValueError("coevolver.writer.kind='openai' needs coevolver.writer.base_url and coevolver.writer.model")
+            raise ValueError(f"{who} needs coevolver.writer.base_url and coevolver.writer.model")
         api_key = os.environ.get(cfg.api_key_env) or "EMPTY"
         return cls(base_url=cfg.base_url, model=cfg.model, api_key=api_key, timeout_s=cfg.timeout_s)
+
+    def ask(self, system: str, prompt: str) -> str:
+        """The first non-empty line of the reply (cut to MAX_SKILL_CHARS), or "" for an empty reply."""
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        retrying = Retrying(
+            stop=stop_after_attempt(ATTEMPTS),
+            wait=wait_exponential(multiplier=self.backoff_s, max=8 * self.backoff_s),
+            retry=retry_if_exception_type(TRANSIENT),
+            reraise=True,
+        )
+        try:
+            reply = retrying(self.client.chat.completions.create, model=self.model, messages=messages)
+        except openai.OpenAIError as exc:
+            raise RuntimeError(f"request to {self.base_url} (model {self.model!r}) failed: {exc}") from exc
+        return _first_line(reply.choices[0].message.content or "") if reply.choices else ""
+
+
+class OpenAIChatWriter:
+    """One skill per family from an OpenAI-compatible chat endpoint."""
+
+    kind = "openai"
+
+    def __init__(self, endpoint: ChatEndpoint):
+        self.endpoint = endpoint
+
+    @classmethod
+    def from_config(cls, cfg: WriterConfig) -> OpenAIChatWriter:
+        return cls(ChatEndpoint.from_config(cfg, "coevolver.writer.kind='openai'"))
 
     def write(self, examples: list[dict], n: int) -> list[SkillDraft]:
         by_family = [
@@ -123,7 +156,7 @@ class OpenAIChatWriter:
         by_family.sort(key=lambda item: (fmean(float(ex["pass_rate"]) for ex in item[1]), item[0]))
         drafts: list[SkillDraft] = []
         for family, shown in by_family[: max(n, 0)]:
-            text = _first_line(self._ask(self._prompt(family, shown)))
+            text = self.endpoint.ask(SYSTEM_PROMPT, self._prompt(family, shown))
             if text:
                 drafts.append(SkillDraft(text=text, family=family, key=str(shown[0]["question"]), source=self.kind))
         return drafts
@@ -136,22 +169,6 @@ class OpenAIChatWriter:
             f"Verified solutions by the student (question then answer):\n{lines}\n"
             "Write one short reusable skill that would help the student solve more problems of this family."
         )
-
-    def _ask(self, prompt: str) -> str:
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
-        retrying = Retrying(
-            stop=stop_after_attempt(ATTEMPTS),
-            wait=wait_exponential(multiplier=self.backoff_s, max=8 * self.backoff_s),
-            retry=retry_if_exception_type(TRANSIENT),
-            reraise=True,
-        )
-        try:
-            reply = retrying(self.client.chat.completions.create, model=self.model, messages=messages)
-        except openai.OpenAIError as exc:
-            raise RuntimeError(f"skill writer request to {self.base_url} (model {self.model!r}) failed: {exc}") from exc
-        if not reply.choices:
-            return ""
-        return reply.choices[0].message.content or ""
 
 
 def _first_line(reply: str) -> str:

@@ -1,0 +1,98 @@
+"""Generation engines by name (`engine.kind`), and the one live engine of a process.
+
+ENGINES maps a name to a builder `(cfg, checkpoint, policy) -> Engine`, where `policy()` returns the
+loaded trainer policy (the HF engine generates with it; vLLM serves the checkpoint directory itself).
+A builder marked `persistent` starts a costly engine that `LiveEngine` keeps across iterations and
+syncs in place; a non-persistent one is built per call (cheap: it wraps the cached policy).
+`vllm` is imported only when the vllm engine is built, so the project works without the extra.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from coevo.engines.base import Engine
+from coevo.registry import Registry
+
+if TYPE_CHECKING:
+    from coevo.config import Config
+    from coevo.policy.checkpoint import Policy
+
+ENGINES = Registry("engine")
+
+
+def persistent(builder: Callable) -> Callable:
+    builder.persistent = True
+    return builder
+
+
+@ENGINES.register("hf")
+def build_hf(cfg: Config, checkpoint: Path, policy: Callable[[], Policy]) -> Engine:
+    from coevo.engines.hf import HFEngine
+
+    return HFEngine(policy(), cfg.engine.batch_size)
+
+
+@ENGINES.register("vllm")
+@persistent
+def build_vllm(cfg: Config, checkpoint: Path, policy: Callable[[], Policy]) -> Engine:
+    from coevo.engines.vllm import VLLMEngine
+
+    return VLLMEngine(checkpoint, cfg.engine, cfg.policy.dtype, cfg.seed)
+
+
+class LiveEngine:
+    """The process's persistent engine: started once per (engine settings, model architecture, seed),
+    then moved from checkpoint to checkpoint by `load_weights`, never restarted. A fresh process (a
+    resumed flow) starts it from the checkpoint directory it is first asked for."""
+
+    def __init__(self) -> None:
+        self.engine: Any = None
+        self.key: str | None = None
+        self.version: str | None = None  # weights hash of the checkpoint it serves
+        self.starts = 0  # engines started by this process (a flow starts one)
+
+    def get(self, cfg: Config, checkpoint: str | Path, version: str, policy: Callable[[], Policy]) -> Engine:
+        builder = ENGINES[cfg.engine.kind]
+        if not getattr(builder, "persistent", False):
+            return builder(cfg, Path(checkpoint), policy)
+        key = engine_key(cfg, checkpoint)
+        if key != self.key:
+            self.close()
+            self.engine, self.key, self.version = builder(cfg, Path(checkpoint), policy), key, version
+            self.starts += 1
+        elif version != self.version:
+            self.sync(checkpoint, version)
+        return self.engine
+
+    def sleep(self) -> None:
+        """Release the engine's accelerator memory for the policy update (GPU vLLM; else a no-op)."""
+        if self.engine is not None:
+            self.engine.sleep()
+
+    def sync(self, checkpoint: str | Path, version: str) -> None:
+        """Serve `checkpoint`'s weights in place, if a persistent engine is running (also when they are
+        unchanged but the engine slept: sleep level 2 discards them)."""
+        if self.engine is not None and (version != self.version or getattr(self.engine, "sleeping", False)):
+            self.engine.load_weights(Path(checkpoint))
+            self.version = version
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+        self.engine, self.key, self.version = None, None, None
+
+
+def engine_key(cfg: Config, checkpoint: str | Path) -> str:
+    """What a running engine cannot change in place: its settings, dtype, seed and architecture."""
+    architecture = json.loads((Path(checkpoint) / "config.json").read_text())
+    architecture.pop("transformers_version", None)
+    inputs = [cfg.engine.model_dump(mode="json"), cfg.policy.dtype, cfg.seed, architecture]
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+LIVE = LiveEngine()

@@ -52,15 +52,22 @@ from torch import Tensor
 
 from coevo.config import ObjectiveConfig
 from coevo.objectives.base import PolicyBatch
-from coevo.objectives.kl import aggregate, kl_per_token
+from coevo.objectives.kl import aggregate, reference_kl
 from coevo.objectives.registry import register_objective
 
 
 @register_objective("grpo")
 class GRPO:
-    """GRPO / DAPO / Dr.GRPO loss with truncated importance sampling; variants are config values."""
+    """GRPO / DAPO / Dr.GRPO loss with truncated importance sampling; variants are config values.
+
+    `token_loss` takes per-token advantages, so objectives that reshape the advantage token by token
+    (rlsd, opsa) reuse the same clipped, TIS-weighted surrogate and KL penalty.
+    """
 
     name: str
+    needs_distributions = False
+    needs_teacher = False
+    token_signal = False
 
     def __init__(self, cfg: ObjectiveConfig) -> None:
         self.cfg = cfg
@@ -68,19 +75,19 @@ class GRPO:
 
     def loss(self, batch: PolicyBatch) -> tuple[Tensor, dict[str, float]]:
         """Aggregated per-token loss (grad through batch.logprobs only) and `policy/` stats."""
+        return self.token_loss(batch, batch.advantages[:, None].expand_as(batch.logprobs))
+
+    def token_loss(self, batch: PolicyBatch, advantages: Tensor) -> tuple[Tensor, dict[str, float]]:
+        """The clipped surrogate with per-token `advantages` [B, T] (detached here) plus the KL penalty."""
         cfg = self.cfg
         raw_tis = torch.exp(batch.old_logprobs - batch.sampling_logprobs).detach()  # [B, T]
         tis = raw_tis.clamp(max=cfg.tis_cap)  # [B, T]
         ratio = torch.exp(batch.logprobs - batch.old_logprobs.detach())  # [B, T]
-        adv = batch.advantages.detach()[:, None]  # [B, 1]
+        adv = advantages.detach()  # [B, T]
         clipped = ratio.clamp(1.0 - cfg.clip_low, 1.0 + cfg.clip_high)  # [B, T]
         pg = -torch.minimum(ratio * adv, clipped * adv) * tis  # [B, T]
 
-        kl = torch.zeros_like(pg)  # [B, T]
-        if self.needs_reference:
-            if batch.ref_logprobs is None:
-                raise ValueError("objective.kl_coef > 0 needs batch.ref_logprobs (a reference model's logprobs)")
-            kl = kl_per_token(batch.logprobs, batch.ref_logprobs.detach(), cfg.kl_estimator)  # [B, T]
+        kl = reference_kl(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator) if self.needs_reference else torch.zeros_like(pg)  # [B, T]
 
         pg_loss = aggregate(pg, batch.mask, cfg.aggregation, batch.max_len)
         kl_loss = aggregate(kl, batch.mask, cfg.aggregation, batch.max_len)
@@ -96,14 +103,15 @@ class GRPO:
         clip_low = ((adv < 0) & (ratio < 1.0 - cfg.clip_low)).to(ratio.dtype)  # [B, T] grad zeroed below
         clip_high = ((adv > 0) & (ratio > 1.0 + cfg.clip_high)).to(ratio.dtype)  # [B, T] grad zeroed above
         tis_clipped = (raw_tis > cfg.tis_cap).to(ratio.dtype)  # [B, T]
-
-        def share(x: Tensor) -> float:
-            return aggregate(x.detach(), batch.mask, "token-mean").item()
-
         return {
-            "policy/ratio_mean": share(ratio),
-            "policy/clip_frac_low": share(clip_low),
-            "policy/clip_frac_high": share(clip_high),
-            "policy/tis_mean": share(tis),
-            "policy/tis_clipped_frac": share(tis_clipped),
+            "policy/ratio_mean": token_mean(ratio, batch.mask),
+            "policy/clip_frac_low": token_mean(clip_low, batch.mask),
+            "policy/clip_frac_high": token_mean(clip_high, batch.mask),
+            "policy/tis_mean": token_mean(tis, batch.mask),
+            "policy/tis_clipped_frac": token_mean(tis_clipped, batch.mask),
         }
+
+
+def token_mean(values: Tensor, mask: Tensor) -> float:
+    """Mean of `values` [B, T] over the masked tokens, as a float for stats."""
+    return aggregate(values.detach(), mask, "token-mean").item()

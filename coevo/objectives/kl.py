@@ -74,3 +74,10 @@ def aggregate(per_token: Tensor, mask: Tensor, mode: str, max_len: int | None = 
     if mode not in AGGREGATIONS:
         raise ValueError(f"unknown aggregation {mode!r}; known: {sorted(AGGREGATIONS)}")
     return AGGREGATIONS[mode](per_token, mask, max_len)
+
+
+def reference_kl(logprobs: Tensor, ref_logprobs: Tensor | None, estimator: str) -> Tensor:
+    """Per-token KL(pi || ref) [B, T] for a penalty with kl_coef > 0; the reference's logprobs must be there."""
+    if ref_logprobs is None:
+        raise ValueError("objective.kl_coef > 0 needs batch.ref_logprobs (a reference model's logprobs)")
+    return kl_per_token(logprobs, ref_logprobs.detach(), estimator)

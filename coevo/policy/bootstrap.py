@@ -4,7 +4,14 @@ The warm start sees demonstrations of `problems.bootstrap_families` only (the ea
 later faces the full mix with the verifier alone, as in RLVR when no solutions exist. Each
 demonstration is preceded, with probability `bootstrap.context_prob`, by worked examples of its own
 family laid out exactly as skills are rendered (`coevo.prompting.render_prompt`), so the policy
-learns to read skill context before any skill exists. The loss covers the answer and <eos> only.
+learns to read skill context before any skill exists. With probability `bootstrap.recall_prob` a
+demonstration is a recall exercise instead: a question "a?b=" with the operator of any family in the
+RL mix, whose answer is a random number (new in every sequence, so it cannot be memorised, and no
+arithmetic fact is taught) and whose worked example stands among the context lines, unscored. The
+only way to predict it is to find the question in the context and copy its answer, so the policy
+learns to use a relevant line of context: what a self-teacher needs to be better informed than its
+student when it sees the reference answer or a memory entry of the question. The loss covers the
+answers and <eos> only.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from coevo.config import Config
 from coevo.policy.checkpoint import Policy, load_policy, resolve_device, save_checkpoint
 from coevo.policy.tokenizer import build_char_tokenizer
+from coevo.problems.arithmetic import FAMILIES
+
+SYMBOLS = {family: symbol for family, (symbol, _) in FAMILIES.items()}
 
 
 @dataclass
@@ -58,28 +68,37 @@ def demonstration_sequences(pool: pd.DataFrame, cfg: Config, rng: np.random.Gene
     """Token ids and loss masks of a batch of demonstrations.
 
     A sequence is <bos>, then 0..max_context worked examples of the same family ("q=a\n", laid out
-    as render_prompt lays out skills), then the demonstrated problem "q=a<eos>". The loss covers
-    every answer's digits (context answers included: they are demonstrations too) and the final
-    <eos>, never a question or a line break, so the model learns to stop after its answer.
+    as render_prompt lays out skills), then the demonstrated problem "q=a<eos>". A recall exercise
+    demonstrates a lookup "a?b=r" (an operator of the mix, random r) whose worked example takes a
+    random place among the context lines. The loss covers every answer's digits (context answers
+    included: they are demonstrations too, except the looked-up one) and the final <eos>, never a
+    question or a line break, so the model learns to stop after its answer.
     """
     boot = cfg.bootstrap
     with_context = rng.random(boot.batch_size) < boot.context_prob
+    recall = rng.random(boot.batch_size) < boot.recall_prob
     lines = rng.integers(1, boot.max_context + 1, boot.batch_size) if boot.max_context else np.zeros(boot.batch_size, int)
     by_family = {family: group for family, group in pool.groupby("family")}
+    operators = [SYMBOLS[family] for family in cfg.problems.families]
     final_rows = pool.iloc[rng.integers(0, len(pool), boot.batch_size)]
     sequences, masks = [], []
-    for row, has_context, n_lines in zip(final_rows.itertuples(), with_context, lines):
+    for row, has_context, n_lines, recalled in zip(final_rows.itertuples(), with_context, lines, recall):
         family_pool = by_family[row.family]
-        context = family_pool.iloc[rng.integers(0, len(family_pool), n_lines if has_context else 0)]
+        examples = [(e.prompt, e.answer, 1.0) for e in family_pool.iloc[rng.integers(0, len(family_pool), n_lines if has_context else 0)].itertuples()]
+        prompt, answer = row.prompt, row.answer
+        if recalled:
+            a, b, r = rng.integers(0, 10, 2).tolist() + [int(rng.integers(0, 100))]
+            prompt, answer = f"{a}{operators[int(rng.integers(0, len(operators)))]}{b}=", str(r)
+            examples.insert(int(rng.integers(0, len(examples) + 1)), (prompt, answer, 0.0))
         ids, mask = [tokenizer.bos_token_id], [0.0]
-        for example in context.itertuples():
-            for text, weight in ((example.prompt, 0.0), (example.answer, 1.0), ("\n", 0.0)):
+        for line_question, line_answer, scored in examples:
+            for text, weight in ((line_question, 0.0), (line_answer, scored), ("\n", 0.0)):
                 piece = tokenizer(text, add_special_tokens=False)["input_ids"]
                 ids, mask = ids + piece, mask + [weight] * len(piece)
-        question = tokenizer(row.prompt, add_special_tokens=False)["input_ids"]
-        answer = tokenizer(row.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        sequences.append(ids + question + answer)
-        masks.append(mask + [0.0] * len(question) + [1.0] * len(answer))
+        question = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        sequences.append(ids + question + answer_ids)
+        masks.append(mask + [0.0] * len(question) + [1.0] * len(answer_ids))
     return sequences, masks
 
 

@@ -38,14 +38,23 @@ def pack(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
     return PackedBatch(input_ids.to(device), attention.to(device), index.to(device), mask.to(device))
 
 
-def completion_logprobs(model: PreTrainedModel, batch: PackedBatch, temperature: float = 1.0) -> Tensor:
-    """Logprobs [B, T] of each completion token given everything before it (0 on padding)."""
+def completion_distributions(model: PreTrainedModel, batch: PackedBatch, temperature: float = 1.0) -> Tensor:
+    """Log-probabilities over the vocabulary [B, T, V] at each completion position (the distribution
+    each completion token was drawn from; rows of padding are whatever the first position predicts)."""
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits  # [B, L, V]
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     predictor = (batch.completion_index - 1).clamp(min=0)  # [B, T] position whose logits score the token
     picked = logits.gather(1, predictor.unsqueeze(-1).expand(-1, -1, logits.size(-1)))  # [B, T, V]
-    logprobs = torch.log_softmax(picked.float(), dim=-1)  # [B, T, V]
+    return torch.log_softmax(picked.float(), dim=-1)  # [B, T, V]
+
+
+def sampled_logprobs(distributions: Tensor, batch: PackedBatch) -> Tensor:
+    """Logprobs [B, T] of the completion tokens under `distributions` [B, T, V] (0 on padding)."""
     targets = batch.input_ids.gather(1, batch.completion_index)  # [B, T]
-    token_logprobs = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [B, T]
-    return token_logprobs * batch.completion_mask
+    return distributions.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * batch.completion_mask  # [B, T]
+
+
+def completion_logprobs(model: PreTrainedModel, batch: PackedBatch, temperature: float = 1.0) -> Tensor:
+    """Logprobs [B, T] of each completion token given everything before it (0 on padding)."""
+    return sampled_logprobs(completion_distributions(model, batch, temperature), batch)

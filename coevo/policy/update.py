@@ -1,12 +1,16 @@
 """Policy-update stage: turn verified rollouts into optimizer steps of the registered objective.
 
 1. Join rollouts with rewards; each problem's rows form one group of G (matched halves included).
-2. Group advantages; groups whose rewards are all equal are dropped when configured.
+2. Group advantages; groups whose rewards are all equal are dropped when configured, unless the
+   objective has a token-level signal beyond the group advantage (self-distillation, opsa).
 3. Training prompts: with `coevolver.update_context = "strip"` the skills are removed and the bare
    question is trained (the student runs without skills); the shift between the skill-conditioned
-   sampler and the bare-prompt trainer is corrected by the objective's truncated IS weight.
+   sampler and the bare-prompt trainer is corrected by the objective's truncated IS weight. For a
+   self-distillation objective each row also gets a teacher prompt: the privileged context
+   (coevo/policy/teacher.py) before the bare question.
 4. pi_old (and the reference, when the objective needs one) is computed once, without grad.
-5. `optim.epochs` passes over seeded minibatch permutations, gradient-norm clipping each step.
+5. `optim.epochs` passes over seeded minibatch permutations, gradient-norm clipping each step. The
+   self-teacher (the current weights on the teacher prompts) runs once per minibatch under no_grad.
 """
 
 from __future__ import annotations
@@ -21,9 +25,23 @@ from torch import Tensor
 from transformers import PreTrainedModel
 
 from coevo.config import Config
-from coevo.objectives import Objective, PolicyBatch, group_advantages, nonzero_variance_groups
+from coevo.objectives import (
+    Objective,
+    PolicyBatch,
+    group_advantages,
+    nonzero_variance_groups,
+)
 from coevo.policy.checkpoint import Policy
-from coevo.policy.logprobs import completion_logprobs, pack
+from coevo.policy.logprobs import (
+    PackedBatch,
+    completion_distributions,
+    completion_logprobs,
+    pack,
+    sampled_logprobs,
+)
+from coevo.policy.mismatch import measure_mismatch
+from coevo.policy.teacher import TeacherContext
+from coevo.prompting import render_prompt
 
 
 @dataclass
@@ -32,16 +50,29 @@ class TrainingSet:
     completions: list[list[int]]
     sampling_logprobs: list[list[float]]
     advantages: Tensor  # [N]
+    passed: Tensor  # [N] bool
+    teacher_prompts: list[list[int]] | None = None  # privileged context + question, when a teacher is used
 
 
-def build_training_set(policy: Policy, rollouts: pd.DataFrame, rewards: pd.DataFrame, cfg: Config) -> tuple[TrainingSet, dict]:
-    joined = rollouts.merge(rewards[["rollout_id", "reward"]], on="rollout_id", validate="one_to_one")
+def build_training_set(
+    policy: Policy,
+    rollouts: pd.DataFrame,
+    rewards: pd.DataFrame,
+    cfg: Config,
+    keep_all_groups: bool = False,
+    teacher: TeacherContext | None = None,
+    answers: pd.Series | None = None,
+) -> tuple[TrainingSet, dict]:
+    """The rows the update trains on. `keep_all_groups` keeps zero-variance groups; `teacher` (with
+    the problems' `answers` by problem id, for the "answer" source) adds the teacher prompts."""
+    joined = rollouts.merge(rewards[["rollout_id", "reward", "passed", "details"]], on="rollout_id", validate="one_to_one")
     group_size = cfg.rollout.group_size
     groups = [g for _, g in joined.groupby("problem_id", sort=True)]
     if any(len(g) != group_size for g in groups):
         raise ValueError(f"every problem needs exactly {group_size} rollouts (rollout.group_size)")
     reward_matrix = torch.tensor(np.stack([g["reward"].to_numpy(dtype=np.float64) for g in groups]))  # [N, G]
-    keep = nonzero_variance_groups(reward_matrix) if cfg.objective.drop_zero_variance else torch.ones(len(groups), dtype=torch.bool)  # [N]
+    drop = cfg.objective.drop_zero_variance and not keep_all_groups
+    keep = nonzero_variance_groups(reward_matrix) if drop else torch.ones(len(groups), dtype=torch.bool)  # [N]
     advantages = group_advantages(reward_matrix, cfg.objective.std_normalize, cfg.objective.eps)  # [N, G]
     kept = pd.concat([g for g, k in zip(groups, keep.tolist()) if k]) if bool(keep.any()) else joined.iloc[:0]
     if cfg.coevolver.update_context == "strip" and len(kept):
@@ -59,9 +90,17 @@ def build_training_set(policy: Policy, rollouts: pd.DataFrame, rewards: pd.DataF
             completions=[list(ids) for ids in kept["completion_ids"]],
             sampling_logprobs=[list(lp) for lp in kept["sampling_logprobs"]],
             advantages=advantages[keep].reshape(-1).float(),  # [N_kept * G]
+            passed=torch.tensor(kept["passed"].to_numpy(dtype=bool)),
+            teacher_prompts=_teacher_prompts(policy, kept, teacher, answers) if teacher is not None else None,
         ),
         stats,
     )
+
+
+def _teacher_prompts(policy: Policy, kept: pd.DataFrame, teacher: TeacherContext, answers: pd.Series | None) -> list[list[int]]:
+    rows = kept.assign(answer=kept["problem_id"].map(answers) if answers is not None else None).to_dict("records")
+    texts = [render_prompt(str(row["question"]), teacher(row)) for row in rows]
+    return policy.tokenizer(texts)["input_ids"] if texts else []
 
 
 @torch.no_grad()
@@ -92,14 +131,24 @@ def policy_update(
     cfg: Config,
     seed: int,
     reference: PreTrainedModel | None = None,
+    teacher: TeacherContext | None = None,
+    answers: pd.Series | None = None,
 ) -> dict[str, float]:
-    """Apply `optim.epochs` passes of the objective to this iteration's rollouts; returns mean stats."""
+    """Apply `optim.epochs` passes of the objective to this iteration's rollouts; returns mean stats.
+
+    A self-distillation objective (`objective.needs_teacher`) needs `teacher`, the privileged
+    context of each row, and `answers` (reference answers by problem id) when that context uses them.
+    """
     model, pad_id = policy.model, policy.tokenizer.pad_token_id
-    data, stats = build_training_set(policy, rollouts, rewards, cfg)
+    if objective.needs_teacher and teacher is None:
+        raise ValueError(f"objective {objective.name!r} needs a teacher context (objective.teacher.sources)")
+    teacher = teacher if objective.needs_teacher else None
+    data, stats = build_training_set(policy, rollouts, rewards, cfg, objective.token_signal, teacher, answers)
     if not data.prompts:
         return {**stats, "policy/steps": 0.0}
     model.eval()  # no dropout in the tiny model; eval keeps pi_old and pi_theta computed identically
     old = frozen_logprobs(model, data, cfg, pad_id)
+    stats.update(measure_mismatch(model, rollouts, cfg.sampling.temperature, pad_id, cfg.optim.minibatch_size))  # engine vs trainer, before the update
     ref = frozen_logprobs(reference, data, cfg, pad_id) if objective.needs_reference else None
     generator = torch.Generator().manual_seed(seed)
     sums: dict[str, float] = defaultdict(float)
@@ -108,16 +157,25 @@ def policy_update(
         order = torch.randperm(len(data.prompts), generator=generator).tolist()
         for start in range(0, len(order), size):
             idx = order[start : start + size]
-            packed = pack([data.prompts[i] for i in idx], [data.completions[i] for i in idx], pad_id, model.device)
+            completions = [data.completions[i] for i in idx]
+            packed = pack([data.prompts[i] for i in idx], completions, pad_id, model.device)
             width = packed.completion_mask.size(1)
+            logprobs, distributions = student_view(model, packed, objective, cfg.sampling.temperature)  # [b, T], [b, T, V] | None
+            teacher_view = None
+            if data.teacher_prompts is not None:
+                teacher_view = teacher_distributions(model, [data.teacher_prompts[i] for i in idx], completions, pad_id, cfg)
             batch = PolicyBatch(
-                logprobs=completion_logprobs(model, packed, cfg.sampling.temperature),  # [b, T]
+                logprobs=logprobs,  # [b, T]
                 old_logprobs=_pad([old[i] for i in idx], width, model.device),  # [b, T]
                 sampling_logprobs=_pad([data.sampling_logprobs[i] for i in idx], width, model.device),  # [b, T]
                 advantages=data.advantages[idx].to(model.device),  # [b]
                 mask=packed.completion_mask,  # [b, T]
                 ref_logprobs=_pad([ref[i] for i in idx], width, model.device) if ref is not None else None,
                 max_len=cfg.sampling.max_new_tokens,
+                distributions=distributions if objective.needs_distributions else None,
+                teacher_distributions=teacher_view[0] if teacher_view is not None else None,  # [b, T, V]
+                teacher_logprobs=teacher_view[1] if teacher_view is not None else None,  # [b, T]
+                passed=data.passed[idx].to(model.device),  # [b]
             )
             loss, step_stats = objective.loss(batch)
             optimizer.zero_grad(set_to_none=True)
@@ -128,6 +186,26 @@ def policy_update(
                 sums[key] += value
             steps += 1
     return {**stats, **{k: v / steps for k, v in sums.items()}, "policy/steps": float(steps)}
+
+
+def student_view(model: PreTrainedModel, packed: PackedBatch, objective: Objective, temperature: float) -> tuple[Tensor, Tensor | None]:
+    """The trainer's logprobs of the sampled tokens (with grad) and, when the objective reads whole
+    distributions or a teacher, its log-distributions over the vocabulary."""
+    if not (objective.needs_distributions or objective.needs_teacher):
+        return completion_logprobs(model, packed, temperature), None
+    distributions = completion_distributions(model, packed, temperature)  # [b, T, V]
+    return sampled_logprobs(distributions, packed), distributions
+
+
+@torch.no_grad()
+def teacher_distributions(
+    model: PreTrainedModel, prompts: list[list[int]], completions: list[list[int]], pad_id: int, cfg: Config
+) -> tuple[Tensor, Tensor]:
+    """The self-teacher's view of the student's completions: log-distributions [b, T, V] and the
+    sampled tokens' logprobs [b, T], from one forward pass on the teacher prompts, without grad."""
+    packed: PackedBatch = pack(prompts, completions, pad_id, model.device)
+    distributions = completion_distributions(model, packed, cfg.sampling.temperature)  # [b, T, V]
+    return distributions, sampled_logprobs(distributions, packed)
 
 
 def build_optimizer(model: PreTrainedModel, cfg: Config) -> torch.optim.Optimizer:

@@ -70,7 +70,13 @@ def _read_jsonl(path: Path) -> tuple[list[dict], list[str], list[str]]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProblemsFileError(f"{path}: cannot read: {exc}") from exc
-    records, rows, errors = [], [], []
+    numbered, errors = jsonl_objects(text)
+    return [record for _, record in numbered], [f"line {number}" for number, _ in numbered], errors
+
+
+def jsonl_objects(text: str) -> tuple[list[tuple[int, dict]], list[str]]:
+    """(line number, JSON object) per non-blank line, and one error per line that is not an object."""
+    objects, errors = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -82,9 +88,8 @@ def _read_jsonl(path: Path) -> tuple[list[dict], list[str], list[str]]:
         if not isinstance(record, dict):
             errors.append(f"line {number}: expected a JSON object, got {type(record).__name__}")
             continue
-        records.append(record)
-        rows.append(f"line {number}")
-    return records, rows, errors
+        objects.append((number, record))
+    return objects, errors
 
 
 def _read_parquet(path: Path) -> tuple[list[dict], list[str], list[str]]:

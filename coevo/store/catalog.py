@@ -12,8 +12,10 @@ shards and never touch the file. DuckDB locks the file, so while the writer has 
 process can open it, not even read-only: ingest, close, then query. Within one process, a read-only
 and a read-write connection to the same file cannot coexist either.
 
-Idempotent ingest: `ingest_iteration(k, ...)` validates the shards (pandera on read) and the skill
-events built from the report (pandera on write), then in one transaction deletes every row of
+Idempotent ingest: `ingest_iteration(k, ...)` validates the shards (pandera on read; a shard whose
+sha256 the caller names in `validated`, because the stage that wrote it validated exactly that content,
+is read without validating it again when the file still has that hash) and the skill events built
+from the report (pandera on write), then in one transaction deletes every row of
 iteration k from every table and inserts the new rows into typed, keyed tables. Re-ingesting an iteration (a resumed run) never duplicates or
 loses a row; a failed ingest leaves the catalog exactly as it was.
 
@@ -29,13 +31,18 @@ Three views answer the usual questions; copy them into `duckdb runs/default/cata
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from coevo.io import hash_bytes
 from schemas import (
     EVENTS,
     SchemaError,
@@ -44,6 +51,8 @@ from schemas import (
     validate_skill_events,
 )
 from schemas.errors import MAX_LINES
+from schemas.rewards import REWARDS_ARROW
+from schemas.rollouts import ROLLOUTS_ARROW
 
 TABLES = ("rollouts", "rewards", "skill_events")
 EVENT_DTYPES = {"iteration": "int64", "skill_id": "str", "event": "str", "problem_id": "str", "gap": "float64", "utility": "float64", "reason": "str"}
@@ -71,10 +80,18 @@ CREATE TABLE IF NOT EXISTS skill_events (
 _VIEWS_DDL = f"""
 CREATE OR REPLACE MACRO event_rank(e) AS list_position({_EVENT_LIST}, e);
 CREATE OR REPLACE VIEW pass_rate_by_family AS
-    SELECT r.iteration, r.family, count(*) AS n, avg(w.passed::DOUBLE) AS pass_rate
-    FROM rollouts AS r JOIN rewards AS w USING (rollout_id)
-    GROUP BY r.iteration, r.family
-    ORDER BY r.iteration, r.family;
+    -- aggregated per (iteration, problem) before the join: ingest guarantees one reward per rollout
+    -- with the same problem_id, and a problem has one family; 4x faster at 10M rows than joining
+    -- every rollout to its reward
+    WITH per_problem AS (
+        SELECT iteration, problem_id, count(*) AS n, count_if(passed) AS passed FROM rewards GROUP BY iteration, problem_id
+    ), families AS (
+        SELECT iteration, problem_id, any_value(family) AS family FROM rollouts GROUP BY iteration, problem_id
+    )
+    SELECT p.iteration, f.family, sum(p.n)::BIGINT AS n, sum(p.passed)::DOUBLE / sum(p.n)::DOUBLE AS pass_rate
+    FROM per_problem AS p JOIN families AS f USING (iteration, problem_id)
+    GROUP BY p.iteration, f.family
+    ORDER BY p.iteration, f.family;
 CREATE OR REPLACE VIEW skill_utility_history AS
     SELECT skill_id, iteration, event, problem_id, gap, utility, reason
     FROM skill_events
@@ -103,9 +120,18 @@ class Catalog:
 
     # ---- writing ----
     def ingest_iteration(
-        self, iteration: int, rollouts_path: str | Path, rewards_path: str | Path, report_path: str | Path | None = None
+        self,
+        iteration: int,
+        rollouts_path: str | Path,
+        rewards_path: str | Path,
+        report_path: str | Path | None = None,
+        validated: Mapping[str, str] | None = None,
     ) -> dict[str, int]:
         """Replace iteration `iteration` in every table with the given shards and report; return rows inserted.
+
+        `validated` maps shard paths to the sha256 of content already validated against its schema
+        (the writing stage's record); such a shard is read without validating it again when its
+        current hash matches, and validated as usual otherwise.
 
         Raises SchemaError naming the file when a shard or the report is invalid, a row belongs to another
         iteration, the rewards' rollout_ids differ from the rollouts', or a rollout_id is already stored
@@ -113,9 +139,10 @@ class Catalog:
         """
         if self.read_only:
             raise PermissionError(f"{self.path}: catalog opened read-only; only the single writer ingests")
-        rollouts, rewards = read_rollouts(rollouts_path), read_rewards(rewards_path)
-        check_iteration(rollouts, iteration, str(rollouts_path))
-        check_iteration(rewards, iteration, str(rewards_path))
+        rollouts = read_shard(read_rollouts, ROLLOUTS_ARROW, rollouts_path, (validated or {}).get(str(rollouts_path)))
+        rewards = read_shard(read_rewards, REWARDS_ARROW, rewards_path, (validated or {}).get(str(rewards_path)))
+        check_iteration(rollouts.select(["iteration"]).to_pandas(), iteration, str(rollouts_path))
+        check_iteration(rewards.select(["iteration"]).to_pandas(), iteration, str(rewards_path))
         check_pairing(rollouts, rewards, str(rollouts_path), str(rewards_path))
         events = read_report(report_path, iteration) if report_path is not None else skill_events_from_report({}, iteration, "no report")
         frames = {"rollouts": rollouts, "rewards": rewards, "skill_events": events}
@@ -123,7 +150,7 @@ class Catalog:
         self._in_transaction(lambda: self._replace(iteration, frames, sources))
         return {table: len(frame) for table, frame in frames.items()}
 
-    def _replace(self, iteration: int, frames: dict[str, pd.DataFrame], sources: dict[str, str]) -> None:
+    def _replace(self, iteration: int, frames: dict[str, pd.DataFrame | pyarrow.Table], sources: dict[str, str]) -> None:
         for table in TABLES:
             self._con.execute(f"DELETE FROM {table} WHERE iteration = ?", [iteration])
         for table, frame in frames.items():
@@ -182,6 +209,21 @@ class Catalog:
         self.close()
 
 
+def read_shard(reader: Callable[[str | Path], pd.DataFrame], schema: pyarrow.Schema, path: str | Path, validated_sha256: str | None) -> pyarrow.Table:
+    """A shard as an arrow table with its table's fixed schema: read through its validating reader,
+    or read as is when its content hash equals `validated_sha256` (content validated when it was
+    written). Arrow, not pandas, goes into DuckDB: list columns then insert without a Python loop
+    over rows (~6k rows/s through pandas object columns). SchemaError names an unreadable file."""
+    if validated_sha256 is not None:
+        content = Path(path).read_bytes()  # hashed and parsed from the same bytes: no window for a swap
+        if hash_bytes(content) == validated_sha256:
+            try:
+                return pq.read_table(io.BytesIO(content), schema=schema)
+            except (OSError, pyarrow.ArrowException) as exc:
+                raise SchemaError(f"{path}: cannot read parquet: {exc}") from exc
+    return pyarrow.Table.from_pandas(reader(path), schema=schema, preserve_index=False)
+
+
 def check_iteration(frame: pd.DataFrame, iteration: int, source: str) -> None:
     """Every row's iteration must equal `iteration`; else SchemaError naming the source and rows."""
     wrong = frame.loc[frame["iteration"] != iteration, "iteration"]
@@ -193,18 +235,21 @@ def check_iteration(frame: pd.DataFrame, iteration: int, source: str) -> None:
     raise SchemaError("\n".join(lines))
 
 
-def check_pairing(rollouts: pd.DataFrame, rewards: pd.DataFrame, rollouts_source: str, rewards_source: str) -> None:
-    """The rewards' rollout_ids must equal the rollouts' exactly, each with the same problem_id."""
-    without_reward = sorted(set(rollouts["rollout_id"]) - set(rewards["rollout_id"]))
-    without_rollout = sorted(set(rewards["rollout_id"]) - set(rollouts["rollout_id"]))
+def check_pairing(rollouts: pyarrow.Table, rewards: pyarrow.Table, rollouts_source: str, rewards_source: str) -> None:
+    """The rewards' rollout_ids must equal the rollouts' exactly, each with the same problem_id
+    (arrow compute: a 100k-row shard is checked in milliseconds, not seconds)."""
+    ids, reward_ids = rollouts["rollout_id"], rewards["rollout_id"]
+    without_reward = sorted(set(pc.filter(ids, pc.invert(pc.is_in(ids, value_set=reward_ids))).to_pylist()))
+    without_rollout = sorted(set(pc.filter(reward_ids, pc.invert(pc.is_in(reward_ids, value_set=ids))).to_pylist()))
     if without_reward or without_rollout:
         raise SchemaError(
             f"{rewards_source}: rollout_ids do not match {rollouts_source}: "
             f"{len(without_reward)} rollouts without a reward (e.g. {without_reward[:5]}), "
             f"{len(without_rollout)} rewards without a rollout (e.g. {without_rollout[:5]})"
         )
-    joined = rewards[["rollout_id", "problem_id"]].merge(rollouts[["rollout_id", "problem_id"]], on="rollout_id", suffixes=("", "_rollout"))
-    differ = joined.loc[joined["problem_id"] != joined["problem_id_rollout"], "rollout_id"].tolist()
+    theirs = rollouts.select(["rollout_id", "problem_id"]).rename_columns(["rollout_id", "problem_id_rollout"])
+    joined = rewards.select(["rollout_id", "problem_id"]).join(theirs, "rollout_id")
+    differ = pc.filter(joined["rollout_id"], pc.not_equal(joined["problem_id"], joined["problem_id_rollout"])).to_pylist()
     if differ:
         raise SchemaError(f"{rewards_source}: problem_id differs from {rollouts_source} for {len(differ)} rollouts (e.g. {differ[:5]})")
 

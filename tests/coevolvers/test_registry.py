@@ -7,7 +7,14 @@ import json
 import pandas as pd
 import pytest
 
-from coevo.coevolvers import NoCoEvolver, SkillBank, build_coevolver, coevolver_kinds, load_coevolver, register_coevolver
+from coevo.coevolvers import (
+    NoCoEvolver,
+    SkillBank,
+    build_coevolver,
+    coevolver_kinds,
+    load_coevolver,
+    register_coevolver,
+)
 from coevo.config import CoevolverConfig
 
 PROBLEMS = pd.DataFrame(
@@ -16,7 +23,7 @@ PROBLEMS = pd.DataFrame(
 
 
 def test_builtin_kinds_registered():
-    assert coevolver_kinds() == ["none", "skill_bank"]
+    assert coevolver_kinds() == ["memory", "none", "skill_bank"]
     assert isinstance(build_coevolver(CoevolverConfig(), seed=0), SkillBank)
     assert isinstance(build_coevolver(CoevolverConfig(kind="none"), seed=0), NoCoEvolver)
 

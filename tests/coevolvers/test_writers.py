@@ -10,7 +10,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from coevo.coevolvers.writers import OpenAIChatWriter, SkillDraft, WorkedExampleWriter, build_writer
+from coevo.coevolvers.writers import (
+    ChatEndpoint,
+    OpenAIChatWriter,
+    SkillDraft,
+    WorkedExampleWriter,
+    build_writer,
+)
 from coevo.config import WriterConfig
 
 
@@ -70,7 +76,7 @@ class ChatServer(ThreadingHTTPServer):
 class ChatHandler(BaseHTTPRequestHandler):
     server: ChatServer
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.bodies.append({"path": self.path, **body})
         if self.server.failures > 0:
@@ -110,7 +116,7 @@ def serve() -> Iterator:
 
 
 def writer_for(server: ChatServer) -> OpenAIChatWriter:
-    return OpenAIChatWriter(base_url=server.base_url, model="tiny-writer", api_key="EMPTY", timeout_s=5, backoff_s=0.01)
+    return OpenAIChatWriter(ChatEndpoint(base_url=server.base_url, model="tiny-writer", api_key="EMPTY", timeout_s=5, backoff_s=0.01))
 
 
 def test_openai_writer_sends_trajectories_and_parses_skill(serve):

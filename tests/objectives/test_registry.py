@@ -3,8 +3,14 @@
 import pytest
 
 from coevo.config import ObjectiveConfig
-from coevo.objectives import GRPO, Objective, build_objective, objective_names, register_objective
-from coevo.objectives import registry
+from coevo.objectives import (
+    GRPO,
+    Objective,
+    build_objective,
+    objective_names,
+    register_objective,
+    registry,
+)
 
 
 @pytest.fixture
@@ -43,7 +49,7 @@ def test_new_objective_registers_and_builds(scratch_registry):
         def __init__(self, cfg):
             self.cfg = cfg
 
-    assert objective_names() == ["constant", "grpo"]
+    assert objective_names() == ["constant", "ess", "grpo", "opsa", "opsd", "rlsd", "sdar"]
     built = build_objective(ObjectiveConfig(name="constant"))
     assert isinstance(built, Constant) and built.name == "constant"
     with pytest.raises(ValueError, match="'constant'"):

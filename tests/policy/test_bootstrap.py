@@ -49,19 +49,47 @@ def test_any_local_checkpoint_is_accepted_instead(tmp_path, tiny_policy_dir):
         torch.testing.assert_close(tensor, original[name])
 
 
-def test_demonstrations_come_from_the_easy_families_only(tiny_cfg):
+def test_demonstrations_come_from_the_easy_families_only(tmp_path):
     import numpy as np
 
     from coevo.policy.bootstrap import demonstration_sequences
     from coevo.prepare import build_splits
 
-    train, _ = build_splits(tiny_cfg)
-    pool = train[train["family"].isin(tiny_cfg.problems.bootstrap_families)]
+    from ..conftest import tiny_config
+
+    cfg = tiny_config(tmp_path, bootstrap={"recall_prob": 0.0})  # recall exercises: the next test
+    train, _ = build_splits(cfg)
+    pool = train[train["family"].isin(cfg.problems.bootstrap_families)]
     tok = build_char_tokenizer()
-    sequences, masks = demonstration_sequences(pool, tiny_cfg, np.random.default_rng(0), tok)
+    sequences, masks = demonstration_sequences(pool, cfg, np.random.default_rng(0), tok)
     texts = [tok.decode(seq, skip_special_tokens=True) for seq in sequences]
     assert all("*" not in text for text in texts)  # mul is never demonstrated
     for seq, mask in zip(sequences, masks):
         assert seq[-1] == tok.eos_token_id and mask[-1] == 1.0  # the final answer ends in <eos>, trained
         trained = tok.decode([t for t, m in zip(seq, mask) if m and t != tok.eos_token_id])
         assert set(trained) <= set("-0123456789")  # only answers carry loss, never questions
+
+
+def test_recall_exercises_look_up_a_random_answer_in_the_context(tmp_path):
+    import numpy as np
+
+    from coevo.policy.bootstrap import demonstration_sequences
+    from coevo.prepare import build_splits
+
+    from ..conftest import tiny_config
+
+    cfg = tiny_config(tmp_path, bootstrap={"recall_prob": 1.0, "context_prob": 0.5})
+    train, _ = build_splits(cfg)
+    tok = build_char_tokenizer()
+    sequences, masks = demonstration_sequences(train[train["family"] == "add"], cfg, np.random.default_rng(0), tok)
+    answers = set()
+    for seq, mask in zip(sequences, masks):
+        lines = tok.decode(seq, skip_special_tokens=True).split("\n")
+        question, answer = lines[-1].split("=")
+        assert question[1] in "+-*" and f"{question}={answer}" in lines[:-1]  # the lookup stands in the context
+        others = [line for line in lines[:-1] if line != f"{question}={answer}"]
+        assert len(others) == len(lines) - 2 and all("+" in line for line in others)  # the other lines: the family's facts
+        # scored: the other context answers and the final answer + <eos>; never the looked-up answer
+        assert sum(mask) == sum(len(line.split("=")[1]) for line in others) + len(answer) + 1
+        answers.add(answer)
+    assert len(answers) > len(sequences) // 4  # random answers: nothing to memorise

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from coevo.coevolvers import SkillBank, SkillDraft
 from coevo.config import CoevolverConfig, SkillBankConfig
+from coevo.io import hash_file
 from coevo.store.catalog import TABLES, Catalog
 from coevo.store.query_cli import query_app
 from schemas import SchemaError, write_rewards, write_rollouts
@@ -191,6 +192,31 @@ def test_failed_ingest_names_the_file_and_changes_nothing(run_dir, broken):
         with pytest.raises(SchemaError, match=culprit):
             cat.ingest_iteration(2, *paths)
         assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7}
+    assert_same(snapshot(path), before)
+
+
+def test_shards_validated_on_write_are_not_validated_again(tmp_path, monkeypatch):
+    """A shard whose hash is the one its writer validated is read as is, with the same rows as a validated read."""
+    paths = write_iteration(tmp_path, 1)
+    with Catalog(tmp_path / "validated.duckdb") as cat:
+        cat.ingest_iteration(1, *paths)
+    monkeypatch.setattr("coevo.store.catalog.read_rollouts", lambda path: pytest.fail("re-validated a validated shard"))
+    monkeypatch.setattr("coevo.store.catalog.read_rewards", lambda path: pytest.fail("re-validated a validated shard"))
+    trusted = {str(path): hash_file(path) for path in paths[:2]}
+    with Catalog(tmp_path / "trusted.duckdb") as cat:
+        assert cat.ingest_iteration(1, *paths, validated=trusted) == {"rollouts": 9, "rewards": 9, "skill_events": 3}
+    assert_same(snapshot(tmp_path / "trusted.duckdb"), snapshot(tmp_path / "validated.duckdb"))
+
+
+def test_a_shard_changed_since_validation_is_validated_again(run_dir):
+    """The recorded hash is of the valid shard; the file now holds an invalid row: rejected, naming file, row and field."""
+    path = run_dir / "catalog.duckdb"
+    before = snapshot(path)
+    paths = write_iteration(run_dir / "changed", 2)
+    trusted = {str(path): hash_file(path) for path in paths[:2]}
+    _invalid_rollouts(run_dir / "changed")
+    with Catalog(path) as cat, pytest.raises(SchemaError, match=rf"{paths[0]}: row 0, field 'variant'"):
+        cat.ingest_iteration(2, *paths, validated=trusted)
     assert_same(snapshot(path), before)
 
 

@@ -1,0 +1,170 @@
+"""Learning at equal wall-clock: TRL's GRPOTrainer, coevo GRPO-only and coevo with its default
+co-evolver (the skill bank), from the same bootstrap checkpoint with the same training budget.
+
+Every arm trains for `--budget` seconds of wall time (evaluation time not counted) and is evaluated
+at 0 s and every `--every` seconds: greedy accuracy on the held-out test split, with the same
+evaluator for all (coevo.evaluate.greedy_passed on coevo's HF engine over the arm's current model).
+Seeds vary the RL randomness (problem order, sampling); the bootstrap and the problem splits are
+those of params.yaml's seed for every arm. Arms alternate within each seed. coevo runs its stage
+functions (coevo.stages) in the plain driver's order; TRL is bench/trl_peer.py's trainer.
+
+    .venv/bin/python bench/trl_learning.py [--budget 120] [--every 30] [--seeds 0,1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (
+    RESULTS,
+    add_output_args,
+    alternate,
+    prepared_config,
+    publish,
+    table,
+)
+from bench.trl_peer import build_trainer, trl_version
+
+ARMS = {"trl": {"coevolver": {"kind": "none"}}, "coevo-grpo": {"coevolver": {"kind": "none"}}, "coevo-default": {}}
+
+
+class Budget:
+    """Training seconds (evaluation excluded) and the evaluation schedule."""
+
+    def __init__(self, budget: float, every: float, evaluate):
+        self.budget, self.every, self.evaluate = budget, every, evaluate
+        self.start, self.paused, self.curve = time.perf_counter(), 0.0, []
+        self.check(force=True)
+
+    def trained(self) -> float:
+        return time.perf_counter() - self.start - self.paused
+
+    def check(self, force: bool = False) -> bool:
+        """Evaluate when due; True once the budget is spent (after its final evaluation)."""
+        t = min(self.trained(), self.budget)
+        due = force or t >= len(self.curve) * self.every or t >= self.budget
+        if due:
+            started = time.perf_counter()
+            self.curve.append({"train_s": t, "acc": self.evaluate()})
+            self.paused += time.perf_counter() - started
+        return t >= self.budget
+
+
+def greedy_acc(policy, test, max_new_tokens: int) -> float:
+    from coevo.engines.hf import HFEngine
+    from coevo.evaluate import greedy_passed
+
+    policy.model.eval()
+    passed = greedy_passed(HFEngine(policy, 512), list(test["prompt"]), list(test["answer"]), max_new_tokens)
+    return sum(passed) / len(passed)
+
+
+def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float) -> dict:
+    from coevo import stages
+    from coevo.coevolvers import build_coevolver
+
+    cfg0, _ = prepared_config(run_dir, 10**6, extra)
+    data = stages.prepare_stage(cfg0)  # params.yaml's seed: the bootstrap's problems
+    cfg = cfg0.model_copy(update={"seed": seed})
+    layout, test = stages.RunLayout(cfg.run.out_dir), stages.problems(data["test"]["path"])
+    build_coevolver(cfg.coevolver, cfg.seed).save(layout.coevolver(0))
+    state = {"checkpoint": str(layout.checkpoint(0)), "coevolver": str(layout.coevolver(0))}
+    clock = Budget(budget, every, lambda: greedy_acc(stages.cached_policy(state["checkpoint"], cfg), test, cfg.sampling.max_new_tokens))
+    it, train = 0, data["train"]["path"]
+    while not clock.check():
+        it += 1
+        rollouts = stages.rollout_stage(cfg, it, state["checkpoint"], state["coevolver"], train)
+        rewards = stages.verify_stage(cfg, it, rollouts["path"], train)
+        evolved = stages.coevolve_stage(cfg, it, state["coevolver"], rollouts["path"], rewards["path"], train)
+        updated = stages.update_stage(cfg, it, state["checkpoint"], rollouts["path"], rewards["path"], evolved["path"], data)
+        state = {"checkpoint": updated["checkpoint"], "coevolver": evolved["path"]}
+    return {"curve": clock.curve, "steps": it}
+
+
+def trl_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float) -> dict:
+    from transformers import TrainerCallback
+
+    from coevo.policy.checkpoint import Policy
+    from schemas.problems import read_problems
+
+    cfg, _ = prepared_config(run_dir, 10**6, extra)
+    trainer = build_trainer(cfg, cfg.bootstrap_dir, run_dir / "trl", 10**6, seed)
+    test = read_problems(Path(cfg.problems.data_dir) / "test.parquet")
+    policy = Policy(trainer.model, trainer.processing_class)
+
+    def evaluate() -> float:
+        training = trainer.model.training
+        acc = greedy_acc(policy, test, cfg.sampling.max_new_tokens)
+        trainer.model.train(training)
+        return acc
+
+    holder: dict = {}
+
+    class EqualWallClock(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            holder["clock"] = Budget(budget, every, evaluate)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = holder["clock"].check()
+
+    trainer.add_callback(EqualWallClock())
+    trainer.train()
+    steps = trainer.state.global_step // trainer.args.steps_per_generation
+    return {"curve": holder["clock"].curve, "steps": steps}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget", type=float, default=120.0, help="Training seconds per run (evaluation excluded).")
+    parser.add_argument("--every", type=float, default=30.0, help="Evaluate every this many training seconds.")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--arms", default=",".join(ARMS))
+    add_output_args(parser, "trl_learning")
+    args = parser.parse_args()
+    import torch
+
+    from coevo.cli import quiet_libraries
+
+    quiet_libraries()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    seeds, arms = [int(s) for s in args.seeds.split(",")], args.arms.split(",")
+    by_seed = {}
+    for seed in seeds:
+        run = (lambda arm, rep, seed=seed: (trl_run if arm == "trl" else coevo_run)(RESULTS / "tmp" / f"learning-{arm}", ARMS[arm], seed, args.budget, args.every))
+        by_seed[seed] = alternate(arms[seed % len(arms) :] + arms[: seed % len(arms)], 1, run)
+    runs = {arm: [by_seed[seed][arm][0] for seed in seeds] for arm in arms}
+    points = len(runs[arms[0]][0]["curve"])
+    mean_curve = {arm: [statistics.fmean(r["curve"][k]["acc"] for r in arm_runs if k < len(r["curve"])) for k in range(points)] for arm, arm_runs in runs.items()}
+    times = [round(min(k * args.every, args.budget)) for k in range(points)]
+    rows = [
+        [arm, *(f"{a:.3f}" for a in mean_curve[arm]), " ".join(f"{r['curve'][-1]['acc']:.3f}" for r in runs[arm]), f"{statistics.fmean(r['steps'] for r in runs[arm]):.0f}"]
+        for arm in arms
+    ]
+    title = f"held-out greedy accuracy at equal training wall-clock (mean of seeds {args.seeds}); trl {trl_version()}"
+    report = {"budget_s": args.budget, "every_s": args.every, "seeds": seeds, "trl_version": trl_version(), "runs": runs, "mean_curve": mean_curve, "times": times}
+    columns = ["arm", *(f"{t} s" for t in times), "final per seed", "steps"]
+    publish("trl_learning", args.out, report, table(title, columns, rows), lambda png: plot(png, runs), args.mlflow)
+
+
+def plot(png: Path, runs: dict) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    for color, (arm, arm_runs) in enumerate(runs.items()):
+        for index, run in enumerate(arm_runs):
+            ax.plot([p["train_s"] for p in run["curve"]], [p["acc"] for p in run["curve"]], marker="o", color=f"C{color}", alpha=0.7, label=arm if index == 0 else None)
+    ax.set_xlabel("training seconds (evaluation excluded)")
+    ax.set_ylabel("held-out greedy accuracy")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

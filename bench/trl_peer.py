@@ -1,0 +1,82 @@
+"""TRL's GRPOTrainer set up to do the same work as one coevo configuration (shared by the TRL benches).
+
+Matched: the bootstrap checkpoint and its tokenizer, the training problems' `prompt` column as plain
+text (no chat template; both tokenize with the same tokenizer call, BOS included), coevo's verifier
+(`check_answer`) as the reward function, prompts x completions per generation (problems_per_iter x
+group_size), max completion length, temperature and top-p, optimizer steps per generation
+(`steps_per_generation` = rollouts / optim.minibatch_size), AdamW lr/betas/weight decay, constant
+learning rate, gradient clipping, PPO clip bounds (epsilon / epsilon_high), std-normalised group
+advantages, token-mean aggregation (TRL's `dapo` loss), no reference model (beta 0), seed, and no
+gradient checkpointing (TRL's default turns it on, which also switches off the KV cache in generation).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coevo.config import Config
+
+TRL_VERSION_PIN = "1.16.0"  # pyproject's `bench` extra; the benches record trl.__version__ as run
+
+
+def trl_version() -> str:
+    import trl
+
+    return trl.__version__
+
+
+def build_trainer(cfg: Config, checkpoint: Path, output_dir: Path, max_generations: int, seed: int):
+    """A GRPOTrainer on CPU that runs `max_generations` generation batches of cfg's size."""
+    import pandas as pd
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from coevo.problems.verifier import check_answer
+
+    rollouts = cfg.rollouts_per_iter
+    if rollouts % cfg.optim.minibatch_size:
+        raise ValueError(f"rollouts per iteration ({rollouts}) must be a multiple of optim.minibatch_size for TRL's steps_per_generation")
+    steps_per_generation = rollouts // cfg.optim.minibatch_size
+    problems = pd.read_parquet(Path(cfg.problems.data_dir) / "train.parquet")[["prompt", "answer"]]
+
+    def verifier_reward(completions: list[str], answer: list[str], **_) -> list[float]:
+        return [check_answer(completion, expected).reward for completion, expected in zip(completions, answer)]
+
+    args = GRPOConfig(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        seed=seed,
+        per_device_train_batch_size=cfg.optim.minibatch_size,
+        steps_per_generation=steps_per_generation,
+        num_generations=cfg.rollout.group_size,
+        num_iterations=cfg.optim.epochs,
+        max_completion_length=cfg.sampling.max_new_tokens,
+        temperature=cfg.sampling.temperature,
+        top_p=cfg.sampling.top_p,
+        learning_rate=cfg.optim.lr,
+        adam_beta1=cfg.optim.betas[0],
+        adam_beta2=cfg.optim.betas[1],
+        weight_decay=cfg.optim.weight_decay,
+        max_grad_norm=cfg.optim.grad_clip,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=0.0,
+        epsilon=cfg.objective.clip_low,
+        epsilon_high=cfg.objective.clip_high,
+        scale_rewards="group" if cfg.objective.std_normalize else "none",
+        loss_type="dapo",
+        max_steps=max_generations * steps_per_generation,
+        logging_steps=steps_per_generation,  # one log line per generation batch (TRL's metrics, completion lengths)
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        bf16=False,
+        fp16=False,
+        dataloader_num_workers=0,
+        log_completions=False,
+        gradient_checkpointing=False,  # TRL's default is True; coevo recomputes nothing, and with it on TRL also generates without a KV cache
+    )
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    return GRPOTrainer(model=model, reward_funcs=verifier_reward, args=args, train_dataset=Dataset.from_pandas(problems, preserve_index=False), processing_class=tokenizer)

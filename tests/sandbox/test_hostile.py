@@ -1,0 +1,139 @@
+"""Hostile programs in the sandbox: each is contained and reported with the right verdict, and the
+test process is unharmed. Runs under every mode this machine offers ("rlimits" always, "namespaces"
+when its probe passes); a containment a mode does not promise (coevo/sandbox/__init__.py) is skipped
+with the reason, never asserted vacuously."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+
+from coevo.sandbox import Job, Limits, isolation_for, namespaces_available, run_job
+
+MODES = ["rlimits"] + (["namespaces"] if namespaces_available() else [])
+LIMITS = Limits(wall_s=4, cpu_s=2, per_test_s=1.5, memory_mb=256, nproc=32, output_bytes=16 * 1024)
+
+
+@pytest.fixture(params=MODES)
+def mode(request) -> str:
+    return request.param
+
+
+def needs(mode: str, promise: str) -> None:
+    if promise not in isolation_for(mode).promises():
+        pytest.skip(f"mode {mode!r} does not promise {promise!r} containment here")
+
+
+def run(mode: str, program: str, tests: tuple[str, ...] = ("pass",), limits: Limits = LIMITS):
+    pid, cwd = os.getpid(), os.getcwd()
+    verdict = run_job(Job(program, tests), limits, mode)
+    assert os.getpid() == pid and os.getcwd() == cwd  # the test process is unharmed
+    assert verdict.mode == mode
+    return verdict
+
+
+def test_ordinary_verdicts(mode):
+    ok = "def f(x):\n    return x + 3\n"
+    assert run(mode, ok, ("assert f(1) == 4", "assert f(0) == 3")).status == "passed"
+    failed = run(mode, ok, ("assert f(1) == 4", "assert f(2) == 6", "assert f(0) == 3"))
+    assert (failed.status, failed.failed_test, failed.outcomes) == ("failed", 1, ("pass", "fail", "pass"))
+    assert run(mode, "def f(x) return x").status == "invalid"
+    assert run(mode, "raise ValueError('boom')").status == "crashed"
+    exited = run(mode, "import os\nos._exit(0)", ("pass",))
+    assert exited.status == "crashed" and exited.outcomes == ("not-run",)
+
+
+def test_infinite_loop_times_out(mode):
+    start = time.monotonic()
+    verdict = run(mode, "def f():\n    while True:\n        pass\n", ("f()", "assert True"))
+    assert verdict.status == "timeout" and verdict.failed_test == 0
+    assert verdict.outcomes == ("timeout", "pass")  # the per-test timer interrupts only that test
+    stubborn = run(mode, "while True:\n    try:\n        while True: pass\n    except BaseException: pass\n")
+    assert stubborn.status == "timeout"  # swallows the per-test timer: RLIMIT_CPU / the wall clock end it
+    assert time.monotonic() - start < 2 * LIMITS.wall_s + 3
+
+
+def test_fork_bomb_is_contained(mode):
+    needs(mode, "nproc")
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    start = time.monotonic()
+    verdict = run(mode, bomb)
+    assert verdict.status in ("timeout", "crashed") and time.monotonic() - start < LIMITS.wall_s + 3
+    assert run(mode, "x = 1", ("assert x == 1",)).passed  # the machine still starts processes
+
+
+def test_memory_bomb_reports_memory(mode):
+    assert run(mode, "x = bytearray(4 << 30)").status == "memory"
+    grow = run(mode, "def f():\n    chunks = []\n    while True:\n        chunks.append(bytearray(1 << 20))\n", ("f()",))
+    assert (grow.status, grow.failed_test) == ("memory", 0)
+
+
+def test_huge_output_is_capped(mode):
+    verdict = run(mode, "while True:\n    print('x' * 10000)\n")
+    assert verdict.status == "crashed" and "output limit" in verdict.detail
+    assert len(verdict.output) <= LIMITS.output_bytes
+
+
+def test_environment_of_the_parent_is_invisible(mode, monkeypatch):
+    needs(mode, "env")
+    monkeypatch.setenv("COEVO_TEST_SECRET", "hunter2-env")
+    verdict = run(mode, "import os\nprint(dict(os.environ))\nprint(os.environ.get('COEVO_TEST_SECRET'))")
+    assert verdict.passed and "None" in verdict.output and "hunter2-env" not in verdict.output
+
+
+def test_files_of_the_parent_cannot_be_read_written_or_deleted(mode, tmp_path):
+    needs(mode, "files")
+    secret, precious, outside = tmp_path / "secret.txt", tmp_path / "precious", tmp_path / "pwned.txt"
+    secret.write_text("hunter2-file")
+    secret.chmod(0o600)
+    precious.mkdir()
+    (precious / "keep.txt").write_text("keep")
+    program = (
+        "import os, shutil\n"
+        f"try:\n    print(open({str(secret)!r}).read())\nexcept OSError as e:\n    print('read blocked', type(e).__name__)\n"
+        f"try:\n    open({str(outside)!r}, 'w').write('x')\nexcept OSError as e:\n    print('write blocked', type(e).__name__)\n"
+        f"shutil.rmtree({str(precious)!r}, ignore_errors=True)\n"
+        f"try:\n    os.remove({str(secret)!r})\nexcept OSError as e:\n    print('delete blocked', type(e).__name__)\n"
+        "for path in ('/etc/passwd', '/root', '/home', '/tmp', '/proc/1/environ'):\n"
+        "    try:\n        open(path).read() if '.' in path or 'passwd' in path or 'environ' in path else os.listdir(path)\n"
+        "        print('visible', path)\n    except OSError:\n        pass\n"
+    )
+    verdict = run(mode, program)
+    assert verdict.passed
+    assert "hunter2-file" not in verdict.output and "read blocked" in verdict.output
+    assert not outside.exists() and "write blocked" in verdict.output
+    assert (precious / "keep.txt").read_text() == "keep" and secret.read_text() == "hunter2-file"
+    for path in ("/etc/passwd", "/home", "/tmp", "/proc/1/environ"):
+        assert f"visible {path}\n" not in verdict.output
+
+
+def test_network_is_unreachable(mode):
+    needs(mode, "network")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(0.5)
+        port = server.getsockname()[1]
+        program = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\ns.sendall(b'leak')\n"
+        verdict = run(mode, program)
+        assert verdict.status == "crashed" and "load-error" in verdict.detail  # connection refused / unreachable
+        with pytest.raises(TimeoutError):
+            server.accept()  # nothing ever connected
+
+
+def test_parent_cannot_be_killed(mode):
+    needs(mode, "parent")
+    me = os.getpid()
+    program = (
+        "import os, signal\n"
+        f"for pid in ({me}, os.getppid()):\n"
+        "    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError as e:\n        print('kill blocked', pid, type(e).__name__)\n"
+        "os.kill(-1, signal.SIGKILL)\n"
+    )
+    verdict = run(mode, program)
+    assert f"kill blocked {me}" in verdict.output
+    assert verdict.status == "crashed"  # kill(-1) ended the sample itself, nothing outside it
+    assert run(mode, "x = 1", ("assert x == 1",)).passed
