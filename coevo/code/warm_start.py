@@ -9,16 +9,12 @@ the loss covers the completion and <eos>, never the prompt.
 
 from __future__ import annotations
 
-import math
-import time
-
 import numpy as np
 import pandas as pd
-import torch
 
 from coevo.code.problems import TESTER_CUE, tester_prompt
 from coevo.config import Config
-from coevo.policy.bootstrap import sequence_nll
+from coevo.policy.bootstrap import supervised_steps
 from coevo.policy.checkpoint import Policy
 
 
@@ -46,19 +42,7 @@ def code_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> dict:
     if pool.empty or code.warm_start_steps == 0:
         return {"steps": 0, "final_loss": None, "seconds": 0.0}
     rng = np.random.default_rng(cfg.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=code.warm_start_lr, weight_decay=0.01)
-    steps = code.warm_start_steps
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / steps, 1.0))))
-    model.train()
-    start, loss_value = time.perf_counter(), float("nan")
-    for _ in range(steps):
-        sequences, masks = demonstrations(pool, rng, code.warm_start_batch, tok)
-        loss = sequence_nll(model, sequences, masks, tok.pad_token_id)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        loss_value = loss.item()
-    model.eval()
-    return {"steps": steps, "final_loss": loss_value, "seconds": time.perf_counter() - start}
+    steps, loss_value, seconds = supervised_steps(
+        model, lambda: demonstrations(pool, rng, code.warm_start_batch, tok), tok.pad_token_id, code.warm_start_lr, code.warm_start_steps
+    )
+    return {"steps": steps, "final_loss": loss_value, "seconds": seconds}

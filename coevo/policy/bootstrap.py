@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,20 +117,21 @@ def sequence_nll(model, sequences: list[list[int]], masks: list[list[float]], pa
     return (nll * weights[:, 1:]).sum() / weights[:, 1:].sum()
 
 
-def supervised_warm_start(policy: Policy, pool: pd.DataFrame, cfg: Config) -> BootstrapReport:
-    """Train on demonstrations for bootstrap.steps or bootstrap.time_budget_s, whichever ends first."""
-    boot, tok, model = cfg.bootstrap, policy.tokenizer, policy.model
-    rng = np.random.default_rng(cfg.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=boot.lr, weight_decay=0.01)
-    warmup = max(1, boot.steps // 20)
+def supervised_steps(
+    model, batches: Callable[[], tuple[list[list[int]], list[list[float]]]], pad_id: int, lr: float, steps: int, warmup: int = 1, time_budget_s: float = math.inf
+) -> tuple[int, float, float]:
+    """AdamW (weight decay 0.01, gradient norm clipped at 1) on the masked NLL of `batches()` for
+    `steps` steps or `time_budget_s` seconds, whichever ends first; the learning rate warms up
+    linearly over `warmup` steps and decays by cosine to 10%. Returns (steps taken, last loss, seconds)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / boot.steps, 1.0))))
+        optimizer, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / steps, 1.0))))
     )
     model.train()
     start, step, loss_value = time.perf_counter(), 0, float("nan")
-    while step < boot.steps and time.perf_counter() - start < boot.time_budget_s:
-        sequences, masks = demonstration_sequences(pool, cfg, rng, tok)
-        loss = sequence_nll(model, sequences, masks, tok.pad_token_id)
+    while step < steps and time.perf_counter() - start < time_budget_s:
+        sequences, masks = batches()
+        loss = sequence_nll(model, sequences, masks, pad_id)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -137,9 +139,19 @@ def supervised_warm_start(policy: Policy, pool: pd.DataFrame, cfg: Config) -> Bo
         schedule.step()
         step, loss_value = step + 1, loss.item()
     model.eval()
+    return step, loss_value, time.perf_counter() - start
+
+
+def supervised_warm_start(policy: Policy, pool: pd.DataFrame, cfg: Config) -> BootstrapReport:
+    """Train on demonstrations for bootstrap.steps or bootstrap.time_budget_s, whichever ends first."""
+    boot, tok, model = cfg.bootstrap, policy.tokenizer, policy.model
+    rng = np.random.default_rng(cfg.seed)
+    step, loss_value, seconds = supervised_steps(
+        model, lambda: demonstration_sequences(pool, cfg, rng, tok), tok.pad_token_id, boot.lr, boot.steps, max(1, boot.steps // 20), boot.time_budget_s
+    )
     return BootstrapReport(
         steps=step,
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
         final_loss=loss_value,
         parameters=sum(p.numel() for p in model.parameters()),
         demonstrations=step * boot.batch_size,
