@@ -23,7 +23,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from coevo.config import Config, load_config
+from coevo.config import Config, deep_merge, load_config
 from coevo.io import write_json
 
 # torch intra-op threads for every arm of every bench. 1, not torch's default (one per core): on a
@@ -48,18 +48,11 @@ def bench_overrides(run_dir: Path, iterations: int, extra: dict | None = None) -
     return deep_merge(base, extra or {})
 
 
-def deep_merge(base: dict, extra: dict) -> dict:
-    merged = dict(base)
-    for key, value in extra.items():
-        merged[key] = deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-    return merged
-
-
 def prepared_config(run_dir: Path, iterations: int, extra: dict | None = None) -> tuple[Config, dict]:
     """(config, overrides) for a fresh run in `run_dir` whose bootstrap is copied from the cache."""
     import torch
 
-    torch.set_num_threads(THREADS)  # params.yaml's policy.threads stays null: it is part of the bootstrap key
+    torch.set_num_threads(THREADS)  # the same thread count for every arm (params.yaml keeps policy.threads null)
     overrides = bench_overrides(run_dir, iterations, extra)
     cfg = load_config(ROOT / "params.yaml", overrides)
     source = cached_bootstrap(cfg)

@@ -39,7 +39,7 @@ METHODS: dict[str, dict] = {
 
 
 def overrides(method: str, seed: int, args: argparse.Namespace) -> dict:
-    from coevo.config import _deep_merge
+    from coevo.config import deep_merge
 
     out = RESULTS / args.name / f"seed{seed}"
     base = {
@@ -50,7 +50,7 @@ def overrides(method: str, seed: int, args: argparse.Namespace) -> dict:
         "bootstrap": {"steps": args.bootstrap_steps, "time_budget_s": 10**5} | ({} if args.recall_prob is None else {"recall_prob": args.recall_prob}),
         "eval": {"every": args.eval_every},
     }
-    return _deep_merge(base, METHODS[method])
+    return deep_merge(base, METHODS[method])
 
 
 def bootstrap(seed: int, args: argparse.Namespace) -> str:
@@ -59,10 +59,10 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
     The warm start runs `--bootstrap-steps` steps with no time cap, so every seed and every machine
     load gets the same checkpoint."""
     from coevo import stages
-    from coevo.config import _deep_merge, load_config
+    from coevo.config import deep_merge, load_config
     from coevo.driver import set_threads
 
-    cfg = load_config(ROOT / "params.yaml", _deep_merge(overrides("grpo", seed, args), {"run": {"out_dir": str(RESULTS / args.name / f"seed{seed}" / "_bootstrap")}}))
+    cfg = load_config(ROOT / "params.yaml", deep_merge(overrides("grpo", seed, args), {"run": {"out_dir": str(RESULTS / args.name / f"seed{seed}" / "_bootstrap")}}))
     set_threads(cfg)
     stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
     return str(cfg.bootstrap_dir)

@@ -119,7 +119,7 @@ def main() -> None:
 
 
 def deep(base: dict, extra: dict) -> dict:
-    from bench.common import deep_merge
+    from coevo.config import deep_merge
 
     return deep_merge(base, extra)
 

@@ -94,12 +94,11 @@ def metrics_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
 @fail_cleanly
 def prepare(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_json: JsonOpt = False) -> None:
     """Write the train/test problem splits (validated parquet) to problems.data_dir."""
-    from coevo.code.prepare import CODE_SOURCES, prepare_code_problems
     from coevo.prepare import prepare_problems
 
     cfg = config_from(params, set_)
-    train, test = (prepare_code_problems if cfg.problems.source in CODE_SOURCES else prepare_problems)(cfg)
-    result = {"data_dir": str(cfg.problems.data_dir), "train": len(train), "test": len(test)}
+    train, test = prepare_problems(cfg)
+    result = {"source": cfg.problems.source, "data_dir": str(cfg.problems.data_dir), "train": len(train), "test": len(test)}
     print_json(result) if as_json else console.print(result)
 
 
@@ -194,19 +193,7 @@ def serve(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None) -> None:
     prefect_serve(nightly_deployment(str(Path(params).resolve()), cfg, parse_overrides(set_)))
 
 
-code_app = typer.Typer(no_args_is_help=True, help="Code problems: prepare splits; co-evolve a coder and a unit tester (CURE).")
-
-
-@code_app.command("prepare")
-@fail_cleanly
-def code_prepare(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_json: JsonOpt = False) -> None:
-    """Write the code problem splits of problems.source (code-synth, humaneval, code-file) to problems.data_dir."""
-    from coevo.code.prepare import prepare_code_problems
-
-    cfg = config_from(params, set_)
-    train, test = prepare_code_problems(cfg)
-    result = {"source": cfg.problems.source, "data_dir": str(cfg.problems.data_dir), "train": len(train), "test": len(test)}
-    print_json(result) if as_json else console.print(result)
+code_app = typer.Typer(no_args_is_help=True, help="Code problems: co-evolve a coder and a unit tester (CURE); `coevo prepare` writes their splits.")
 
 
 @code_app.command("loop")

@@ -298,7 +298,7 @@ def load_config(path: str | Path = "params.yaml", overrides: dict | None = None)
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
     if overrides:
-        raw = _deep_merge(raw, overrides)
+        raw = deep_merge(raw, overrides)
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
@@ -306,11 +306,12 @@ def load_config(path: str | Path = "params.yaml", overrides: dict | None = None)
         raise ConfigError("\n".join(lines)) from exc
 
 
-def _deep_merge(base: dict, extra: dict) -> dict:
+def deep_merge(base: dict, extra: dict) -> dict:
+    """`base` with `extra` laid over it, nested dicts merged key by key (neither is modified)."""
     merged = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = value
     return merged

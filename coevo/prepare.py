@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from coevo.code.prepare import CODE_SOURCES, prepare_code_problems
 from coevo.config import Config
 from coevo.problems.arithmetic import generate_arithmetic, write_splits
 from coevo.problems.loader import load_problem_file, split_problems
@@ -22,7 +23,11 @@ def build_splits(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def prepare_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Build the splits, write them atomically to problems.data_dir, and read them back validated."""
+    """Build the splits, write them atomically to problems.data_dir, and read them back validated.
+
+    Code sources (coevo/code/prepare.py) write the same problems table and are read back decoded."""
+    if cfg.problems.source in CODE_SOURCES:
+        return prepare_code_problems(cfg)
     train, test = build_splits(cfg)
     paths = write_splits(cfg.problems.data_dir, train, test)
     return read_problems(paths["train"]), read_problems(paths["test"])

@@ -227,10 +227,10 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
         raise FileNotFoundError(f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint")
     objective = build_objective(cfg.objective)
     reference = load_policy(layout.checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
-    teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
-    answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
     stats = {"policy/steps": 0.0}
     if not cfg.policy.frozen:
+        teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
+        answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
         frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
         stats = policy_update(policy, optimizer, objective, frame, scored, cfg, derive_seed(cfg.seed, it, "update"), reference, teacher, answers)
     pause_point("update", it)  # trained in memory, nothing saved yet

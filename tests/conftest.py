@@ -25,10 +25,10 @@ TINY = {
 
 def tiny_config(tmp_path: Path, **overrides) -> Config:
     """The project's params.yaml, shrunk to seconds-long runs, with outputs under tmp_path."""
-    from coevo.config import _deep_merge
+    from coevo.config import deep_merge
 
     paths = {"run": {"out_dir": str(tmp_path / "run")}, "problems": {"data_dir": str(tmp_path / "data")}}
-    return load_config(ROOT / "params.yaml", _deep_merge(_deep_merge(TINY, paths), overrides))
+    return load_config(ROOT / "params.yaml", deep_merge(deep_merge(TINY, paths), overrides))
 
 
 @pytest.fixture(scope="session")
