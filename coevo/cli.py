@@ -147,7 +147,7 @@ def train(
 @fail_cleanly
 def eval_(
     checkpoint: Annotated[str, typer.Argument(help="A checkpoint directory, an MLflow model URI (models:/NAME@ALIAS), or 'latest' (newest in run.out_dir).")],
-    problems: Annotated[Path | None, typer.Option(help="jsonl/parquet problems to evaluate on (default: the test split).")] = None,
+    problems: Annotated[Path | None, typer.Option(help="jsonl/parquet math problems to evaluate on (default: the test split of problems.source, as `coevo prepare` writes it).")] = None,
     coevolver: Annotated[str | None, typer.Option(help="A saved co-evolver directory, or 'latest': also report accuracy with its retrieved skills.")] = None,
     out: Annotated[Path | None, typer.Option(help="Also write the JSON result to this file (atomically).")] = None,
     params: ParamsOpt = Path("params.yaml"),
@@ -160,20 +160,20 @@ def eval_(
     from coevo.evaluate import evaluate
     from coevo.io import write_json
     from coevo.policy.checkpoint import load_policy
-    from coevo.prepare import build_splits
     from coevo.problems.loader import load_problem_file
-    from coevo.stages import RunLayout, latest_complete
+    from coevo.stages import RunLayout, latest_complete, prepare_stage
+    from coevo.stages import problems as read_split
     from coevo.store.lineage import resolve_checkpoint
 
     cfg = config_from(params, set_)
     quiet_libraries()
     layout, newest = RunLayout(cfg.run.out_dir), latest_complete(cfg)
     path = layout.checkpoint(newest) if checkpoint == "latest" else resolve_checkpoint(checkpoint, cfg.tracking.mlflow_uri)
-    test = load_problem_file(problems) if problems else build_splits(cfg)[1]
+    test = load_problem_file(problems) if problems else read_split(prepare_stage(cfg)["test"]["path"])  # as `coevo prepare` writes it, any source
     policy = load_policy(path, cfg.policy.device, cfg.policy.dtype)
     bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
     context_for = load_coevolver(bank_dir, cfg.coevolver, cfg.seed).context_for if bank_dir else None
-    metrics = evaluate(HFEngine(policy, cfg.engine.batch_size), test, cfg.sampling, cfg.eval.pass_k, cfg.seed, context_for)
+    metrics = evaluate(HFEngine(policy, cfg.engine.batch_size), test, cfg, cfg.seed, context_for)
     result = {"checkpoint": str(path), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}
     if out is not None:
         write_json(out, result)

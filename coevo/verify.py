@@ -1,10 +1,14 @@
-"""Verification stage: score every rollout with its problem's verifier into the rewards table.
+"""Scoring completions against problems: the verification stage's rewards table and `score_rows`.
 
 Verifiers are chosen by problem family from a registry (`FAMILY_VERIFIERS`), never by if-chains: a
 family without an entry (arithmetic, user math files) gets the exact-match math verifier; the code
 families (coevo.code.verifier.CODE_FAMILIES) run the completion's program against the hidden tests
-in the sandbox. An entry is `score(problem_rows, completions) -> list[Reward]`, where the rows are
-problems-table rows of that family, one per completion.
+in the sandbox configured by code.sandbox. An entry is `score(problem_rows, completions, cfg) ->
+list[Reward]`, where the rows are problems-table rows of that family, one per completion.
+
+`score_rows` is the one place a completion meets its verifier: the verification stage
+(`verify_rollouts`) and the held-out evaluation (coevo/evaluate.py) both call it, so a problem is
+judged the same way in training and in evaluation.
 """
 
 from __future__ import annotations
@@ -14,16 +18,17 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from coevo.code.verifier import CODE_FAMILIES, score_problem_rows
+from coevo.config import Config
 from coevo.problems.verifier import MathVerifier
 from coevo.registry import Registry
 from coevo.types import Reward
 
-FamilyVerifier = Callable[[pd.DataFrame, Sequence[str]], list[Reward]]
+FamilyVerifier = Callable[[pd.DataFrame, Sequence[str], Config], list[Reward]]
 FAMILY_VERIFIERS = Registry("family verifier")
 register_family_verifier = FAMILY_VERIFIERS.add
 
 
-def score_math(problems: pd.DataFrame, completions: Sequence[str]) -> list[Reward]:
+def score_math(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
     return MathVerifier().score(list(problems["answer"]), list(completions))
 
 
@@ -35,16 +40,30 @@ def verifier_for(family: str) -> FamilyVerifier:
     return FAMILY_VERIFIERS[family] if family in FAMILY_VERIFIERS.names() else score_math
 
 
-def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
-    """One rewards row per rollout (schemas/rewards.py), same order."""
-    by_id = problems.set_index("id")
-    rows = by_id.loc[rollouts["problem_id"]].reset_index()
-    results: list[Reward | None] = [None] * len(rollouts)
-    completions = list(rollouts["completion"])
-    for family, positions in rows.groupby("family", sort=True).indices.items():
-        scored = verifier_for(str(family))(rows.iloc[positions].reset_index(drop=True), [completions[i] for i in positions])
-        for i, reward in zip(positions, scored):
+def score_rows(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
+    """One reward per (problems-table row, completion) pair, in order, each by its family's verifier.
+
+    Rows are grouped by verifier, not by family, so every code sample of a batch runs in one
+    parallel sandbox call whatever its family.
+    """
+    if len(problems) != len(completions):
+        raise ValueError(f"score_rows: {len(problems)} problem rows but {len(completions)} completions")
+    groups: dict[FamilyVerifier, list[int]] = {}
+    for position, family in enumerate(problems["family"]):
+        groups.setdefault(verifier_for(str(family)), []).append(position)
+    results: list[Reward | None] = [None] * len(problems)
+    for verifier, positions in groups.items():
+        scored = verifier(problems.iloc[positions].reset_index(drop=True), [completions[i] for i in positions], cfg)
+        for i, reward in zip(positions, scored, strict=True):
             results[i] = reward
+    return results
+
+
+def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config | None = None) -> pd.DataFrame:
+    """One rewards row per rollout (schemas/rewards.py), same order. `cfg` is the run's config (its
+    code.sandbox runs code problems); None means the defaults of coevo.config."""
+    rows = problems.set_index("id").loc[rollouts["problem_id"]].reset_index()
+    results = score_rows(rows, list(rollouts["completion"]), cfg or Config())
     return pd.DataFrame(
         {
             "rollout_id": rollouts["rollout_id"].to_numpy(),

@@ -1,11 +1,12 @@
 """The `coevo-train` Prefect flow: the loop of DESIGN.md as versioned, cached, resumable tasks.
 
 Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when due) -> catalog
-ingest -> tracking (MLflow metrics, checkpoint, co-evolver version, learning curve) -> a Prefect
-table artifact. Re-running the flow with the same params after a failure or a kill restores every
-completed task from its persisted result (cache keys: inputs' content hashes + task source) and
-resumes at the interrupted stage. With `continue_latest` (the nightly deployment) the flow starts
-from the newest complete iteration of the run directory instead of the bootstrap.
+ingest (every pipeline.ingest_every) -> MLflow tracking (metrics; checkpoint, co-evolver version and
+learning curve when due; in the flow, see tasks/tracking.py) -> a Prefect table artifact.
+Re-running the flow with the same params after a failure or a kill restores every completed task
+from its persisted result (cache keys: inputs' content hashes + task source) and resumes at the
+interrupted stage. With `continue_latest` (the nightly deployment) the flow starts from the newest
+complete iteration of the run directory instead of the bootstrap.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from coevo.driver import Timers, eval_due, set_threads, write_summary
 from coevo.io import write_text
 from coevo.policy.checkpoint import policy_version
 from coevo.stages import RunLayout, latest_complete
-from tasks.stages import configured
+from tasks.stages import configured, results_dir
+from tasks.tracking import FlowTracking
 
 
 def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
@@ -70,6 +72,7 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
     cfg = load_config(params_file, overrides)
     set_threads(cfg)
     params, t = cfg.model_dump_json(), configured(cfg)  # one JSON string: see tasks/stages.py
+    track = FlowTracking(cfg, results_dir(cfg))
     data = t["prepare"](params)
     t["bootstrap"](params, data)
     first = latest_complete(cfg) + 1 if continue_latest else 1
@@ -78,14 +81,14 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
     state = {"checkpoint": record(layout.checkpoint(first - 1), "checkpoint"), "coevolver": record(layout.coevolver(first - 1), "coevolver")}
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
     curve, history = [{"iteration": first - 1, **initial}], []
-    t["track"](params, first - 1, initial, None, None, curve, False, data)
+    track(first - 1, initial, data=data)
     for it in range(first, last + 1):
         state, metrics = run_iteration(t, params, cfg, it, last, state, data)
         history.append(metrics)
         if "eval/acc" in metrics:
             curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
         logged = it % cfg.run.checkpoint_every == 0 or it == last
-        t["track"](params, it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else [], it == last)
+        track(it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else None, it == last)
         publish(it, metrics, state["report"])
     write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
     return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last})

@@ -24,7 +24,6 @@ from prefect.tasks import exponential_backoff
 from coevo import stages
 from coevo.config import Config
 from coevo.store.catalog import Catalog
-from tasks.tracking import track
 
 RESUMABLE = INPUTS + TASK_SOURCE
 
@@ -86,10 +85,15 @@ def ingest(params: str, shards: list[dict]) -> dict:
     return totals
 
 
+def results_dir(cfg: Config) -> Path:
+    """Where the run's task results and cache records are persisted (resuming a run reads them)."""
+    return Path(cfg.run.out_dir).resolve() / ".prefect-results"
+
+
 def configured(cfg: Config) -> dict:
-    """The stage tasks (and MLflow tracking) by name, with this run's result storage and retry policy."""
-    storage = {"result_storage": Path(cfg.run.out_dir).resolve() / ".prefect-results"}
+    """The stage tasks by name, with this run's result storage and retry policy."""
+    storage = {"result_storage": results_dir(cfg)}
     retrying = {"retries": cfg.pipeline.retries, "retry_delay_seconds": exponential_backoff(cfg.pipeline.retry_delay_s)}
-    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, ingest, track)}
+    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, ingest)}
     plain.update({t.name: t.with_options(**storage, **retrying) for t in (rollout, verify)})
     return plain

@@ -23,6 +23,7 @@ catalog ingest.
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from coevo.code.problems import (
     tester_prompt,
 )
 from coevo.code.test_bank import TESTER_SUFFIX, TestBank
+from coevo.code.verifier import sandbox_limits
 from coevo.code.warm_start import code_warm_start
 from coevo.config import Config, SamplingConfig
 from coevo.engines.hf import HFEngine
@@ -47,7 +49,7 @@ from coevo.policy.checkpoint import load_policy, save_checkpoint
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.rollout import run_rollouts
 from coevo.sampler import ProblemSampler
-from coevo.sandbox import Job, Limits, run_jobs
+from coevo.sandbox import Job, run_jobs
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant
 from schemas.rewards import write_rewards
@@ -62,11 +64,6 @@ def loop_config(cfg: Config) -> Config:
     return cfg.model_copy(update={"rollout": rollout})
 
 
-def sandbox_limits(cfg: Config) -> Limits:
-    s = cfg.code.sandbox
-    return Limits(wall_s=s.wall_s, cpu_s=s.cpu_s, per_test_s=s.per_test_s, memory_mb=s.memory_mb, nproc=s.nproc, nofile=s.nofile, fsize_mb=s.fsize_mb, output_bytes=s.output_bytes)
-
-
 def role_frame(batch: pd.DataFrame) -> pd.DataFrame:
     """Both roles of each problem as rows run_rollouts can sample: coder (id) and tester (id + suffix)."""
     tester = pd.DataFrame({"id": batch["id"] + TESTER_SUFFIX, "family": batch["family"], "prompt": [tester_prompt(p) for p in batch["prompt"]]})
@@ -75,7 +72,7 @@ def role_frame(batch: pd.DataFrame) -> pd.DataFrame:
 
 def evaluate_code(engine: HFEngine, test: pd.DataFrame, cfg: Config, seed: int) -> dict[str, float]:
     """Greedy coder pass rate and greedy tester accuracy (its test passes the reference solution) on `test`."""
-    limits, mode = sandbox_limits(cfg), cfg.code.sandbox.mode
+    limits, mode = sandbox_limits(cfg.code.sandbox), cfg.code.sandbox.mode
     roles = role_frame(test)
     sampling = GREEDY.model_copy(update={"max_new_tokens": cfg.sampling.max_new_tokens})
     texts = [g[0].text for g in engine.generate(list(roles["prompt"]), 1, sampling, seed)]
@@ -98,7 +95,7 @@ def bank_accuracy(bank: TestBank, problems: pd.DataFrame, cfg: Config) -> float 
     if not pairs:
         return None
     jobs = [Job(program_of(by_id.at[pid, "prompt"], by_id.at[pid, "solution"]), (t,)) for pid, t in pairs]
-    return float(np.mean([v.passed for v in run_jobs(jobs, sandbox_limits(cfg), cfg.code.sandbox.mode, cfg.code.sandbox.workers)]))
+    return float(np.mean([v.passed for v in run_jobs(jobs, sandbox_limits(cfg.code.sandbox), cfg.code.sandbox.mode, cfg.code.sandbox.workers)]))
 
 
 def code_iteration(state: dict, it: int) -> dict:
@@ -111,7 +108,7 @@ def code_iteration(state: dict, it: int) -> dict:
     rollouts = run_rollouts(HFEngine(policy, cfg.engine.batch_size), variants, roles, cfg, it, state["version"])
     write_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet", rollouts)
     times["time/rollout"], start = time.perf_counter() - start, time.perf_counter()
-    tables = execute_tables(batch, rollouts, {pid: bank.tests_for(pid) for pid in batch["id"]}, sandbox_limits(cfg), cfg.code.sandbox.mode)
+    tables = execute_tables(batch, rollouts, {pid: bank.tests_for(pid) for pid in batch["id"]}, sandbox_limits(cfg.code.sandbox), cfg.code.sandbox.mode)
     binary = cfg.code.cure.binary_from_iter is not None and it >= cfg.code.cure.binary_from_iter
     rewards, verify_stats = rewards_frame(rollouts, tables, binary)
     write_rewards(out / "rewards" / f"iter_{it:04d}.parquet", rewards)
@@ -121,7 +118,8 @@ def code_iteration(state: dict, it: int) -> dict:
     bank.save(out / "test_bank" / f"iter_{it:04d}")
     times["time/coevolve"], start = time.perf_counter() - start, time.perf_counter()
     trained = rollouts["problem_id"].str.endswith(TESTER_SUFFIX).map({False: "coder", True: "tester"}).isin(cfg.code.train_roles)
-    stats = policy_update(policy, state["optimizer"], state["objective"], rollouts[trained], rewards[trained.to_numpy()], cfg, derive_seed(cfg.seed, it, "code-update"))
+    seed = derive_seed(cfg.seed, it, "code-update")  # the HF engine sampled with this very model: its logprobs are pi_old
+    stats = policy_update(policy, state["optimizer"], state["objective"], rollouts[trained], rewards[trained.to_numpy()], cfg, seed, engine_is_trainer=True)
     times["time/update"] = time.perf_counter() - start
     return {"iteration": it, **verify_stats, **{k: v for k, v in stats.items() if isinstance(v, float)}, **times,
             "coevo/bank_size": float(bank.size()), "coevo/admitted": float(len(report["admitted"])), "coevo/retired": float(len(report["retired"]))}  # fmt: skip
@@ -136,7 +134,7 @@ def run_code_loop(cfg: Config, log=print) -> dict:
     s = cfg.code.synth
     train, test = generate_synthetic(list(s.families), s.n_train, s.n_test, s.n_examples, s.n_hidden, cfg.seed)
     policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype) if cfg.policy.checkpoint else build_tiny_policy(cfg)
-    warm = code_warm_start(policy, train, cfg) if cfg.policy.checkpoint is None else {"steps": 0}
+    warm = asdict(code_warm_start(policy, train, cfg)) if cfg.policy.checkpoint is None else {"steps": 0}
     version = save_checkpoint(out / "checkpoints" / "iter_0000", policy, {"iteration": 0, "source": "code-warm-start", "warm_start": warm})
     bank = TestBank(cfg.coevolver, cfg.seed, cfg.code.cure)
     bank.save(out / "test_bank" / "iter_0000")

@@ -2,7 +2,9 @@
 
 Reward 1.0 iff the program passes every hidden test (HumanEval's functional correctness), else 0.0;
 `details` records the sandbox verdict (`Verdict.summary`: verdict, first failing test, tests passed,
-isolation mode). Usable alone: `CodeVerifier().score(code_problems, completions)` needs no trainer.
+isolation mode). Usable alone: `CodeVerifier().score(code_problems, completions)` needs no trainer;
+`CodeVerifier.from_config(cfg.code.sandbox)` runs under the run's limits, isolation mode and workers,
+as the verification stage, the evaluation and the code loop do.
 """
 
 from __future__ import annotations
@@ -12,10 +14,16 @@ from collections.abc import Sequence
 import pandas as pd
 
 from coevo.code.problems import from_problems_frame, program_of
+from coevo.config import Config, SandboxConfig
 from coevo.sandbox import Job, Limits, Verdict, run_jobs
 from coevo.types import Reward
 
 CODE_FAMILIES = ("humaneval", "code", "code-add", "code-sub", "code-mul")
+
+
+def sandbox_limits(sandbox: SandboxConfig) -> Limits:
+    """The per-sample limits of code.sandbox (every field but the isolation mode and the worker count)."""
+    return Limits(**sandbox.model_dump(exclude={"mode", "workers"}))
 
 
 class CodeVerifier:
@@ -23,6 +31,10 @@ class CodeVerifier:
 
     def __init__(self, limits: Limits | None = None, mode: str = "auto", workers: int | None = None):
         self.limits, self.mode, self.workers = limits or Limits(), mode, workers
+
+    @classmethod
+    def from_config(cls, sandbox: SandboxConfig) -> CodeVerifier:
+        return cls(sandbox_limits(sandbox), sandbox.mode, sandbox.workers)
 
     def verdicts(self, problems: pd.DataFrame, completions: Sequence[str]) -> list[Verdict]:
         """One sandbox verdict per (problem row, completion) pair, rows of a code-problems frame."""
@@ -35,7 +47,8 @@ class CodeVerifier:
         return [Reward(1.0 if v.passed else 0.0, v.passed, self.name, v.summary()) for v in self.verdicts(problems, completions)]
 
 
-def score_problem_rows(problems: pd.DataFrame, completions: Sequence[str]) -> list[Reward]:
-    """Verifier entry for the verification stage: problems-table rows (JSON answers), one per completion."""
+def score_problem_rows(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
+    """Verifier entry for coevo.verify: problems-table rows (JSON answers), one per completion, run
+    under code.sandbox."""
     decoded = from_problems_frame(problems.drop_duplicates("id")).set_index("id")
-    return CodeVerifier().score(decoded.loc[problems["id"]].reset_index(), completions)
+    return CodeVerifier.from_config(cfg.code.sandbox).score(decoded.loc[problems["id"]].reset_index(), completions)

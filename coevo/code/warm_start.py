@@ -3,19 +3,29 @@
 The coder sees `prompt -> solution<eos>` (e.g. `#f(1)=4 f(2)=5 f(6)=9\\ndef f(x): return ` -> `x+3`),
 the tester `spec + "assert f(" -> "<x>)==<f(x)><eos>"` for a hidden input. Demonstrations come from
 `code.synth.warm_start_families` only, so RL meets the other families with rewards alone (as the
-arithmetic bootstrap does). It reuses the arithmetic bootstrap's model builder and masked NLL;
-the loss covers the completion and <eos>, never the prompt.
+arithmetic bootstrap does). It reuses the supervised loop and masked NLL of the arithmetic
+bootstrap (coevo/policy/supervised.py); the loss covers the completion and <eos>, never the prompt.
+
+The code loop calls `code_warm_start` on its synthetic frames; the pipeline's bootstrap
+(coevo/policy/bootstrap.py, for every code source) calls `code_warm_start_problems` on the train
+split as the problems table. `coevo train` trains the coder role only, so there the tester half of
+the demonstrations is practice the loop needs and the pipeline does not (kept: one warm start).
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
-from coevo.code.problems import TESTER_CUE, tester_prompt
+from coevo.code.problems import TESTER_CUE, from_problems_frame, tester_prompt
 from coevo.config import Config
-from coevo.policy.bootstrap import supervised_steps
 from coevo.policy.checkpoint import Policy
+from coevo.policy.supervised import BootstrapReport, supervised_steps
+
+# The Config fields the code warm start reads (a pydantic `include`): part of the bootstrap key.
+CODE_WARM_START_SETTINGS = {"code": {"warm_start_steps": True, "warm_start_lr": True, "warm_start_batch": True, "synth": True}}
 
 
 def demonstrations(pool: pd.DataFrame, rng: np.random.Generator, batch: int, tokenizer) -> tuple[list[list[int]], list[list[float]]]:
@@ -35,14 +45,33 @@ def demonstrations(pool: pd.DataFrame, rng: np.random.Generator, batch: int, tok
     return sequences, masks
 
 
-def code_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> dict:
-    """AdamW on the demonstrations for code.warm_start_steps (cosine to 10%); returns a small report."""
+def code_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config, source: str = "code-synth") -> BootstrapReport:
+    """AdamW on the demonstrations for code.warm_start_steps (cosine to 10%).
+
+    `train` is a code-problems frame (schemas/code.py). Without any problem of
+    code.synth.warm_start_families in it (HumanEval, a user code file) nothing is demonstrated: the
+    report's `note` says so, and so does a warning, because the tiny policy then starts untrained.
+    """
     code, model, tok = cfg.code, policy.model, policy.tokenizer
+    parameters = sum(p.numel() for p in model.parameters())
     pool = train[train["family"].isin(code.synth.warm_start_families)]
-    if pool.empty or code.warm_start_steps == 0:
-        return {"steps": 0, "final_loss": None, "seconds": 0.0}
+    if pool.empty:
+        note = (
+            f"no training problems of code.synth.warm_start_families {list(code.synth.warm_start_families)} in the {source} train split: "
+            "the tiny policy starts untrained; set policy.checkpoint to train a real model on these problems"
+        )
+        warnings.warn(note, stacklevel=2)
+        return BootstrapReport(kind="code", steps=0, seconds=0.0, final_loss=None, parameters=parameters, demonstrations=0, note=note)
     rng = np.random.default_rng(cfg.seed)
     steps, loss_value, seconds = supervised_steps(
         model, lambda: demonstrations(pool, rng, code.warm_start_batch, tok), tok.pad_token_id, code.warm_start_lr, code.warm_start_steps
     )
-    return {"steps": steps, "final_loss": loss_value, "seconds": seconds}
+    final_loss = loss_value if steps else None
+    return BootstrapReport(
+        kind="code", steps=steps, seconds=seconds, final_loss=final_loss, parameters=parameters, demonstrations=steps * code.warm_start_batch
+    )
+
+
+def code_warm_start_problems(policy: Policy, train: pd.DataFrame, cfg: Config) -> BootstrapReport:
+    """The pipeline's code warm start: `train` is the train split as the problems table (JSON answers)."""
+    return code_warm_start(policy, from_problems_frame(train, f"{cfg.problems.source} train split"), cfg, cfg.problems.source)

@@ -83,7 +83,9 @@ def _hardest_first(examples: list[dict]) -> list[dict]:
 
 
 class WorkedExampleWriter:
-    """Verified trajectories as worked-example skills: `question + completion.strip()`."""
+    """Verified trajectories as worked-example skills: `question + completion.strip()`. A code
+    problem's question spans lines (spec, then the function header), so a skill may too; a
+    completion that runs over a line is not a worked answer and is skipped."""
 
     kind = "worked_example"
 
@@ -95,7 +97,7 @@ class WorkedExampleWriter:
                 break
             question, answer = str(ex["question"]), str(ex["completion"]).strip()
             text = question + answer
-            if question in seen or not answer or "\n" in text:
+            if question in seen or not answer or "\n" in answer:  # a code question spans lines; its answer is one
                 continue
             seen.add(question)
             drafts.append(SkillDraft(text=text, family=str(ex["family"]), key=question, source=self.kind))

@@ -3,7 +3,9 @@
 ENGINES maps a name to a builder `(cfg, checkpoint, policy) -> Engine`, where `policy()` returns the
 loaded trainer policy (the HF engine generates with it; vLLM serves the checkpoint directory itself).
 A builder marked `persistent` starts a costly engine that `LiveEngine` keeps across iterations and
-syncs in place; a non-persistent one is built per call (cheap: it wraps the cached policy).
+syncs in place; a non-persistent one is built per call (cheap: it wraps the cached policy). A builder
+marked `trainer_model` samples with the trainer's own model object, so its sampling logprobs are
+the trainer's and the update needs no pass of its own to get pi_old (coevo/policy/update.py).
 `vllm` is imported only when the vllm engine is built, so the project works without the extra.
 """
 
@@ -30,7 +32,18 @@ def persistent(builder: Callable) -> Callable:
     return builder
 
 
+def trainer_model(builder: Callable) -> Callable:
+    builder.trainer_model = True
+    return builder
+
+
+def samples_with_trainer_model(cfg: Config) -> bool:
+    """Whether `engine.kind` generates with the trainer's own model (its logprobs are pi_old exactly)."""
+    return getattr(ENGINES[cfg.engine.kind], "trainer_model", False)
+
+
 @ENGINES.register("hf")
+@trainer_model
 def build_hf(cfg: Config, checkpoint: Path, policy: Callable[[], Policy]) -> Engine:
     from coevo.engines.hf import HFEngine
 

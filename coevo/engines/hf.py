@@ -4,7 +4,9 @@ A hand-rolled decode loop rather than `model.generate`, because RL needs exactly
 its logprobs: prompts are left-padded, each step samples from softmax(logits / temperature) after
 top-p filtering, and the logprob recorded is that of the temperature-scaled distribution before
 top-p (what the trainer recomputes). Sampling uses a seeded torch.Generator, so the same seed gives
-the same completions on CPU. Generation stops at EOS or max_new_tokens.
+the same completions on CPU. Generation stops at EOS or max_new_tokens. A group's n samples share
+one prefill of their prompt (`shared_prefill`: its KV cache is expanded to the n rows), as vLLM's
+prefix cache does: with short completions the prompts are most of the tokens.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from transformers import AutoModelForCausalLM
 
 from coevo.config import SamplingConfig
 from coevo.policy.checkpoint import Policy
+from coevo.policy.logprobs import pack_prompts, shared_prefill
 from coevo.types import Generation
 
 
@@ -47,30 +50,23 @@ class HFEngine:
 
     def _generate_batch(self, prompt_ids: list[list[int]], sampling: SamplingConfig, generator: torch.Generator) -> list[Generation]:
         tok, model = self.policy.tokenizer, self.model
-        batch, width = len(prompt_ids), max(len(p) for p in prompt_ids)
-        input_ids = torch.full((batch, width), tok.pad_token_id, dtype=torch.long)  # [B, P]
-        attention = torch.zeros((batch, width), dtype=torch.long)  # [B, P]
-        for row, ids in enumerate(prompt_ids):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids)
-            attention[row, width - len(ids) :] = 1
-        input_ids, attention = input_ids.to(model.device), attention.to(model.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, P]
+        packed = pack_prompts(prompt_ids, tok.pad_token_id, model.device)  # the distinct prompts, prefilled once
+        logits, cache, attention, positions = shared_prefill(model, *packed)  # [B, V], KV cache, [B, P], [B, 1]
+        logits = logits.float()
         tokens, logprobs = [], []
-        done = torch.zeros(batch, dtype=torch.bool, device=model.device)  # [B]
-        cache, step_ids = None, input_ids
-        for _ in range(sampling.max_new_tokens):
-            out = model(input_ids=step_ids, attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            token, logprob = sample_next(out.logits[:, -1, :].float(), sampling, generator)  # [B], [B]
+        done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=model.device)  # [B]
+        for step in range(sampling.max_new_tokens):
+            token, logprob = sample_next(logits, sampling, generator)  # [B], [B]
             token = torch.where(done, torch.full_like(token, tok.pad_token_id), token)
             tokens.append(token)
             logprobs.append(logprob)
             done = done | (token == tok.eos_token_id)
-            if bool(done.all()):
+            if bool(done.all()) or step == sampling.max_new_tokens - 1:
                 break
-            step_ids = token.unsqueeze(-1)  # [B, 1]
-            attention = torch.cat([attention, torch.ones_like(step_ids)], dim=-1)  # [B, P+t]
-            positions = positions[:, -1:] + 1  # [B, 1]
+            attention = torch.cat([attention, torch.ones_like(token).unsqueeze(-1)], dim=-1)  # [B, P+t]
+            positions = positions + 1  # [B, 1]
+            out = model(input_ids=token.unsqueeze(-1), attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
         return self._collect(prompt_ids, torch.stack(tokens, 1), torch.stack(logprobs, 1))
 
     def _collect(self, prompt_ids: list[list[int]], tokens: Tensor, logprobs: Tensor) -> list[Generation]:

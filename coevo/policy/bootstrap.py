@@ -1,7 +1,13 @@
 """Bootstrap of the default policy: a tiny Llama model warm-started on easy demonstrations.
 
-The warm start sees demonstrations of `problems.bootstrap_families` only (the easy families); RL
-later faces the full mix with the verifier alone, as in RLVR when no solutions exist. Each
+Which warm start runs depends on the kind of problems (`WARM_STARTS`, keyed by problems.source):
+math sources get the arithmetic one below; code sources get the coder + tester demonstrations of the
+synthetic code family (coevo/code/warm_start.py). HumanEval and user code files hold no synthetic
+problems, so there the tiny policy starts untrained and the report says so: train a real
+checkpoint (`policy.checkpoint`) on them instead.
+
+The arithmetic warm start sees demonstrations of `problems.bootstrap_families` only (the easy
+families); RL later faces the full mix with the verifier alone, as in RLVR when no solutions exist. Each
 demonstration is preceded, with probability `bootstrap.context_prob`, by worked examples of its own
 family laid out exactly as skills are rendered (`coevo.prompting.render_prompt`), so the policy
 learns to read skill context before any skill exists. With probability `bootstrap.recall_prob` a
@@ -16,31 +22,24 @@ answers and <eos> only.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from coevo.code.prepare import CODE_SOURCES
+from coevo.code.warm_start import CODE_WARM_START_SETTINGS, code_warm_start_problems
 from coevo.config import Config
 from coevo.policy.checkpoint import Policy, load_policy, resolve_device, save_checkpoint
+from coevo.policy.supervised import BootstrapReport, supervised_steps
 from coevo.policy.tokenizer import build_char_tokenizer
 from coevo.problems.arithmetic import FAMILIES
+from coevo.registry import Registry
 
 SYMBOLS = {family: symbol for family, (symbol, _) in FAMILIES.items()}
-
-
-@dataclass
-class BootstrapReport:
-    steps: int
-    seconds: float
-    final_loss: float
-    parameters: int
-    demonstrations: int
 
 
 def build_tiny_policy(cfg: Config) -> Policy:
@@ -103,53 +102,19 @@ def demonstration_sequences(pool: pd.DataFrame, cfg: Config, rng: np.random.Gene
     return sequences, masks
 
 
-def sequence_nll(model, sequences: list[list[int]], masks: list[list[float]], pad_id: int) -> torch.Tensor:
-    """Mean negative log-likelihood of the masked tokens of right-padded sequences."""
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)  # [B, L]
-    weights = torch.zeros((len(sequences), width))  # [B, L]
-    for row, (seq, mask) in enumerate(zip(sequences, masks)):
-        ids[row, : len(seq)] = torch.tensor(seq)
-        weights[row, : len(seq)] = torch.tensor(mask)
-    ids, weights = ids.to(model.device), weights.to(model.device)
-    logits = model(input_ids=ids, attention_mask=(ids != pad_id).long()).logits[:, :-1]  # [B, L-1, V]
-    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")  # [B, L-1]
-    return (nll * weights[:, 1:]).sum() / weights[:, 1:].sum()
-
-
-def supervised_steps(
-    model, batches: Callable[[], tuple[list[list[int]], list[list[float]]]], pad_id: int, lr: float, steps: int, warmup: int = 1, time_budget_s: float = math.inf
-) -> tuple[int, float, float]:
-    """AdamW (weight decay 0.01, gradient norm clipped at 1) on the masked NLL of `batches()` for
-    `steps` steps or `time_budget_s` seconds, whichever ends first; the learning rate warms up
-    linearly over `warmup` steps and decays by cosine to 10%. Returns (steps taken, last loss, seconds)."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / steps, 1.0))))
-    )
-    model.train()
-    start, step, loss_value = time.perf_counter(), 0, float("nan")
-    while step < steps and time.perf_counter() - start < time_budget_s:
-        sequences, masks = batches()
-        loss = sequence_nll(model, sequences, masks, pad_id)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        step, loss_value = step + 1, loss.item()
-    model.eval()
-    return step, loss_value, time.perf_counter() - start
-
-
-def supervised_warm_start(policy: Policy, pool: pd.DataFrame, cfg: Config) -> BootstrapReport:
-    """Train on demonstrations for bootstrap.steps or bootstrap.time_budget_s, whichever ends first."""
+def arithmetic_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> BootstrapReport:
+    """Train on demonstrations of problems.bootstrap_families for bootstrap.steps or
+    bootstrap.time_budget_s, whichever ends first."""
+    pool = train[train["family"].isin(cfg.problems.bootstrap_families)]
+    if pool.empty:
+        raise ValueError(f"no training problems in problems.bootstrap_families {cfg.problems.bootstrap_families}")
     boot, tok, model = cfg.bootstrap, policy.tokenizer, policy.model
     rng = np.random.default_rng(cfg.seed)
     step, loss_value, seconds = supervised_steps(
         model, lambda: demonstration_sequences(pool, cfg, rng, tok), tok.pad_token_id, boot.lr, boot.steps, max(1, boot.steps // 20), boot.time_budget_s
     )
     return BootstrapReport(
+        kind="arithmetic",
         steps=step,
         seconds=seconds,
         final_loss=loss_value,
@@ -158,8 +123,33 @@ def supervised_warm_start(policy: Policy, pool: pd.DataFrame, cfg: Config) -> Bo
     )
 
 
+@dataclass(frozen=True)
+class WarmStart:
+    """How the tiny policy is warm-started for a kind of problem source: the training function (on
+    the train split as the problems table) and the settings it reads, as a pydantic `include` of
+    Config. The settings' values are part of the bootstrap key (coevo/stages.py), so changing them
+    re-bootstraps while a knob no warm start reads (code.sandbox, say) does not."""
+
+    run: Callable[[Policy, pd.DataFrame, Config], BootstrapReport]
+    settings: dict
+
+
+WARM_STARTS = Registry("warm start for problems.source")
+for _source in ("arithmetic", "file"):
+    WARM_STARTS.add(_source, WarmStart(arithmetic_warm_start, {"bootstrap": True}))
+for _source in CODE_SOURCES:
+    WARM_STARTS.add(_source, WarmStart(code_warm_start_problems, CODE_WARM_START_SETTINGS))
+
+
+def warm_start_for(cfg: Config) -> WarmStart:
+    """The warm start of problems.source: arithmetic demonstrations for math sources, coder and
+    tester demonstrations of the synthetic code family for code sources."""
+    return WARM_STARTS[cfg.problems.source]
+
+
 def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None = None) -> tuple[Policy, dict]:
-    """Create checkpoint 0 (cfg.bootstrap_dir): the user's checkpoint if params name one, else the tiny default.
+    """Create checkpoint 0 (cfg.bootstrap_dir): the user's checkpoint if params name one, else the
+    tiny default warm-started as problems.source calls for (`warm_start_for`).
 
     `extra_meta` (e.g. the lineage record) is stored in the checkpoint's coevo.json.
     """
@@ -167,12 +157,9 @@ def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None =
         policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype)
         meta = {"iteration": 0, "source": str(cfg.policy.checkpoint), "parent": None}
     else:
-        pool = train[train["family"].isin(cfg.problems.bootstrap_families)]
-        if pool.empty:
-            raise ValueError(f"no training problems in bootstrap_families {cfg.problems.bootstrap_families}")
         policy = build_tiny_policy(cfg)
-        report = supervised_warm_start(policy, pool, cfg)
-        meta = {"iteration": 0, "source": "tiny-bootstrap", "parent": None, "bootstrap": report.__dict__}
+        report = warm_start_for(cfg).run(policy, train, cfg)
+        meta = {"iteration": 0, "source": "tiny-bootstrap", "parent": None, "bootstrap": asdict(report)}
     meta.update(extra_meta or {})
     version = save_checkpoint(cfg.bootstrap_dir, policy, meta)
     policy.path = cfg.bootstrap_dir

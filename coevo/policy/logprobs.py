@@ -1,7 +1,11 @@
 """Per-token log-probabilities of completions under a causal LM (the trainer's side).
 
-Sequences are prompt + completion, right-padded; logits at position t score token t+1. The result is
-aligned with the completion: column j is the logprob of completion token j.
+A batch is prompts + completions. Rows that share a prompt (a group's samples) share one forward
+pass over it: the distinct prompts are run once, left-padded, and their KV cache is expanded to the
+rows, which then run their completion tokens only (`shared_prefill`, which the HF engine's decode
+loop uses too). With short completions most tokens are prompt tokens, so this is most of the cost
+of a pass, with or without grad. The result is aligned with the completion: column j is the
+logprob of completion token j, scored by the logits of the position before it.
 """
 
 from __future__ import annotations
@@ -16,43 +20,66 @@ from transformers import PreTrainedModel
 
 @dataclass
 class PackedBatch:
-    input_ids: Tensor  # [B, L] prompt + completion, right-padded
-    attention_mask: Tensor  # [B, L]
-    completion_index: Tensor  # [B, T] positions in input_ids of each completion token (0 where padded)
+    prompt_ids: Tensor  # [U, P] the distinct prompts, left-padded
+    prompt_mask: Tensor  # [U, P] 1 on real prompt tokens
+    prompt_of: Tensor  # [B] which distinct prompt each row continues
+    completion_ids: Tensor  # [B, T] right-padded
     completion_mask: Tensor  # [B, T] 1.0 on real completion tokens
 
 
+def pack_prompts(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """The distinct prompts left-padded, ids [U, P] and mask [U, P], and each row's index among them [B]."""
+    index: dict[tuple[int, ...], int] = {}
+    prompt_of = [index.setdefault(tuple(p), len(index)) for p in prompts]
+    width = max(len(p) for p in index)
+    ids = torch.full((len(index), width), pad_id, dtype=torch.long)  # [U, P]
+    mask = torch.zeros((len(index), width), dtype=torch.long)  # [U, P]
+    for row, prompt in enumerate(index):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt)
+        mask[row, width - len(prompt) :] = 1
+    return ids.to(device), mask.to(device), torch.tensor(prompt_of, device=device)
+
+
 def pack(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> PackedBatch:
-    batch, length = len(prompts), max(len(p) + len(c) for p, c in zip(prompts, completions))
+    prompt_ids, prompt_mask, prompt_of = pack_prompts(prompts, pad_id, device)
     width = max(1, max(len(c) for c in completions))
-    input_ids = torch.full((batch, length), pad_id, dtype=torch.long)  # [B, L]
-    attention = torch.zeros((batch, length), dtype=torch.long)  # [B, L]
-    index = torch.zeros((batch, width), dtype=torch.long)  # [B, T]
-    mask = torch.zeros((batch, width))  # [B, T]
-    for row, (prompt, completion) in enumerate(zip(prompts, completions)):
-        seq = list(prompt) + list(completion)
-        input_ids[row, : len(seq)] = torch.tensor(seq)
-        attention[row, : len(seq)] = 1
-        index[row, : len(completion)] = torch.arange(len(prompt), len(seq))
-        mask[row, : len(completion)] = 1.0
-    return PackedBatch(input_ids.to(device), attention.to(device), index.to(device), mask.to(device))
+    completion_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)  # [B, T]
+    completion_mask = torch.zeros((len(completions), width))  # [B, T]
+    for row, completion in enumerate(completions):
+        completion_ids[row, : len(completion)] = torch.tensor(list(completion), dtype=torch.long)
+        completion_mask[row, : len(completion)] = 1.0
+    return PackedBatch(prompt_ids, prompt_mask, prompt_of, completion_ids.to(device), completion_mask.to(device))
+
+
+def shared_prefill(model: PreTrainedModel, prompt_ids: Tensor, prompt_mask: Tensor, prompt_of: Tensor) -> tuple[Tensor, object, Tensor, Tensor]:
+    """One forward pass over the distinct prompts [U, P], expanded to the B rows: each row's
+    next-token logits [B, V], the KV cache (B rows), the attention mask [B, P] and each row's last
+    position [B, 1]. Differentiable when grad is on: the rows' gradients reach the shared pass."""
+    positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [U, P]
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True)
+    out.past_key_values.batch_select_indices(prompt_of)
+    return out.logits[:, -1, :][prompt_of], out.past_key_values, prompt_mask[prompt_of], positions[prompt_of, -1:]
 
 
 def completion_distributions(model: PreTrainedModel, batch: PackedBatch, temperature: float = 1.0) -> Tensor:
     """Log-probabilities over the vocabulary [B, T, V] at each completion position (the distribution
-    each completion token was drawn from; rows of padding are whatever the first position predicts)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits  # [B, L, V]
+    each completion token was drawn from; rows of padding are whatever the model predicts there)."""
+    first, cache, attention, last = shared_prefill(model, batch.prompt_ids, batch.prompt_mask, batch.prompt_of)  # [B, V], cache, [B, P], [B, 1]
+    logits = first.unsqueeze(1)  # [B, 1, V] scores completion token 0
+    steps = batch.completion_ids.size(1) - 1
+    if steps:  # completion tokens 0 .. T-2 score tokens 1 .. T-1
+        attention = torch.cat([attention, batch.completion_mask[:, :steps].long()], dim=-1)  # [B, P+T-1]
+        positions = last + 1 + torch.arange(steps, device=last.device)  # [B, T-1]
+        rest = model(input_ids=batch.completion_ids[:, :steps], attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True).logits
+        logits = torch.cat([logits, rest], dim=1)  # [B, T, V]
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
-    predictor = (batch.completion_index - 1).clamp(min=0)  # [B, T] position whose logits score the token
-    picked = logits.gather(1, predictor.unsqueeze(-1).expand(-1, -1, logits.size(-1)))  # [B, T, V]
-    return torch.log_softmax(picked.float(), dim=-1)  # [B, T, V]
+    return torch.log_softmax(logits.float(), dim=-1)  # [B, T, V]
 
 
 def sampled_logprobs(distributions: Tensor, batch: PackedBatch) -> Tensor:
     """Logprobs [B, T] of the completion tokens under `distributions` [B, T, V] (0 on padding)."""
-    targets = batch.input_ids.gather(1, batch.completion_index)  # [B, T]
-    return distributions.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * batch.completion_mask  # [B, T]
+    return distributions.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) * batch.completion_mask  # [B, T]
 
 
 def completion_logprobs(model: PreTrainedModel, batch: PackedBatch, temperature: float = 1.0) -> Tensor:

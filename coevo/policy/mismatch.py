@@ -4,7 +4,9 @@ The engine (vLLM or the HF decode loop) and the trainer compute the same policy 
 kernels, batching and sometimes dtypes, so pi_sampler != pi_trainer even for identical weights
 (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL training"). The
 objective corrects for it with truncated importance sampling (`objective.tis_cap`,
-coevo/objectives/grpo.py); this module measures it, every iteration, before the update.
+coevo/objectives/grpo.py); this module measures it, every iteration, before the update, from the
+trainer logprobs the update's pi_old pass computes (coevo/policy/update.py: `old_logprobs`). An engine
+that samples with the trainer's own model (HF) has no mismatch to measure, and none is reported.
 
 Which tokens: every completion token of the rollouts whose prompt is the bare question (no skill
 context). With a skill bank the trainer may train a row under another prompt than it was sampled
@@ -25,9 +27,6 @@ from __future__ import annotations
 import pandas as pd
 import torch
 from torch import Tensor
-from transformers import PreTrainedModel
-
-from coevo.policy.logprobs import completion_logprobs, pack
 
 
 def mismatch_stats(trainer: Tensor, sampler: Tensor, mask: Tensor) -> dict[str, float]:
@@ -45,24 +44,19 @@ def mismatch_stats(trainer: Tensor, sampler: Tensor, mask: Tensor) -> dict[str, 
     }
 
 
-@torch.no_grad()
-def measure_mismatch(model: PreTrainedModel, rollouts: pd.DataFrame, temperature: float, pad_id: int, chunk: int = 128) -> dict[str, float]:
-    """Recompute, with the trainer's weights before the update, the logprobs of the tokens sampled on
-    bare-question prompts and compare them with the engine's (see the module docstring)."""
-    bare = rollouts[rollouts["prompt"] == rollouts["question"]]
-    prompts, completions = list(bare["prompt_ids"]), list(bare["completion_ids"])
-    sampled = list(bare["sampling_logprobs"])
-    trainer_rows, sampler_rows, mask_rows = [], [], []
-    for start in range(0, len(prompts), chunk):
-        part = slice(start, start + chunk)
-        packed = pack([list(p) for p in prompts[part]], [list(c) for c in completions[part]], pad_id, model.device)
-        trainer = completion_logprobs(model, packed, temperature).float().cpu()  # [b, T]
-        sampler = torch.zeros_like(trainer)  # [b, T]
-        for row, logprobs in enumerate(sampled[part]):
-            sampler[row, : len(logprobs)] = torch.as_tensor(list(logprobs), dtype=torch.float32)
-        trainer_rows.append(trainer.reshape(-1))
-        sampler_rows.append(sampler.reshape(-1))
-        mask_rows.append(packed.completion_mask.cpu().reshape(-1))
-    if not trainer_rows:
+def measured_rows(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """The rollouts whose tokens are measured: those sampled on the bare question (module docstring)."""
+    return rollouts[rollouts["prompt"] == rollouts["question"]]
+
+
+def mismatch_of(trainer: list[Tensor], sampler: list[list[float]]) -> dict[str, float]:
+    """Mismatch metrics of per-row trainer logprobs against the engine's (rows of any lengths)."""
+    if not trainer:
         return {"policy/mismatch_tokens": 0.0}
-    return mismatch_stats(torch.cat(trainer_rows), torch.cat(sampler_rows), torch.cat(mask_rows))
+    width = max(1, max(len(row) for row in trainer))
+    padded = {name: torch.zeros((len(trainer), width)) for name in ("trainer", "sampler", "mask")}  # [N, T] each
+    for i, (ours, theirs) in enumerate(zip(trainer, sampler)):
+        padded["trainer"][i, : len(ours)] = ours
+        padded["sampler"][i, : len(theirs)] = torch.as_tensor(list(theirs), dtype=torch.float32)
+        padded["mask"][i, : len(ours)] = 1.0
+    return mismatch_stats(padded["trainer"], padded["sampler"], padded["mask"])

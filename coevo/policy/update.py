@@ -8,7 +8,10 @@
    sampler and the bare-prompt trainer is corrected by the objective's truncated IS weight. For a
    self-distillation objective each row also gets a teacher prompt: the privileged context
    (coevo/policy/teacher.py) before the bare question.
-4. pi_old (and the reference, when the objective needs one) is computed once, without grad.
+4. pi_old (and the reference, when the objective needs one) is computed once, without grad, and
+   only where it is not known already: when the engine samples with the trainer's own model (HF),
+   a row trained under the prompt it was sampled with holds pi_old as its sampling logprobs. With a
+   separate engine (vLLM) the same pass also gives the engine-vs-trainer mismatch metrics.
 5. `optim.epochs` passes over seeded minibatch permutations, gradient-norm clipping each step. The
    self-teacher (the current weights on the teacher prompts) runs once per minibatch under no_grad.
 """
@@ -39,16 +42,18 @@ from coevo.policy.logprobs import (
     pack,
     sampled_logprobs,
 )
-from coevo.policy.mismatch import measure_mismatch
+from coevo.policy.mismatch import measured_rows, mismatch_of
 from coevo.policy.teacher import TeacherContext
 from coevo.prompting import render_prompt
 
 
 @dataclass
 class TrainingSet:
+    rollout_ids: list[str]
     prompts: list[list[int]]
     completions: list[list[int]]
     sampling_logprobs: list[list[float]]
+    as_sampled: list[bool]  # trained under exactly the prompt it was sampled with
     advantages: Tensor  # [N]
     passed: Tensor  # [N] bool
     teacher_prompts: list[list[int]] | None = None  # privileged context + question, when a teacher is used
@@ -75,10 +80,12 @@ def build_training_set(
     keep = nonzero_variance_groups(reward_matrix) if drop else torch.ones(len(groups), dtype=torch.bool)  # [N]
     advantages = group_advantages(reward_matrix, cfg.objective.std_normalize, cfg.objective.eps)  # [N, G]
     kept = pd.concat([g for g, k in zip(groups, keep.tolist()) if k]) if bool(keep.any()) else joined.iloc[:0]
-    if cfg.coevolver.update_context == "strip" and len(kept):
+    strip = cfg.coevolver.update_context == "strip"
+    if strip and len(kept):
         prompts = policy.tokenizer(list(kept["question"]))["input_ids"]
     else:
         prompts = [list(ids) for ids in kept["prompt_ids"]]
+    as_sampled = (kept["prompt"] == kept["question"]).tolist() if strip else [True] * len(kept)
     stats = {
         "policy/groups_total": float(len(groups)),
         "policy/groups_kept": float(keep.sum()),
@@ -86,9 +93,11 @@ def build_training_set(
     }
     return (
         TrainingSet(
+            rollout_ids=list(kept["rollout_id"]),
             prompts=prompts,
             completions=[list(ids) for ids in kept["completion_ids"]],
             sampling_logprobs=[list(lp) for lp in kept["sampling_logprobs"]],
+            as_sampled=as_sampled,
             advantages=advantages[keep].reshape(-1).float(),  # [N_kept * G]
             passed=torch.tensor(kept["passed"].to_numpy(dtype=bool)),
             teacher_prompts=_teacher_prompts(policy, kept, teacher, answers) if teacher is not None else None,
@@ -104,15 +113,41 @@ def _teacher_prompts(policy: Policy, kept: pd.DataFrame, teacher: TeacherContext
 
 
 @torch.no_grad()
-def frozen_logprobs(model: PreTrainedModel, data: TrainingSet, cfg: Config, pad_id: int) -> list[Tensor]:
+def frozen_logprobs(model: PreTrainedModel, prompts: list[list[int]], completions: list[list[int]], cfg: Config, pad_id: int) -> list[Tensor]:
     """Per-sequence logprobs under a model without grad (pi_old or the reference), chunked."""
     out: list[Tensor] = []
     step = cfg.optim.minibatch_size
-    for start in range(0, len(data.prompts), step):
-        packed = pack(data.prompts[start : start + step], data.completions[start : start + step], pad_id, model.device)
+    for start in range(0, len(prompts), step):
+        packed = pack(prompts[start : start + step], completions[start : start + step], pad_id, model.device)
         logprobs = completion_logprobs(model, packed, cfg.sampling.temperature)  # [b, T]
-        out.extend(row[: len(c)].cpu() for row, c in zip(logprobs, data.completions[start : start + step]))
+        out.extend(row[: len(c)].cpu() for row, c in zip(logprobs, completions[start : start + step]))
     return out
+
+
+def old_logprobs(
+    model: PreTrainedModel, data: TrainingSet, rollouts: pd.DataFrame, cfg: Config, pad_id: int, engine_is_trainer: bool
+) -> tuple[list[Tensor], dict[str, float]]:
+    """pi_old of every training row, and the engine-vs-trainer mismatch, from one pass without grad.
+
+    When the engine samples with the trainer's own model (`engine_is_trainer`), a row trained under
+    the prompt it was sampled with already holds pi_old: its sampling logprobs. Only the other rows
+    (skill context stripped) are scored, and there is no mismatch to measure. With a separate engine
+    every training row is scored, and the same pass scores the rest of the rollouts the mismatch
+    metrics read (coevo/policy/mismatch.py), so no sequence is scored twice.
+    """
+    todo = [i for i, same in enumerate(data.as_sampled) if not (engine_is_trainer and same)]
+    prompts, completions = [data.prompts[i] for i in todo], [data.completions[i] for i in todo]
+    measured = rollouts.iloc[:0] if engine_is_trainer else measured_rows(rollouts)
+    trained_as_sampled = {rid for rid, same in zip(data.rollout_ids, data.as_sampled) if same}
+    extra = measured[~measured["rollout_id"].isin(trained_as_sampled)]
+    scored = frozen_logprobs(model, prompts + [list(p) for p in extra["prompt_ids"]], completions + [list(c) for c in extra["completion_ids"]], cfg, pad_id)
+    old = [torch.as_tensor(lp, dtype=torch.float32) for lp in data.sampling_logprobs]
+    for i, logprobs in zip(todo, scored):
+        old[i] = logprobs
+    if engine_is_trainer:
+        return old, {}
+    trainer = {**dict(zip(data.rollout_ids, old)), **dict(zip(extra["rollout_id"], scored[len(todo) :]))}
+    return old, mismatch_of([trainer[rid] for rid in measured["rollout_id"]], list(measured["sampling_logprobs"]))
 
 
 def _pad(rows: list[Tensor | list[float]], width: int, device: torch.device) -> Tensor:
@@ -133,11 +168,14 @@ def policy_update(
     reference: PreTrainedModel | None = None,
     teacher: TeacherContext | None = None,
     answers: pd.Series | None = None,
+    engine_is_trainer: bool = False,
 ) -> dict[str, float]:
     """Apply `optim.epochs` passes of the objective to this iteration's rollouts; returns mean stats.
 
     A self-distillation objective (`objective.needs_teacher`) needs `teacher`, the privileged
     context of each row, and `answers` (reference answers by problem id) when that context uses them.
+    `engine_is_trainer`: the rollouts were sampled by this policy's own model (the HF engine), so
+    their sampling logprobs are pi_old (see `old_logprobs`).
     """
     model, pad_id = policy.model, policy.tokenizer.pad_token_id
     if objective.needs_teacher and teacher is None:
@@ -147,9 +185,9 @@ def policy_update(
     if not data.prompts:
         return {**stats, "policy/steps": 0.0}
     model.eval()  # no dropout in the tiny model; eval keeps pi_old and pi_theta computed identically
-    old = frozen_logprobs(model, data, cfg, pad_id)
-    stats.update(measure_mismatch(model, rollouts, cfg.sampling.temperature, pad_id, cfg.optim.minibatch_size))  # engine vs trainer, before the update
-    ref = frozen_logprobs(reference, data, cfg, pad_id) if objective.needs_reference else None
+    old, mismatch = old_logprobs(model, data, rollouts, cfg, pad_id, engine_is_trainer)  # before the update
+    stats.update(mismatch)
+    ref = frozen_logprobs(reference, data.prompts, data.completions, cfg, pad_id) if objective.needs_reference else None
     generator = torch.Generator().manual_seed(seed)
     sums: dict[str, float] = defaultdict(float)
     steps, size = 0, cfg.optim.minibatch_size

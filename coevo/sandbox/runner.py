@@ -140,7 +140,8 @@ def _rlimits(limits: Limits) -> dict[str, int]:
 def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits: Limits) -> tuple[bytes, bytes, str]:
     """Feed stdin, read output (capped) and the report until exit, deadline or overflow; kill the group.
 
-    Returns (output, report, ended) with ended one of "exit", "wall", "output".
+    Returns (output, report, ended) with ended one of "exit", "cpu" (it exited having used its whole
+    CPU limit), "wall", "output".
     """
     deadline = time.monotonic() + limits.wall_s
     try:
@@ -151,7 +152,7 @@ def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits:
     out_fd = proc.stdout.fileno()
     buffers = {out_fd: bytearray(), report_fd: bytearray()}
     caps = {out_fd: limits.output_bytes, report_fd: 1 << 20}
-    ended, exited_at = "exit", None
+    ended, exited_at, cpu = "exit", None, None
     with selectors.DefaultSelector() as sel:
         for fd in buffers:
             os.set_blocking(fd, False)
@@ -161,7 +162,9 @@ def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits:
             if now >= deadline:
                 ended = "wall"
                 break
-            if proc.poll() is not None:
+            if proc.returncode is None:
+                cpu = _reap(proc, os.WNOHANG)
+            if proc.returncode is not None:
                 exited_at = exited_at or now
                 if now - exited_at > GRACE_S:
                     break
@@ -177,8 +180,24 @@ def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits:
                 ended = "output"
                 break
     _kill_group(proc)
+    if proc.returncode is None:
+        cpu = _reap(proc, 0)
+    if ended == "exit" and cpu is not None and cpu >= limits.cpu_s:
+        ended = "cpu"
     proc.stdout.close()
     return bytes(buffers[out_fd][: limits.output_bytes]), bytes(buffers[report_fd][: caps[report_fd]]), ended
+
+
+def _reap(proc: subprocess.Popen, options: int) -> float | None:
+    """Reap the child (`options`: 0 waits, os.WNOHANG only if it has exited), setting its returncode;
+    returns the CPU seconds it and its reaped descendants used, None if it is still running. The CPU limit is known from this, not from how the child ended: in
+    namespaces mode the child is `unshare`, which (util-linux 2.39) exits 1 rather than re-raising
+    the SIGKILL that RLIMIT_CPU sent the harness."""
+    pid, status, usage = os.wait4(proc.pid, options)
+    if pid == 0:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _read(fd: int) -> bytes | None:
@@ -192,12 +211,12 @@ def _read(fd: int) -> bytes | None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group (in namespaces mode that ends its pid namespace too)."""
+    """SIGKILL the child's whole process group (in namespaces mode that ends its pid namespace too);
+    the caller reaps the child."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
 
 
 def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode: int | None, ended: str) -> Verdict:
@@ -215,7 +234,7 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
         return Verdict("crashed", tuple(outcomes), detail="output limit exceeded")
     if load is not None:
         return _load_verdict(load, tuple(outcomes))
-    ran_out = ended == "wall" or _signal_of(returncode) in (signal.SIGXCPU, signal.SIGKILL)
+    ran_out = ended in ("wall", "cpu") or _signal_of(returncode) in (signal.SIGXCPU, signal.SIGKILL)
     for i, outcome in enumerate(outcomes):
         if outcome == "pass":
             continue

@@ -41,9 +41,10 @@ def test_worked_examples_hardest_first_one_per_question():
     ]
 
 
-def test_worked_examples_skip_multiline_and_empty():
-    examples = [example("1*1=", "1\n2", 0.0), example("2*2=", "   ", 0.0), example("3*3=", "9", 0.5)]
-    assert [d.text for d in WorkedExampleWriter().write(examples, n=5)] == ["3*3=9"]
+def test_worked_examples_skip_multiline_and_empty_answers():
+    code = "#f(1)=4 f(2)=5\ndef f(x): return "
+    examples = [example("1*1=", "1\n2", 0.0), example("2*2=", "   ", 0.0), example("3*3=", "9", 0.5), example(code, "x+3", 0.6)]
+    assert [d.text for d in WorkedExampleWriter().write(examples, n=5)] == ["3*3=9", code + "x+3"]
     assert WorkedExampleWriter().write(examples, n=0) == []
 
 

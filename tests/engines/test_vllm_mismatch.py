@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from coevo.policy.mismatch import measure_mismatch, mismatch_stats
+from coevo.policy.mismatch import measured_rows, mismatch_of, mismatch_stats
 
 
 def test_mismatch_stats_by_hand():
@@ -36,16 +36,19 @@ def test_only_rows_sampled_without_context_are_measured(tiny_policy_dir):
     bare, with_skill = tok("3+4=")["input_ids"], tok("1+1=2\n3+4=")["input_ids"]
     completion = tok("7", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     with torch.no_grad():
-        exact = completion_logprobs(policy.model, pack([bare], [completion], tok.pad_token_id, policy.model.device), 1.0)[0].tolist()
+        exact = completion_logprobs(policy.model, pack([bare], [completion], tok.pad_token_id, policy.model.device), 1.0)[0]
     rollouts = pd.DataFrame(
         {
             "question": ["3+4=", "3+4="],
             "prompt": ["3+4=", "1+1=2\n3+4="],
             "prompt_ids": [bare, with_skill],
             "completion_ids": [completion, completion],
-            "sampling_logprobs": [exact, [-5.0, -5.0]],  # the skill row's would count as a huge mismatch
+            "sampling_logprobs": [exact.tolist(), [-5.0, -5.0]],  # the skill row's would count as a huge mismatch
         }
     )
-    stats = measure_mismatch(policy.model, rollouts, 1.0, tok.pad_token_id)
+    measured = measured_rows(rollouts)
+    assert list(measured.index) == [0]
+    stats = mismatch_of([exact], list(measured["sampling_logprobs"]))
     assert stats["policy/mismatch_tokens"] == len(completion)
     assert stats["policy/mismatch_abs_logprob"] < 1e-6 and stats["policy/mismatch_kl"] < 1e-6
+    assert mismatch_of([], []) == {"policy/mismatch_tokens": 0.0}

@@ -51,8 +51,10 @@ def test_two_iteration_flow_tracks_catalogs_and_resumes_from_cache(prefect_serve
     latest = client.get_model_version_by_alias("tiny", "latest")
     assert latest.tags["coevo.weights_sha256"] == json.loads((layout.checkpoint(2) / "coevo.json").read_text())["weights_sha256"]
     versions = client.search_model_versions("name='tiny'")
+    history = [(m.step, m.value) for m in client.get_metric_history(runs[0].info.run_id, "verify/pass_rate")]
+    assert [step for step, _ in history] == [1, 2]
 
-    # a re-run of the same flow restores every stage: no file rewritten, no row or version added
+    # a re-run of the same flow restores every stage: no file rewritten, no row, version or metric point added
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*.parquet")}
     stamps[layout.checkpoint(2) / "model.safetensors"] = (layout.checkpoint(2) / "model.safetensors").stat().st_mtime_ns
     train_flow(str(ROOT / "params.yaml"), overrides)
@@ -60,6 +62,8 @@ def test_two_iteration_flow_tracks_catalogs_and_resumes_from_cache(prefect_serve
     with Catalog(tmp_path / "run" / "catalog.duckdb", read_only=True) as catalog:
         assert catalog.counts() == counts
     assert len(client.search_model_versions("name='tiny'")) == len(versions)
+    assert len(client.search_runs([runs[0].info.experiment_id])) == 1
+    assert [(m.step, m.value) for m in client.get_metric_history(runs[0].info.run_id, "verify/pass_rate")] == history
 
 
 def test_nightly_run_continues_from_the_latest_checkpoint(prefect_server, tmp_path):

@@ -4,7 +4,7 @@ from coevo.coevolvers import build_coevolver
 from coevo.engines.hf import HFEngine
 from coevo.objectives import build_objective
 from coevo.policy.checkpoint import load_policy
-from coevo.policy.update import build_optimizer, build_training_set, policy_update
+from coevo.policy.update import build_optimizer, build_training_set, frozen_logprobs, old_logprobs, policy_update
 from coevo.prepare import prepare_problems
 from coevo.rollout import run_rollouts
 from coevo.verify import verify_rollouts
@@ -69,3 +69,47 @@ def test_advantages_follow_groups(tiny_cfg, tiny_policy_dir):
     data, _ = build_training_set(policy, rollouts, rewards, tiny_cfg)
     expected = torch.tensor([1.5, -0.5, -0.5, -0.5] * tiny_cfg.rollout.problems_per_iter)
     torch.testing.assert_close(data.advantages, expected, atol=1e-5, rtol=0)
+
+
+def _with_context_and_a_silent_group(policy, cfg):
+    """Rollouts whose first group was sampled with a skill line in front, and rewards with a signal
+    in every group but the last (all zero: dropped from training, still measured for mismatch)."""
+    rollouts, rewards = _iteration_tables(cfg, policy)
+    first = rollouts["problem_id"] == rollouts["problem_id"].iloc[0]
+    rollouts.loc[first, "prompt"] = "1+1=2\n" + rollouts.loc[first, "question"]
+    rollouts["prompt_ids"] = policy.tokenizer(list(rollouts["prompt"]))["input_ids"]
+    rewards["reward"] = [float(i % 2) for i in range(len(rewards))]
+    rewards.loc[rollouts["problem_id"] == rollouts["problem_id"].iloc[-1], "reward"] = 0.0
+    return rollouts, rewards
+
+
+def test_pi_old_is_the_sampling_logprobs_when_the_engine_is_the_trainer(tiny_cfg, tiny_policy_dir):
+    """HF engine: rows trained as sampled take pi_old from the rollouts (which agree with a trainer
+    pass to float precision); stripped rows are scored on their bare question; no mismatch is reported."""
+    policy = load_policy(tiny_policy_dir, "cpu")
+    rollouts, rewards = _with_context_and_a_silent_group(policy, tiny_cfg)
+    data, _ = build_training_set(policy, rollouts, rewards, tiny_cfg)
+    pad = policy.tokenizer.pad_token_id
+    old, mismatch = old_logprobs(policy.model, data, rollouts, tiny_cfg, pad, engine_is_trainer=True)
+    recomputed = frozen_logprobs(policy.model, data.prompts, data.completions, tiny_cfg, pad)
+    assert mismatch == {} and data.as_sampled.count(False) == tiny_cfg.rollout.group_size
+    for same, ours, sampled, scored in zip(data.as_sampled, old, data.sampling_logprobs, recomputed):
+        if same:
+            assert ours.tolist() == sampled
+            torch.testing.assert_close(ours, scored, atol=1e-5, rtol=0)
+        else:  # scored in another batch (other padding): equal to float precision
+            torch.testing.assert_close(ours, scored, atol=1e-6, rtol=0)
+
+
+def test_with_a_separate_engine_one_pass_gives_pi_old_and_the_mismatch(tiny_cfg, tiny_policy_dir):
+    policy = load_policy(tiny_policy_dir, "cpu")
+    rollouts, rewards = _with_context_and_a_silent_group(policy, tiny_cfg)
+    data, _ = build_training_set(policy, rollouts, rewards, tiny_cfg)
+    pad = policy.tokenizer.pad_token_id
+    old, mismatch = old_logprobs(policy.model, data, rollouts, tiny_cfg, pad, engine_is_trainer=False)
+    for ours, scored in zip(old, frozen_logprobs(policy.model, data.prompts, data.completions, tiny_cfg, pad)):
+        torch.testing.assert_close(ours, scored, atol=1e-6, rtol=0)
+    bare = rollouts[rollouts["prompt"] == rollouts["question"]]  # the silent group included
+    assert len(bare) == len(rollouts) - tiny_cfg.rollout.group_size
+    assert mismatch["policy/mismatch_tokens"] == bare["completion_ids"].map(len).sum()
+    assert mismatch["policy/mismatch_abs_logprob"] < 1e-5  # the HF engine sampled them

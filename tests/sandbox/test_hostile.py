@@ -56,6 +56,13 @@ def test_infinite_loop_times_out(mode):
     assert time.monotonic() - start < 2 * LIMITS.wall_s + 3
 
 
+def test_a_loop_in_c_ends_at_the_cpu_limit_as_a_timeout(mode):
+    """`any(iter(int, 1))` never returns to the interpreter, so the per-test timer cannot stop it;
+    RLIMIT_CPU kills it, and that is a timeout, however the sandbox's parent process reports it."""
+    verdict = run(mode, "def f():\n    return any(iter(int, 1))\n", ("f()", "assert True"))
+    assert (verdict.status, verdict.failed_test, verdict.outcomes) == ("timeout", 0, ("timeout", "not-run"))
+
+
 def test_fork_bomb_is_contained(mode):
     needs(mode, "nproc")
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"

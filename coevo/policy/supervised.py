@@ -1,0 +1,75 @@
+"""The supervised loop every warm start of the tiny policy shares: masked NLL, AdamW, cosine decay.
+
+The arithmetic bootstrap (coevo/policy/bootstrap.py) and the code warm start
+(coevo/code/warm_start.py) differ only in the demonstrations they build; both train through
+`supervised_steps` and describe what they did with a `BootstrapReport`. It lives apart from
+bootstrap.py because bootstrap.py dispatches to the code warm start, which needs this loop.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class BootstrapReport:
+    """What a warm start did: the "bootstrap" entry of checkpoint 0's coevo.json."""
+
+    kind: str  # which warm start ran: "arithmetic" or "code" (the registry in coevo/policy/bootstrap.py)
+    steps: int
+    seconds: float
+    final_loss: float | None  # None when no step ran
+    parameters: int
+    demonstrations: int
+    note: str = ""  # why nothing was demonstrated, when nothing was
+
+
+def sequence_nll(model, sequences: list[list[int]], masks: list[list[float]], pad_id: int) -> torch.Tensor:
+    """Mean negative log-likelihood of the masked tokens of right-padded sequences."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)  # [B, L]
+    weights = torch.zeros((len(sequences), width))  # [B, L]
+    for row, (seq, mask) in enumerate(zip(sequences, masks)):
+        ids[row, : len(seq)] = torch.tensor(seq)
+        weights[row, : len(seq)] = torch.tensor(mask)
+    ids, weights = ids.to(model.device), weights.to(model.device)
+    logits = model(input_ids=ids, attention_mask=(ids != pad_id).long()).logits[:, :-1]  # [B, L-1, V]
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")  # [B, L-1]
+    return (nll * weights[:, 1:]).sum() / weights[:, 1:].sum()
+
+
+def supervised_steps(
+    model,
+    batches: Callable[[], tuple[list[list[int]], list[list[float]]]],
+    pad_id: int,
+    lr: float,
+    steps: int,
+    warmup: int = 1,
+    time_budget_s: float = math.inf,
+) -> tuple[int, float, float]:
+    """AdamW (weight decay 0.01, gradient norm clipped at 1) on the masked NLL of `batches()` for
+    `steps` steps or `time_budget_s` seconds, whichever ends first; the learning rate warms up
+    linearly over `warmup` steps and decays by cosine to 10%. Returns (steps taken, last loss, seconds);
+    zero steps leave the model untouched (loss NaN)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / max(steps, 1), 1.0))))
+    )
+    model.train()
+    start, step, loss_value = time.perf_counter(), 0, float("nan")
+    while step < steps and time.perf_counter() - start < time_budget_s:
+        sequences, masks = batches()
+        loss = sequence_nll(model, sequences, masks, pad_id)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        step, loss_value = step + 1, loss.item()
+    model.eval()
+    return step, loss_value, time.perf_counter() - start
