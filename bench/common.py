@@ -77,6 +77,17 @@ def cached_bootstrap(cfg: Config) -> Path:
 
 
 # ---- timing ----
+@contextmanager
+def wrapped(owner: object, attr: str, wrapper: Callable) -> Iterator[None]:
+    """owner.attr replaced by wrapper(original) while the block runs, then restored."""
+    original = getattr(owner, attr)
+    setattr(owner, attr, wrapper(original))
+    try:
+        yield
+    finally:
+        setattr(owner, attr, original)
+
+
 class PhaseClock:
     """Seconds per named phase, accumulated; phases may nest (report them apart and subtract)."""
 
@@ -109,22 +120,19 @@ class PhaseClock:
         phases = {phase: (snaps[-1].get(phase, 0.0) - snaps[0].get(phase, 0.0)) / steps for phase in snaps[-1]}
         return {"step": (marks[-1] - marks[0]) / steps, **phases}
 
-    @contextmanager
-    def timing(self, owner: object, attr: str, name: str, mark: bool = False) -> Iterator[None]:
+    def timing(self, owner: object, attr: str, name: str, mark: bool = False):
         """Time every call of owner.attr as phase `name` (and mark its starts) while the block runs."""
-        original = getattr(owner, attr)
 
-        def timed(*args, **kwargs):
-            if mark:
-                self.mark(name)
-            with self.phase(name):
-                return original(*args, **kwargs)
+        def timer(original):
+            def timed(*args, **kwargs):
+                if mark:
+                    self.mark(name)
+                with self.phase(name):
+                    return original(*args, **kwargs)
 
-        setattr(owner, attr, timed)
-        try:
-            yield
-        finally:
-            setattr(owner, attr, original)
+            return timed
+
+        return wrapped(owner, attr, timer)
 
     @contextmanager
     def optimizer_steps(self, name: str = "optimizer") -> Iterator[None]:

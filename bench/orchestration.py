@@ -24,6 +24,7 @@ and the overhead of the flow over the driver on each.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -31,7 +32,7 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,6 +49,7 @@ from bench.common import (
     publish,
     spread,
     table,
+    wrapped,
 )
 from coevo import stages
 from coevo.cli import quiet_libraries
@@ -108,14 +110,10 @@ class CpuMeter:
 
     @contextmanager
     def metering(self) -> Iterator[None]:
-        originals = {(owner, name): getattr(owner, name) for owner, name in STAGE_FUNCTIONS}
-        for (owner, name), function in originals.items():
-            setattr(owner, name, self._metered(function, mark=name == "rollout_stage"))
-        try:
+        with ExitStack() as stack:
+            for owner, name in STAGE_FUNCTIONS:
+                stack.enter_context(wrapped(owner, name, functools.partial(self._metered, mark=name == "rollout_stage")))
             yield
-        finally:
-            for (owner, name), function in originals.items():
-                setattr(owner, name, function)
 
     def _metered(self, function, mark: bool):
         def metered(*args, **kwargs):

@@ -3,7 +3,8 @@ co-evolver (the skill bank), from the same bootstrap checkpoint with the same tr
 
 Every arm trains for `--budget` seconds of wall time (evaluation time not counted) and is evaluated
 at 0 s and every `--every` seconds: greedy accuracy on the held-out test split, with the same
-evaluator for all (coevo.evaluate.greedy_passed on coevo's HF engine over the arm's current model).
+evaluator for all (greedy completions on coevo's HF engine over the arm's current model, scored by
+coevo.evaluate.passed, the pipeline's own verifier).
 Seeds vary the RL randomness (problem order, sampling); the bootstrap and the problem splits are
 those of params.yaml's seed for every arm. Arms alternate within each seed. coevo runs its stage
 functions (coevo.stages) in the plain driver's order; TRL is bench/trl_peer.py's trainer.
@@ -56,13 +57,13 @@ class Budget:
         return t >= self.budget
 
 
-def greedy_acc(policy, test, max_new_tokens: int) -> float:
+def greedy_acc(policy, test, cfg) -> float:
     from coevo.engines.hf import HFEngine
-    from coevo.evaluate import greedy_passed
+    from coevo.evaluate import greedy_completions, passed
 
     policy.model.eval()
-    passed = greedy_passed(HFEngine(policy, 512), list(test["prompt"]), list(test["answer"]), max_new_tokens)
-    return sum(passed) / len(passed)
+    verdicts = passed(test, greedy_completions(HFEngine(policy, 512), list(test["prompt"]), cfg.sampling.max_new_tokens), cfg)
+    return sum(verdicts) / len(verdicts)
 
 
 def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float) -> dict:
@@ -75,7 +76,7 @@ def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float
     layout, test = stages.RunLayout(cfg.run.out_dir), stages.problems(data["test"]["path"])
     build_coevolver(cfg.coevolver, cfg.seed).save(layout.coevolver(0))
     state = {"checkpoint": str(layout.checkpoint(0)), "coevolver": str(layout.coevolver(0))}
-    clock = Budget(budget, every, lambda: greedy_acc(stages.cached_policy(state["checkpoint"], cfg), test, cfg.sampling.max_new_tokens))
+    clock = Budget(budget, every, lambda: greedy_acc(stages.cached_policy(state["checkpoint"], cfg), test, cfg))
     it, train = 0, data["train"]["path"]
     while not clock.check():
         it += 1
@@ -100,7 +101,7 @@ def trl_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float) 
 
     def evaluate() -> float:
         training = trainer.model.training
-        acc = greedy_acc(policy, test, cfg.sampling.max_new_tokens)
+        acc = greedy_acc(policy, test, cfg)
         trainer.model.train(training)
         return acc
 

@@ -15,7 +15,6 @@ import pandas as pd
 
 from coevo.config import Config, SamplingConfig
 from coevo.engines.base import Engine
-from coevo.problems.verifier import MathVerifier
 from coevo.prompting import render_prompt
 from coevo.verify import score_rows
 
@@ -30,12 +29,6 @@ def _per_family(name: str, test: pd.DataFrame, passed: Sequence[bool]) -> dict[s
 def greedy_completions(engine: Engine, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
     greedy = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens)
     return [g[0].text for g in engine.generate(prompts, 1, greedy, seed=0)]
-
-
-def greedy_passed(engine: Engine, prompts: Sequence[str], answers: Sequence[str], max_new_tokens: int) -> list[bool]:
-    """Greedy exact-match correctness against math answers, for callers without a problems table
-    (bench/trl_learning.py); `evaluate` scores any family."""
-    return [r.passed for r in MathVerifier().score(answers, greedy_completions(engine, prompts, max_new_tokens))]
 
 
 def passed(rows: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[bool]:

@@ -135,18 +135,20 @@ def old_logprobs(
     every training row is scored, and the same pass scores the rest of the rollouts the mismatch
     metrics read (coevo/policy/mismatch.py), so no sequence is scored twice.
     """
-    todo = [i for i, same in enumerate(data.as_sampled) if not (engine_is_trainer and same)]
-    prompts, completions = [data.prompts[i] for i in todo], [data.completions[i] for i in todo]
-    measured = rollouts.iloc[:0] if engine_is_trainer else measured_rows(rollouts)
+    if engine_is_trainer:
+        old = [torch.as_tensor(lp, dtype=torch.float32) for lp in data.sampling_logprobs]
+        stripped = [i for i, same in enumerate(data.as_sampled) if not same]
+        scored = frozen_logprobs(model, [data.prompts[i] for i in stripped], [data.completions[i] for i in stripped], cfg, pad_id)
+        for i, logprobs in zip(stripped, scored):
+            old[i] = logprobs
+        return old, {}
+    measured = measured_rows(rollouts)
     trained_as_sampled = {rid for rid, same in zip(data.rollout_ids, data.as_sampled) if same}
     extra = measured[~measured["rollout_id"].isin(trained_as_sampled)]
-    scored = frozen_logprobs(model, prompts + [list(p) for p in extra["prompt_ids"]], completions + [list(c) for c in extra["completion_ids"]], cfg, pad_id)
-    old = [torch.as_tensor(lp, dtype=torch.float32) for lp in data.sampling_logprobs]
-    for i, logprobs in zip(todo, scored):
-        old[i] = logprobs
-    if engine_is_trainer:
-        return old, {}
-    trainer = {**dict(zip(data.rollout_ids, old)), **dict(zip(extra["rollout_id"], scored[len(todo) :]))}
+    prompts, completions = data.prompts + [list(p) for p in extra["prompt_ids"]], data.completions + [list(c) for c in extra["completion_ids"]]
+    scored = frozen_logprobs(model, prompts, completions, cfg, pad_id)
+    old = scored[: len(data.prompts)]
+    trainer = dict(zip([*data.rollout_ids, *extra["rollout_id"]], scored))
     return old, mismatch_of([trainer[rid] for rid in measured["rollout_id"]], list(measured["sampling_logprobs"]))
 
 
