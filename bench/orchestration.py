@@ -1,21 +1,23 @@
 """Orchestration overhead: the same config through the Prefect flow and through the plain driver.
 
 Both call the same stage functions (coevo.stages); the flow adds Prefect task runs, result
-persistence, cache-key hashing, the DuckDB ingest and MLflow tracking. Runs alternate (driver,
-flow, flow, driver, ...) so both see the same machine; each run starts from the same cached
-bootstrap in its own directory (MLflow keeps one database engine per tracking URI in a process, so
-a store must not be deleted and recreated under the same path). The flow runs share one temporary
-Prefect server, started before the first round; its start-up CPU is reported apart (once per
-process, like a flow run's own start-up). Reports, per arm, the median over rounds of
+persistence, cache-key hashing, the DuckDB ingest, MLflow tracking and the table artifacts. Runs
+alternate (driver, flow, flow, driver, ...) so both see the same machine; each run starts from the
+same cached bootstrap in its own directory (MLflow keeps one database engine per tracking URI in a
+process, so a store must not be deleted and recreated under the same path). The flow runs share one
+temporary Prefect server, started before the first round; its start-up CPU is reported apart (once
+per process, like a flow run's own start-up). Reports, per arm, the median over rounds of
   - the mean seconds per stage per iteration (the stage timers both loops write to metrics.jsonl),
   - the wall seconds per iteration: the time between the starts of consecutive rollout stages, so it
     also holds what runs between stages (Prefect task-run machinery, MLflow tracking, artifacts,
-    the catalog ingest); the first iteration (warm-up) is left out,
-  - the CPU seconds per iteration over the same window: this process plus the Prefect server
-    subprocess the flow starts, and the part of it outside the stage functions and the catalog
-    ingest (the orchestration's own cost; the main thread's CPU inside a stage is all of the
-    stage's compute while torch runs one intra-op thread, the bench default). CPU seconds barely
-    move with other jobs' load,
+    the catalog ingest); the first iteration (warm-up) is left out. Also the median of the rounds'
+    flow/driver ratios, and the ratio of each arm's fastest run: on a shared machine other jobs only
+    ever add time,
+  - the CPU seconds per iteration over the same window: the main thread (it runs every stage in
+    turn: the critical path), this process plus the Prefect server subprocess, and the part of that
+    outside the stage functions and the catalog ingest (the orchestration's own cost; the main
+    thread's CPU inside a stage is all of the stage's compute while torch runs one intra-op thread,
+    the bench default),
 and the overhead of the flow over the driver on each.
 
     .venv/bin/python bench/orchestration.py [--iterations 30] [--rounds 3]
@@ -58,7 +60,7 @@ from coevo.store.catalog import Catalog
 STAGES = ("rollout", "verify", "coevolve", "update", "ingest")
 # the stages' compute, the catalog ingest's included: what is left is the orchestration's own cost
 STAGE_FUNCTIONS = [(stages, name) for name in ("rollout_stage", "verify_stage", "coevolve_stage", "update_stage", "evaluate_stage")]
-STAGE_FUNCTIONS.append((Catalog, "ingest_iteration"))
+STAGE_FUNCTIONS.append((Catalog, "ingest"))
 
 
 def prefect_server_cpu() -> float:
@@ -101,12 +103,13 @@ def process_cpu() -> float:
 
 class CpuMeter:
     """CPU seconds at each rollout start: this process, the Prefect server (counted for the flow
-    only: the driver does not use it), and the main thread inside the stage functions so far."""
+    only: the driver does not use it), the main thread (which runs every stage, one after the other:
+    the critical path), and the main thread inside the stage functions so far."""
 
     def __init__(self, with_server: bool) -> None:
         self.with_server = with_server
         self.in_stages = 0.0
-        self.marks: list[tuple[float, float, float]] = []
+        self.marks: list[tuple[float, float, float, float]] = []
 
     @contextmanager
     def metering(self) -> Iterator[None]:
@@ -118,7 +121,7 @@ class CpuMeter:
     def _metered(self, function, mark: bool):
         def metered(*args, **kwargs):
             if mark:
-                self.marks.append((process_cpu(), prefect_server_cpu() if self.with_server else 0.0, self.in_stages))
+                self.marks.append((process_cpu(), prefect_server_cpu() if self.with_server else 0.0, time.thread_time(), self.in_stages))
             start = time.thread_time()
             try:
                 return function(*args, **kwargs)
@@ -129,12 +132,12 @@ class CpuMeter:
 
     def per_iteration(self, skip: int = 1) -> dict[str, float]:
         """Mean CPU seconds per iteration between the rollout starts of iteration skip+1 and of the
-        last iteration (the window of PhaseClock.per_step): total (process + server), server, and
-        outside the stage functions."""
-        (process0, server0, stages0), (process1, server1, stages1) = self.marks[skip], self.marks[-1]
+        last iteration (the window of PhaseClock.per_step): total (process + server), server, main
+        thread, and outside the stage functions."""
+        (process0, server0, main0, stages0), (process1, server1, main1, stages1) = self.marks[skip], self.marks[-1]
         steps = len(self.marks) - 1 - skip
         total = (process1 - process0 + server1 - server0) / steps
-        return {"total": total, "server": (server1 - server0) / steps, "outside_stages": total - (stages1 - stages0) / steps}
+        return {"total": total, "server": (server1 - server0) / steps, "main": (main1 - main0) / steps, "outside_stages": total - (stages1 - stages0) / steps}
 
 
 def stage_means(run_dir: Path) -> dict[str, float]:
@@ -165,18 +168,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--problems-per-iter", type=int, default=None, help="rollout.problems_per_iter (default: params.yaml's, the default scale)")
     add_output_args(parser, "orchestration")
     args = parser.parse_args()
     quiet_libraries()
     server_startup_cpu = start_prefect_server()
-    runs = alternate(["driver", "flow"], args.rounds, lambda arm, rep: run_arm(arm, RESULTS / "tmp" / f"orchestration-{arm}-{rep}", args.iterations))
+    scale = {"rollout": {"problems_per_iter": args.problems_per_iter}} if args.problems_per_iter else None
+    runs = alternate(["driver", "flow"], args.rounds, lambda arm, rep: run_arm(arm, RESULTS / "tmp" / f"orchestration-{arm}-{rep}", args.iterations, scale))
     stage_names = sorted({s for arm in runs.values() for run in arm for s in run["stage_s"]})
     summary = {
         arm: {
             "stage_s": {s: spread([run["stage_s"].get(s, 0.0) for run in arm_runs]) for s in stage_names},
             "stages_total_s": spread([sum(run["stage_s"].get(s, 0.0) for s in STAGES) for run in arm_runs]),
             "iteration_wall_s": spread([run["iteration_wall_s"] for run in arm_runs]),
-            **{f"iteration_cpu_{k}_s": spread([run["iteration_cpu_s"][k] for run in arm_runs]) for k in ("total", "server", "outside_stages")},
+            **{f"iteration_cpu_{k}_s": spread([run["iteration_cpu_s"][k] for run in arm_runs]) for k in ("total", "server", "main", "outside_stages")},
         }
         for arm, arm_runs in runs.items()
     }
@@ -185,6 +190,9 @@ def main() -> None:
         "stages": f["stages_total_s"]["median"] / d["stages_total_s"]["median"] - 1,
         "iteration_wall": f["iteration_wall_s"]["median"] / d["iteration_wall_s"]["median"] - 1,
         "per_round_iteration_wall": [fr["iteration_wall_s"] / dr["iteration_wall_s"] - 1 for dr, fr in zip(runs["driver"], runs["flow"])],
+        # the least disturbed run of each arm: this machine's noise only ever adds time
+        "fastest_iteration_wall": f["iteration_wall_s"]["min"] / d["iteration_wall_s"]["min"] - 1,
+        "main_thread_cpu": f["iteration_cpu_main_s"]["median"] / d["iteration_cpu_main_s"]["median"] - 1,
         "iteration_cpu": f["iteration_cpu_total_s"]["median"] / d["iteration_cpu_total_s"]["median"] - 1,
         # the flow's own CPU beyond the driver's, relative to the driver's whole iteration
         "orchestration_cpu": (f["iteration_cpu_outside_stages_s"]["median"] - d["iteration_cpu_outside_stages_s"]["median"]) / d["iteration_cpu_total_s"]["median"],
@@ -196,12 +204,16 @@ def main() -> None:
         rows.append([stage, f"{ds['median']:.3f}", f"{fs['median']:.3f}", change])
     rows.append(["all stages", f"{d['stages_total_s']['median']:.3f}", f"{f['stages_total_s']['median']:.3f}", f"{overhead['stages'] * 100:+.1f}%"])
     rows.append(["wall per iteration", f"{d['iteration_wall_s']['median']:.3f}", f"{f['iteration_wall_s']['median']:.3f}", f"{overhead['iteration_wall'] * 100:+.1f}%"])
+    rows.append(["  median of the rounds' flow/driver ratios", "", "", f"{statistics.median(overhead['per_round_iteration_wall']) * 100:+.1f}%"])
+    rows.append(["  fastest run of each arm", f"{d['iteration_wall_s']['min']:.3f}", f"{f['iteration_wall_s']['min']:.3f}", f"{overhead['fastest_iteration_wall'] * 100:+.1f}%"])
+    rows.append(["main thread CPU per iteration (the critical path)", f"{d['iteration_cpu_main_s']['median']:.3f}", f"{f['iteration_cpu_main_s']['median']:.3f}", f"{overhead['main_thread_cpu'] * 100:+.1f}%"])
     rows.append(["CPU per iteration (+ Prefect server)", f"{d['iteration_cpu_total_s']['median']:.3f}", f"{f['iteration_cpu_total_s']['median']:.3f}", f"{overhead['iteration_cpu'] * 100:+.1f}%"])
     rows.append(["  of it Prefect server", "-", f"{f['iteration_cpu_server_s']['median']:.3f}", ""])
     rows.append(["  of it outside the stages and ingest", f"{d['iteration_cpu_outside_stages_s']['median']:.3f}", f"{f['iteration_cpu_outside_stages_s']['median']:.3f}", f"{overhead['orchestration_cpu'] * 100:+.1f}%"])
     per_round = ", ".join(f"{o * 100:+.1f}%" for o in overhead["per_round_iteration_wall"])
-    title = f"flow vs plain driver, {args.iterations} iterations x {args.rounds} rounds (median s per iteration; per round: {per_round}; Prefect server start-up {server_startup_cpu:.1f} s CPU, once)"
-    report = {"iterations": args.iterations, "rounds": args.rounds, "runs": runs, "summary": summary, "overhead": overhead, "prefect_server_startup_cpu_s": server_startup_cpu}
+    shape = f"{args.problems_per_iter} problems per iteration" if args.problems_per_iter else "default scale"
+    title = f"flow vs plain driver, {shape}, {args.iterations} iterations x {args.rounds} rounds (median s per iteration; per round: {per_round}; Prefect server start-up {server_startup_cpu:.1f} s CPU, once)"
+    report = {"iterations": args.iterations, "rounds": args.rounds, "scale": scale, "runs": runs, "summary": summary, "overhead": overhead, "prefect_server_startup_cpu_s": server_startup_cpu}
     publish("orchestration", args.out, report, table(title, ["stage", "driver", "flow", "overhead"], rows), lambda png: plot(png, runs), args.mlflow)
 
 

@@ -13,8 +13,10 @@ One readable loop with a timer per phase (verl's `fit`), usable without Prefect;
 
 from __future__ import annotations
 
+import gc
 import json
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,6 +51,22 @@ def eval_due(cfg: Config, it: int, last: int) -> bool:
     return it % cfg.eval.every == 0 or it == last
 
 
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Everything alive when a training starts (chiefly the imported libraries: ~0.7M objects with
+    torch, transformers, Prefect and MLflow) kept out of the cyclic garbage collector's full passes
+    while it runs: each full pass walked all of them, 0.4-0.8 s on a slow core, every 10-20
+    iterations at the default scale (the driver ran 16% faster per iteration without them; the
+    flow, whose own objects its passes then walk, the same). Unfrozen after, so they are collected
+    at exit as usual. A decorator on both loops (`train`, `flows.train.train_flow`)."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@frozen_heap()
 def train(cfg: Config, console: Console | None = None) -> dict:
     """Run the whole training with the plain driver; returns (and writes) the run summary."""
     console = console or Console(soft_wrap=True)

@@ -10,10 +10,29 @@ transaction by default (three per task run): about half of the server's CPU per 
 cores that train. Here it writes them in batches, as Prefect's event persister does with the
 events, at most every 5 s (its flush_interval); the UI shows a task run's state up to 5 s late.
 Every setting here is a default: the environment overrides it.
+
+Prefect logs "Finished in state Completed()" for every task run that completes: 4-6 lines per
+iteration, ~2.5 ms of the flow's CPU each (console formatting, then through the API into the
+server's database). `CompletedTaskRuns` drops exactly those; failed, retried and cached task runs
+still log, the UI shows every task run's state, and the train flow logs one line per iteration.
 """
 
+import logging
 import os
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE", "100")
+
+COMPLETED = "Finished in state Completed()"
+
+
+class CompletedTaskRuns(logging.Filter):
+    """Drops Prefect's INFO line for a task run that completed (see the module docstring)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and record.msg == COMPLETED)
+
+
+if not any(isinstance(f, CompletedTaskRuns) for f in logging.getLogger("prefect.task_runs").filters):
+    logging.getLogger("prefect.task_runs").addFilter(CompletedTaskRuns())

@@ -15,12 +15,13 @@ import json
 import time
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
+from rich.text import Text
 
 from coevo.coevolvers.base import read_manifest
 from coevo.config import Config, load_config
-from coevo.driver import Timers, eval_due, set_threads, write_summary
+from coevo.driver import Timers, eval_due, format_progress, frozen_heap, set_threads, write_summary
 from coevo.io import write_text
 from coevo.policy.checkpoint import policy_version
 from coevo.stages import RunLayout, latest_complete
@@ -67,6 +68,7 @@ def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: 
 
 
 @flow(name="coevo-train")
+@frozen_heap()
 def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, continue_latest: bool = False) -> dict:
     started = time.perf_counter()
     cfg = load_config(params_file, overrides)
@@ -90,6 +92,7 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
         logged = it % cfg.run.checkpoint_every == 0 or it == last
         track(it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else None, it == last)
         publish(it, metrics, state["report"])
+        get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
     write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
     return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last})
 

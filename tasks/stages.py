@@ -23,7 +23,7 @@ from prefect.tasks import exponential_backoff
 
 from coevo import stages
 from coevo.config import Config
-from coevo.store.catalog import Catalog
+from coevo.store.catalog import Catalog, IterationFiles
 
 RESUMABLE = INPUTS + TASK_SOURCE
 
@@ -72,17 +72,18 @@ def evaluate(params: str, it: int, checkpoint: dict, coevolver: dict, data: dict
 @task(name="ingest", cache_policy=RESUMABLE, persist_result=True)
 def ingest(params: str, shards: list[dict]) -> dict:
     """The catalog's single writer, for a batch of finished iterations ({"iteration", "rollouts",
-    "rewards", "report"} records, each shard as {"path", "sha256"}); idempotent per iteration, so a
-    re-run never duplicates rows. The sha256 recorded by the stage that validated and wrote a shard
-    lets the catalog skip validating it again when the file still has that content."""
-    totals: dict[str, int] = {}
+    "rewards", "report"} records, each shard as {"path", "sha256"}), in one transaction; idempotent
+    per iteration, so a re-run never duplicates rows. The sha256 recorded by the stage that validated
+    and wrote a shard lets the catalog skip validating it again when the file still has that content."""
+    batch = [
+        IterationFiles(
+            shard["iteration"], shard["rollouts"]["path"], shard["rewards"]["path"], shard["report"],
+            validated={shard[kind]["path"]: shard[kind]["sha256"] for kind in ("rollouts", "rewards")},
+        )
+        for shard in shards
+    ]
     with Catalog(_cfg(params).catalog_path) as catalog:
-        for shard in shards:
-            rollouts, rewards = shard["rollouts"], shard["rewards"]
-            trusted = {rollouts["path"]: rollouts["sha256"], rewards["path"]: rewards["sha256"]}
-            counts = catalog.ingest_iteration(shard["iteration"], rollouts["path"], rewards["path"], shard["report"], validated=trusted)
-            totals = {table: totals.get(table, 0) + n for table, n in counts.items()}
-    return totals
+        return catalog.ingest(batch)
 
 
 def results_dir(cfg: Config) -> Path:

@@ -1,12 +1,14 @@
 """The plain driver end to end on the tiny model: artifacts validate, parameters move, runs repeat."""
 
+import gc
 import json
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from coevo.coevolvers import load_coevolver
-from coevo.driver import train
+from coevo.driver import frozen_heap, train
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
@@ -48,3 +50,20 @@ def test_same_seed_same_rewards_and_final_weights(tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     bank_a = (first.run.out_dir / "coevolver" / "iter_0003" / "manifest.json").read_text()
     assert bank_a == (second.run.out_dir / "coevolver" / "iter_0003" / "manifest.json").read_text()
+
+
+def test_frozen_heap_freezes_what_is_alive_for_the_run_only():
+    """What exists before a run is out of the collector's full passes while it runs, and back after, even on error."""
+    assert gc.get_freeze_count() == 0
+
+    @frozen_heap()
+    def run(fail: bool) -> int:
+        if fail:
+            raise RuntimeError("stage failed")
+        return gc.get_freeze_count()
+
+    assert run(fail=False) > 10_000  # the imported libraries' objects
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError):
+        run(fail=True)
+    assert gc.get_freeze_count() == 0

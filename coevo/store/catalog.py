@@ -12,12 +12,16 @@ shards and never touch the file. DuckDB locks the file, so while the writer has 
 process can open it, not even read-only: ingest, close, then query. Within one process, a read-only
 and a read-write connection to the same file cannot coexist either.
 
-Idempotent ingest: `ingest_iteration(k, ...)` validates the shards (pandera on read; a shard whose
-sha256 the caller names in `validated`, because the stage that wrote it validated exactly that content,
-is read without validating it again when the file still has that hash) and the skill events built
-from the report (pandera on write), then in one transaction deletes every row of
-iteration k from every table and inserts the new rows into typed, keyed tables. Re-ingesting an iteration (a resumed run) never duplicates or
-loses a row; a failed ingest leaves the catalog exactly as it was.
+Idempotent ingest: `ingest(batch)` (or `ingest_iteration(k, ...)`, a batch of one) validates each
+iteration's shards (pandera on read; a shard whose sha256 the caller names in `validated`, because
+the stage that wrote it validated exactly that content, is read without validating it again when the
+file still has that hash) and the skill events built from its report (pandera on write), then in one
+transaction deletes every row of the batch's iterations from every table and inserts the new rows
+into typed, keyed tables, one INSERT per table. Re-ingesting an iteration (a resumed run) never
+duplicates or loses a row; a failed ingest leaves the catalog exactly as it was. A batch pays the
+per-call costs (a DuckDB statement, a pandera pass, a commit: ~1-13 ms each however few their rows)
+once, not per iteration: 10 default-scale iterations ingest in ~0.15 s, one at a time ~0.4 s. The
+flow ingests every pipeline.ingest_every iterations.
 
 Three views answer the usual questions; copy them into `duckdb runs/default/catalog.duckdb`:
 
@@ -33,7 +37,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -104,6 +109,26 @@ CREATE OR REPLACE VIEW problem_completions AS
 
 
 
+@dataclass(frozen=True)
+class IterationFiles:
+    """What one iteration's stages wrote for the catalog: its two shards, its evolution report (None:
+    no skill events) and the sha256s, by path, of the content its writers validated."""
+
+    iteration: int
+    rollouts: str | Path
+    rewards: str | Path
+    report: str | Path | None = None
+    validated: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoadedIteration:
+    """Rows bound for each table (the skill events not validated yet) and the file each came from."""
+
+    frames: dict[str, pyarrow.Table | pd.DataFrame]
+    sources: dict[str, str]
+
+
 class Catalog:
     """The run's DuckDB file; the writer creates missing tables and (re)creates the views."""
 
@@ -127,48 +152,63 @@ class Catalog:
         report_path: str | Path | None = None,
         validated: Mapping[str, str] | None = None,
     ) -> dict[str, int]:
-        """Replace iteration `iteration` in every table with the given shards and report; return rows inserted.
+        """Replace iteration `iteration` in every table with the given shards and report; return rows
+        inserted. One iteration of `ingest`, which documents the arguments and errors."""
+        return self.ingest([IterationFiles(iteration, rollouts_path, rewards_path, report_path, validated or {})])
 
-        `validated` maps shard paths to the sha256 of content already validated against its schema
-        (the writing stage's record); such a shard is read without validating it again when its
-        current hash matches, and validated as usual otherwise.
+    def ingest(self, batch: Sequence[IterationFiles]) -> dict[str, int]:
+        """Replace each iteration of `batch` in every table with its shards and report, all in one
+        transaction; return the rows inserted per table.
 
-        Raises SchemaError naming the file when a shard or the report is invalid, a row belongs to another
+        A file's `validated` sha256 (the writing stage's record of content it validated against its
+        schema) lets its shard be read without validating it again while the file still has that hash;
+        it is validated as usual otherwise.
+
+        Raises SchemaError naming the file when a shard or a report is invalid, a row belongs to another
         iteration, the rewards' rollout_ids differ from the rollouts', or a rollout_id is already stored
         under another iteration; the catalog is then left unchanged.
         """
         if self.read_only:
             raise PermissionError(f"{self.path}: catalog opened read-only; only the single writer ingests")
-        rollouts = read_shard(read_rollouts, ROLLOUTS_ARROW, rollouts_path, (validated or {}).get(str(rollouts_path)))
-        rewards = read_shard(read_rewards, REWARDS_ARROW, rewards_path, (validated or {}).get(str(rewards_path)))
-        check_iteration(rollouts.select(["iteration"]).to_pandas(), iteration, str(rollouts_path))
-        check_iteration(rewards.select(["iteration"]).to_pandas(), iteration, str(rewards_path))
-        check_pairing(rollouts, rewards, str(rollouts_path), str(rewards_path))
-        events = read_report(report_path, iteration) if report_path is not None else skill_events_from_report({}, iteration, "no report")
-        frames = {"rollouts": rollouts, "rewards": rewards, "skill_events": events}
-        sources = {"rollouts": str(rollouts_path), "rewards": str(rewards_path), "skill_events": str(report_path)}
-        self._in_transaction(lambda: self._replace(iteration, frames, sources))
-        return {table: len(frame) for table, frame in frames.items()}
+        if not batch:
+            return dict.fromkeys(TABLES, 0)
+        iterations = [files.iteration for files in batch]
+        if len(set(iterations)) != len(iterations):
+            raise SchemaError(f"{self.path}: one ingest names an iteration twice: {sorted(iterations)}")
+        loaded = [load_iteration(files) for files in batch]
+        validate_events(loaded)
+        try:
+            self._in_transaction(lambda: self._replace(iterations, [merge(loaded)]))
+        except SchemaError:
+            if len(loaded) > 1:  # the merged insert cannot name the file: again one iteration at a time, undone
+                self._in_transaction(lambda: self._replace(iterations, loaded), commit=False)
+            raise
+        return {table: sum(len(tables.frames[table]) for tables in loaded) for table in TABLES}
 
-    def _replace(self, iteration: int, frames: dict[str, pd.DataFrame | pyarrow.Table], sources: dict[str, str]) -> None:
+    def _replace(self, iterations: list[int], groups: list[LoadedIteration]) -> None:
+        """Delete the iterations' rows from every table, then insert each group's frames."""
         for table in TABLES:
-            self._con.execute(f"DELETE FROM {table} WHERE iteration = ?", [iteration])
-        for table, frame in frames.items():
-            self._con.register("incoming", frame)  # transactional: a rollback drops it too
-            try:
-                self._con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
-            except duckdb.ConstraintException as exc:
-                raise SchemaError(f"{sources[table]}: conflicts with rows already in {self.path} ({table}): {exc}") from exc
-            self._con.unregister("incoming")
+            self._con.execute(f"DELETE FROM {table} WHERE list_contains(?, iteration)", [iterations])
+        for group in groups:
+            for table, frame in group.frames.items():
+                self._con.register("incoming", frame)  # transactional: a rollback drops it too
+                try:
+                    self._con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+                except duckdb.ConstraintException as exc:
+                    raise SchemaError(f"{group.sources[table]}: conflicts with rows already in {self.path} ({table}): {exc}") from exc
+                self._con.unregister("incoming")
 
-    def _in_transaction(self, work: Callable[[], object]) -> None:
+    def _in_transaction(self, work: Callable[[], object], commit: bool = True) -> None:
         self._con.begin()
         try:
             work()
         except BaseException:
             self._con.rollback()
             raise
-        self._con.commit()
+        if commit:
+            self._con.commit()
+        else:
+            self._con.rollback()
 
     # ---- queries ----
     def pass_rate_by_family(self) -> pd.DataFrame:
@@ -254,8 +294,48 @@ def check_pairing(rollouts: pyarrow.Table, rewards: pyarrow.Table, rollouts_sour
         raise SchemaError(f"{rewards_source}: problem_id differs from {rollouts_source} for {len(differ)} rollouts (e.g. {differ[:5]})")
 
 
-def read_report(path: str | Path, iteration: int) -> pd.DataFrame:
-    """The skill events of an evolution report JSON file (validated); SchemaError names the file."""
+def load_iteration(files: IterationFiles) -> LoadedIteration:
+    """Read and check one iteration's shards and report; SchemaError names the file, row and field."""
+    rollouts = read_shard(read_rollouts, ROLLOUTS_ARROW, files.rollouts, files.validated.get(str(files.rollouts)))
+    rewards = read_shard(read_rewards, REWARDS_ARROW, files.rewards, files.validated.get(str(files.rewards)))
+    check_iteration(rollouts.select(["iteration"]).to_pandas(), files.iteration, str(files.rollouts))
+    check_iteration(rewards.select(["iteration"]).to_pandas(), files.iteration, str(files.rewards))
+    check_pairing(rollouts, rewards, str(files.rollouts), str(files.rewards))
+    events = report_events(files.report, files.iteration) if files.report is not None else skill_events_from_report({}, files.iteration, "no report")
+    return LoadedIteration(
+        frames={"rollouts": rollouts, "rewards": rewards, "skill_events": events},
+        sources={"rollouts": str(files.rollouts), "rewards": str(files.rewards), "skill_events": str(files.report)},
+    )
+
+
+def validate_events(loaded: Sequence[LoadedIteration]) -> None:
+    """Validate every report's skill events in one pandera pass (~13 ms however few rows: most of a
+    small iteration's ingest when paid per report); when that fails, report by report, so the
+    SchemaError names the file and row."""
+    try:
+        validate_skill_events(pd.concat([group.frames["skill_events"] for group in loaded], ignore_index=True), "the ingested reports")
+    except SchemaError:
+        for group in loaded:
+            validate_skill_events(group.frames["skill_events"], group.sources["skill_events"])
+        raise
+
+
+def merge(loaded: Sequence[LoadedIteration]) -> LoadedIteration:
+    """The iterations' rows as one frame per table: one INSERT per table for a whole batch."""
+    if len(loaded) == 1:
+        return loaded[0]
+    return LoadedIteration(
+        frames={
+            "rollouts": pyarrow.concat_tables([group.frames["rollouts"] for group in loaded]),
+            "rewards": pyarrow.concat_tables([group.frames["rewards"] for group in loaded]),
+            "skill_events": pd.concat([group.frames["skill_events"] for group in loaded], ignore_index=True),
+        },
+        sources={table: ", ".join(group.sources[table] for group in loaded) for table in TABLES},
+    )
+
+
+def report_events(path: str | Path, iteration: int) -> pd.DataFrame:
+    """The skill events of an evolution report JSON file, not validated yet; SchemaError names the file."""
     try:
         report = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -268,16 +348,16 @@ def read_report(path: str | Path, iteration: int) -> pd.DataFrame:
 
 
 def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd.DataFrame:
-    """Rows of `skill_events` from a `SkillBank.update` report; keys a report lacks (other co-evolvers) add none."""
+    """Rows of `skill_events` from a `SkillBank.update` report, typed but not validated (validate_events
+    does that for a whole batch); keys a report lacks (other co-evolvers) add none."""
     try:
         rows = [_event(iteration, sid, "created") for sid in report.get("new_candidates", [])]
         rows += [_event(iteration, e.get("id"), "measured", e.get("problem_id", ""), gap=e.get("gap")) for e in report.get("measured", [])]
         for event in ("admitted", "rejected", "promoted", "retired"):
             rows += [_event(iteration, e.get("id"), event, utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get(event, [])]
-        frame = pd.DataFrame(rows, columns=list(EVENT_DTYPES)).astype(EVENT_DTYPES)
+        return pd.DataFrame(rows, columns=list(EVENT_DTYPES)).astype(EVENT_DTYPES)
     except (AttributeError, TypeError, ValueError) as exc:
         raise SchemaError(f"{source}: malformed evolution report: {exc}") from exc
-    return validate_skill_events(frame, source)
 
 
 def _event(

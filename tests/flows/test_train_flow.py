@@ -91,3 +91,44 @@ def test_nightly_deployment_schedule_and_parameters(tmp_path):
     assert deployment.name == cfg.pipeline.deployment_name
     assert [s.schedule.cron for s in deployment.schedules] == [cfg.pipeline.schedule_cron]
     assert deployment.parameters["continue_latest"] is True
+
+
+def test_completed_task_runs_log_nothing_but_retries_and_failures_do(prefect_server):
+    """flows.CompletedTaskRuns drops only Prefect's "Finished in state Completed()" line."""
+    import logging
+
+    from prefect import flow, task
+
+    import flows
+
+    messages: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger = logging.getLogger("prefect.task_runs")
+    logger.addHandler(handler)
+    attempts = []
+
+    @task(retries=1, retry_delay_seconds=0)
+    def flaky() -> int:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("transient")
+        return 1
+
+    @task
+    def failing() -> None:
+        raise ValueError("broken")
+
+    @flow
+    def stages() -> None:
+        flaky()
+        failing(return_state=True)
+
+    try:
+        stages()
+    finally:
+        logger.removeHandler(handler)
+    assert any(isinstance(f, flows.CompletedTaskRuns) for f in logger.filters)
+    assert flows.COMPLETED not in messages
+    assert any("Retry 1/1" in m for m in messages)
+    assert any(m.startswith("Finished in state Failed(") for m in messages)

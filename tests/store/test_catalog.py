@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from coevo.coevolvers import SkillBank, SkillDraft
 from coevo.config import CoevolverConfig, SkillBankConfig
 from coevo.io import hash_file
-from coevo.store.catalog import TABLES, Catalog
+from coevo.store.catalog import TABLES, Catalog, IterationFiles
 from coevo.store.query_cli import query_app
 from schemas import SchemaError, write_rewards, write_rollouts
 
@@ -183,16 +183,38 @@ def _bad_report(directory: Path) -> tuple[tuple[Path, ...], str]:
     return paths, str(paths[2])
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["alone", "in-a-batch"])
 @pytest.mark.parametrize("broken", [_unpaired, _invalid_rollouts, _other_iteration, _clashing_rollout_id, _bad_report])
-def test_failed_ingest_names_the_file_and_changes_nothing(run_dir, broken):
+def test_failed_ingest_names_the_file_and_changes_nothing(run_dir, broken, batched):
+    """Alone, or after a valid iteration in one batch (one merged INSERT per table): the error still
+    names the broken iteration's file, and the valid iteration is not ingested either."""
     path = run_dir / "catalog.duckdb"
     before = snapshot(path)
     paths, culprit = broken(run_dir / "broken")
+    batch = [IterationFiles(1, *write_iteration(run_dir / "valid", 1))] if batched else []
     with Catalog(path) as cat:
         with pytest.raises(SchemaError, match=culprit):
-            cat.ingest_iteration(2, *paths)
+            cat.ingest([*batch, IterationFiles(2, *paths)])
         assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7}
     assert_same(snapshot(path), before)
+
+
+def test_a_batch_ingests_as_its_iterations_one_by_one(run_dir, tmp_path):
+    """One transaction for a batch holds exactly the rows of ingesting each iteration alone (run_dir)."""
+    batch = [IterationFiles(iteration, *write_iteration(tmp_path / "shards", iteration)) for iteration in (1, 2)]
+    with Catalog(tmp_path / "batched.duckdb") as cat:
+        assert cat.ingest(batch) == {"rollouts": 13, "rewards": 13, "skill_events": 7}
+        assert cat.ingest(batch) == {"rollouts": 13, "rewards": 13, "skill_events": 7}  # idempotent
+        assert cat.ingest([]) == {"rollouts": 0, "rewards": 0, "skill_events": 0}
+    assert_same(snapshot(tmp_path / "batched.duckdb"), snapshot(run_dir / "catalog.duckdb"))
+
+
+def test_a_batch_naming_an_iteration_twice_is_rejected(tmp_path):
+    files = IterationFiles(1, *write_iteration(tmp_path, 1))
+    with Catalog(tmp_path / "catalog.duckdb") as cat:
+        with pytest.raises(SchemaError, match=r"names an iteration twice: \[1, 1\]"):
+            cat.ingest([files, files])
+        assert cat.counts() == {"rollouts": 0, "rewards": 0, "skill_events": 0}
 
 
 def test_shards_validated_on_write_are_not_validated_again(tmp_path, monkeypatch):
