@@ -6,8 +6,9 @@ iteration over 3 families, groups of 16 per problem, 30% of rows with one skill 
 prompt and ~3 completion tokens, and a skill-bank report per iteration (created / measured /
 admitted / retired events). Shards are generated in chunks, so 10M rows never sit in memory at once.
 
-Ingest goes through `Catalog.ingest_iteration` as the flow's ingest task calls it: each shard's
-sha256 is passed as validated on write, so pandera does not run again. The first shard of each
+Ingest goes through `Catalog.ingest_iteration`, one shard per call, with the validation the flow's
+ingest task uses (the flow batches pipeline.ingest_every iterations per `Catalog.ingest` call): each
+shard's sha256 is passed as validated on write, so pandera does not run again. The first shard of each
 catalog is also validated in full (read_rollouts / read_rewards), and its rate is reported, because
 that is what a shard the catalog cannot trust costs. Then each documented query runs `--repeats`
 times on the closed catalog, opened read-only as `coevo query` opens it (median seconds):

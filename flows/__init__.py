@@ -34,5 +34,4 @@ class CompletedTaskRuns(logging.Filter):
         return not (record.levelno == logging.INFO and record.msg == COMPLETED)
 
 
-if not any(isinstance(f, CompletedTaskRuns) for f in logging.getLogger("prefect.task_runs").filters):
-    logging.getLogger("prefect.task_runs").addFilter(CompletedTaskRuns())
+logging.getLogger("prefect.task_runs").addFilter(CompletedTaskRuns())

@@ -108,7 +108,6 @@ CREATE OR REPLACE VIEW problem_completions AS
 """
 
 
-
 @dataclass(frozen=True)
 class IterationFiles:
     """What one iteration's stages wrote for the catalog: its two shards, its evolution report (None:

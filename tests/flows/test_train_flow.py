@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import mlflow
 import torch
+from prefect import flow, task
 from safetensors.torch import load_file
 
+import flows
 from coevo.stages import RunLayout
 from coevo.store.catalog import Catalog
 from coevo.store.lineage import verify_lineage
@@ -95,12 +98,6 @@ def test_nightly_deployment_schedule_and_parameters(tmp_path):
 
 def test_completed_task_runs_log_nothing_but_retries_and_failures_do(prefect_server):
     """flows.CompletedTaskRuns drops only Prefect's "Finished in state Completed()" line."""
-    import logging
-
-    from prefect import flow, task
-
-    import flows
-
     messages: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: messages.append(record.getMessage())
