@@ -39,6 +39,7 @@ class ProblemsConfig(Strict):
     max_digits: int = Field(1, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits).")
     n_train: int = Field(6000, ge=1, description="Training problems generated (RL sees them with answers hidden; bootstrap uses its families).")
     n_test: int = Field(150, ge=1, description="Held-out problems, spread evenly over families and levels.")
+    question_style: Literal["equation", "words"] = Field("equation", description="How arithmetic problems are asked: 'equation' (\"22*61=\", the tiny policy's layout) or 'words' (\"What is 22 * 61?\", for instruct models); same operands and answers.")
 
     @model_validator(mode="after")
     def _check(self) -> ProblemsConfig:

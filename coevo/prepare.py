@@ -15,7 +15,7 @@ def build_splits(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The splits params.yaml describes: generated arithmetic, or a user file (validated, nothing written)."""
     problems = cfg.problems
     if problems.source == "arithmetic":
-        return generate_arithmetic(list(problems.families), cfg.levels, problems.n_train, problems.n_test, cfg.seed)
+        return generate_arithmetic(list(problems.families), cfg.levels, problems.n_train, problems.n_test, cfg.seed, problems.question_style)
     frame = load_problem_file(problems.path)
     if problems.test_path is not None:
         return frame, load_problem_file(problems.test_path)

@@ -26,10 +26,16 @@ FAMILIES = {"add": ("+", np.add), "sub": ("-", np.subtract), "mul": ("*", np.mul
 _FAMILY_CODE = {"add": 0, "sub": 1, "mul": 2}  # fixed, so seeds do not depend on list order
 MAX_LEVEL = 9  # a 9-digit product still fits in int64
 COLUMNS = ["id", "family", "level", "prompt", "answer"]
+# How a problem is asked: the tiny policy's equation ("22*61=", its tokens are characters) or a question
+# an instruct model reads as one ("What is 22 * 61?"); the operands and answers are the same.
+QUESTION_STYLES = {
+    "equation": lambda a, symbol, b: f"{a}{symbol}{b}=",
+    "words": lambda a, symbol, b: f"What is {a} {symbol} {b}?",
+}
 
 
 def generate_arithmetic(
-    families: list[str], levels: list[int], n_train: int, n_test: int, seed: int
+    families: list[str], levels: list[int], n_train: int, n_test: int, seed: int, style: str = "equation"
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train and test problem frames, spread evenly over the family x level cells.
 
@@ -37,6 +43,8 @@ def generate_arithmetic(
     test split is smaller than asked and a warning says so.
     """
     _check_args(families, levels, n_train, n_test)
+    if style not in QUESTION_STYLES:
+        raise ValueError(f"arithmetic question style must be one of {sorted(QUESTION_STYLES)}; got {style!r}")
     cells = [(family, level) for family in families for level in levels]
     test_quota = _fill_evenly(n_test, [_pair_space(level) // 2 for _, level in cells])
     if sum(test_quota) < n_test:
@@ -48,8 +56,8 @@ def generate_arithmetic(
         test_idx = rng.choice(_pair_space(level), size=k_test, replace=False)
         closed = _pair_space(level) <= k_train
         train_idx = _sample_excluding(rng, _pair_space(level), k_train, test_idx[:0] if closed else test_idx)
-        test_parts.append(_frame(family, level, test_idx, prefix="t-"))
-        train_parts.append(_frame(family, level, train_idx, prefix=""))
+        test_parts.append(_frame(family, level, test_idx, "t-", style))
+        train_parts.append(_frame(family, level, train_idx, "", style))
     return _concat(train_parts), _concat(test_parts)
 
 
@@ -109,7 +117,7 @@ def _sample_excluding(rng: np.random.Generator, space: int, size: int, excluded:
     return out
 
 
-def _frame(family: str, level: int, pair_idx: np.ndarray, prefix: str) -> pd.DataFrame:
+def _frame(family: str, level: int, pair_idx: np.ndarray, prefix: str, style: str) -> pd.DataFrame:
     low, count = _operand_range(level)
     a = low + pair_idx // count
     b = low + pair_idx % count
@@ -120,7 +128,7 @@ def _frame(family: str, level: int, pair_idx: np.ndarray, prefix: str) -> pd.Dat
             "id": [f"{prefix}{family}-{level}-{i:06d}" for i in range(len(pair_idx))],
             "family": family,
             "level": np.full(len(pair_idx), level, dtype=np.int64),
-            "prompt": [f"{x}{symbol}{y}=" for x, y in zip(a.tolist(), b.tolist())],
+            "prompt": [QUESTION_STYLES[style](x, symbol, y) for x, y in zip(a.tolist(), b.tolist())],
             "answer": [str(r) for r in result.tolist()],
         },
         columns=COLUMNS,

@@ -122,3 +122,18 @@ def test_write_splits_writes_validated_parquet(tmp_path):
     pd.testing.assert_frame_equal(read_problems(paths["train"]), train)
     pd.testing.assert_frame_equal(read_problems(paths["test"]), test)
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["test.parquet", "train.parquet"]
+
+
+def test_words_style_asks_the_same_problems_as_questions():
+    equation = generate_arithmetic(FAMILIES, [2], 90, 30, seed=5)
+    words = generate_arithmetic(FAMILIES, [2], 90, 30, seed=5, style="words")
+    for eq, wd in zip(equation, words):
+        pd.testing.assert_frame_equal(eq.drop(columns="prompt"), wd.drop(columns="prompt"))
+        asked = wd["prompt"].str.extract(r"^What is (\d+) ([+\-*]) (\d+)\?$")
+        assert not asked.isna().any().any()
+        assert (asked[0] + asked[1] + asked[2] + "=").tolist() == eq["prompt"].tolist()
+
+
+def test_unknown_question_style_is_rejected():
+    with pytest.raises(ValueError, match="question style must be one of"):
+        generate_arithmetic(FAMILIES, [1], 10, 2, seed=0, style="latex")
