@@ -110,7 +110,7 @@ def import_gguf(gguf_path: str | Path, out_dir: str | Path, *, force: bool = Fal
 
 
 def _check_out_dir(out_dir: Path, force: bool) -> None:
-    if out_dir.is_file() or (out_dir.exists() and not out_dir.is_dir()):
+    if out_dir.exists() and not out_dir.is_dir():
         raise ModelImportError(f"--out {out_dir}: exists and is not a directory")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
         raise ModelImportError(f"--out {out_dir}: directory exists and is not empty; choose another --out or pass --force to replace it")
