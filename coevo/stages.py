@@ -266,6 +266,7 @@ def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, da
         dvc_md5=data["dvc_md5"],
         params=cfg.model_dump(mode="json"),
         checkpoint_dir=RunLayout(cfg.run.out_dir).checkpoint(it),
+        source=cfg.policy.checkpoint if it == 0 else None,  # the bootstrap copies the user's checkpoint
     )
 
 

@@ -5,6 +5,8 @@ Each checkpoint's coevo.json carries a "lineage" record (built by `lineage_recor
 it trained on, the content hash of the co-evolver version, the sha256 of every problem data file (and
 DVC's md5 of the data dir when DVC tracks it), the sha256 of the canonical JSON of the validated
 params (with the values themselves), and the code version (git commit, dirty flag, coevo version).
+The bootstrap's record also names the user checkpoint it was copied from ("source", policy.checkpoint)
+with that directory's `import.json` when `coevo import-model` wrote it (source GGUF sha256, package).
 
 Paths inside the run directory are stored relative to it, and the run directory relative to the
 checkpoint ("run_dir", normally "../.."), so a whole run directory can be moved and still verify;
@@ -15,6 +17,8 @@ Departures from "recompute every hash":
 1. DVC's md5 is recorded, not recomputed (the data files' own sha256 are checked instead).
 2. A checkpoint's trainer_state.pt is not checked: save_checkpoint leaves it out of "files" (it is
    training state, and the pipeline deletes it from all but the newest checkpoint).
+3. Of a source checkpoint only an imported one is checked (its weights against its import record);
+   the GGUF file it was converted from is recorded, not rehashed (it may live in a package).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from coevo.coevolvers.base import MANIFEST, content_hash, read_manifest
 from coevo.io import hash_bytes, hash_file
 from coevo.policy.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
+from coevo.policy.import_model import read_import_record
 from coevo.tracking.dvc import dvc_dir_md5
 
 MODEL_URI = "models:/"
@@ -61,9 +66,11 @@ def lineage_record(
     dvc_md5: str | None,
     params: dict,
     checkpoint_dir: Path | None = None,
+    source: Path | None = None,
 ) -> dict:
     """The lineage record of the checkpoint of `iteration`, to be saved at `checkpoint_dir`
-    (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk."""
+    (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk.
+    `source`: the user checkpoint (policy.checkpoint) the bootstrap was copied from, if any."""
     run_dir = Path(run_dir).resolve()
     target = Path(checkpoint_dir).resolve() if checkpoint_dir else run_dir / "checkpoints" / f"iter_{iteration:04d}"
     if "dvc_md5" in data:
@@ -78,6 +85,7 @@ def lineage_record(
         "data": {**{name: _file_entry(run_dir, path) for name, path in sorted(data.items())}, "dvc_md5": dvc_md5},
         "params": {"sha256": params_hash(params), "values": params},
         "code": code_version(),
+        "source": None if source is None else _source_entry(run_dir, Path(source)),
     }
 
 
@@ -120,6 +128,11 @@ def _coevolver_entry(run_dir: Path, directory: Path | None) -> dict | None:
         return None
     manifest = read_manifest(directory)
     return {"path": _store(run_dir, directory), "content_hash": manifest["content_hash"], "kind": manifest["kind"]}
+
+
+def _source_entry(run_dir: Path, directory: Path) -> dict:
+    """Where the bootstrap's weights came from, with the `coevo import-model` record when it has one."""
+    return {"path": _store(run_dir, directory), "import": read_import_record(directory)}
 
 
 def _weights_hash(checkpoint: Path) -> str:
@@ -252,6 +265,7 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
     if record.get("coevolver"):
         found += _check_coevolver(locate(checkpoint, record, record["coevolver"]["path"]), record["coevolver"], hashes)
     found += _check_data(checkpoint, record, hashes)
+    found += _check_source(checkpoint, record, hashes)
     actual_params = params_hash(record["params"]["values"])
     if actual_params != record["params"]["sha256"]:
         found.append(Mismatch(str(checkpoint / META), "params", record["params"]["sha256"], actual_params))
@@ -270,6 +284,14 @@ def _check_data(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Mismatc
         if actual != data["dvc_md5"]:
             found.append(Mismatch(str(directory), "data (DVC hash)", data["dvc_md5"], actual))
     return found
+
+
+def _check_source(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Mismatch]:
+    """An imported source checkpoint's weights against its import record (other sources are only named)."""
+    source = record.get("source") or {}
+    if not source.get("import"):
+        return []
+    return _check_file(locate(checkpoint, record, source["path"]) / WEIGHTS, source["import"]["weights_sha256"], "source checkpoint", hashes)
 
 
 def _check_coevolver(directory: Path, entry: dict, hashes: _Hashes) -> list[Mismatch]:

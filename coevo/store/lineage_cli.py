@@ -75,6 +75,8 @@ def _details(record: dict) -> list[tuple[str, str]]:
     if record["data"].get("dvc_md5"):
         rows.append(("data dvc md5", record["data"]["dvc_md5"]))
     rows.append(("params", _short(record["params"]["sha256"])))
+    if record.get("source"):
+        rows.append(("source", _source_line(record["source"])))
     dirty = " (dirty)" if code.get("git_dirty") else ""
     rows.append(("code", f"git {_short(code.get('git_commit'))}{dirty}  coevo {code.get('coevo_version')}"))
     return rows
@@ -87,6 +89,15 @@ def print_mismatches(mismatches: list[Mismatch], checked: int) -> None:
     console.print(Text(f"{len(mismatches)} mismatch(es):", style="red"))
     for m in mismatches:
         console.print(Text.assemble((m.what, "bold"), f": {m.path}\n  expected {m.expected}\n  actual   {m.actual}"))
+
+
+def _source_line(source: dict) -> str:
+    imported = source.get("import")
+    if not imported:
+        return source["path"]
+    package = imported.get("package")
+    origin = f"{package['name']} {package['version']}" if package else imported["source"]["path"]
+    return f"{source['path']}  imported from GGUF {_short(imported['source']['sha256'])} ({origin})"
 
 
 def _short(digest: str | None) -> str:
