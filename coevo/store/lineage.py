@@ -4,7 +4,8 @@ Each checkpoint's coevo.json carries a "lineage" record (built by `lineage_recor
 `save_checkpoint` in its meta): the sha256 of its parent's weights, of the rollouts and rewards shards
 it trained on, the content hash of the co-evolver version, the sha256 of every problem data file (and
 DVC's md5 of the data dir when DVC tracks it), the sha256 of the canonical JSON of the validated
-params (with the values themselves), and the code version (git commit, dirty flag, coevo version).
+params (with the values themselves), the code version (git commit, dirty flag, coevo version), and
+the source file and sha256 of each reward plugin the params name (`reward_plugins`).
 
 Paths inside the run directory are stored relative to it, and the run directory relative to the
 checkpoint ("run_dir", normally "../.."), so a whole run directory can be moved and still verify;
@@ -61,9 +62,11 @@ def lineage_record(
     dvc_md5: str | None,
     params: dict,
     checkpoint_dir: Path | None = None,
+    reward_plugins: list[dict] | None = None,
 ) -> dict:
     """The lineage record of the checkpoint of `iteration`, to be saved at `checkpoint_dir`
-    (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk."""
+    (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk, except
+    the reward plugins' ({"function", "path", "sha256"}: their source when imported, coevo/rewards.py)."""
     run_dir = Path(run_dir).resolve()
     target = Path(checkpoint_dir).resolve() if checkpoint_dir else run_dir / "checkpoints" / f"iter_{iteration:04d}"
     if "dvc_md5" in data:
@@ -78,6 +81,7 @@ def lineage_record(
         "data": {**{name: _file_entry(run_dir, path) for name, path in sorted(data.items())}, "dvc_md5": dvc_md5},
         "params": {"sha256": params_hash(params), "values": params},
         "code": code_version(),
+        "reward_plugins": [{**plugin, "path": plugin["path"] and _store(run_dir, Path(plugin["path"]))} for plugin in reward_plugins or []],
     }
 
 
@@ -252,6 +256,9 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
     if record.get("coevolver"):
         found += _check_coevolver(locate(checkpoint, record, record["coevolver"]["path"]), record["coevolver"], hashes)
     found += _check_data(checkpoint, record, hashes)
+    for plugin in record.get("reward_plugins", []):
+        if plugin["path"]:
+            found += _check_file(locate(checkpoint, record, plugin["path"]), plugin["sha256"], f"reward plugin {plugin['function']}", hashes)
     actual_params = params_hash(record["params"]["values"])
     if actual_params != record["params"]["sha256"]:
         found.append(Mismatch(str(checkpoint / META), "params", record["params"]["sha256"], actual_params))
