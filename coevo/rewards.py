@@ -108,6 +108,7 @@ def load_plugin(spec: str) -> tuple[Callable, dict]:
     cwd = str(Path.cwd())
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
+    importlib.invalidate_caches()  # a module file written since the last import is seen
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
@@ -116,7 +117,7 @@ def load_plugin(spec: str) -> tuple[Callable, dict]:
     if function is None:
         raise RewardError(f"module {module_name!r} ({getattr(module, '__file__', 'built in')}) has no attribute {attribute!r}")
     if not callable(function):
-        raise RewardError(f"{spec} is a {type(function).__name__}, not a function")
+        raise RewardError(f"{spec} is not callable (it is a {type(function).__name__})")
     path = _source_file(function, module)
     return function, {"function": spec, "path": path, "sha256": hash_file(path) if path else None}
 
