@@ -6,7 +6,8 @@ Which path (`check_answer`):
   (rules below) is compared exactly with the answer (verifier name `math_exact`).
 - Otherwise (fractions, decimals, LaTeX answers, a box holding an expression such as
   \\boxed{\\frac{6}{2}}): math-verify parses and compares them (coevo/problems/symbolic.py,
-  verifier name `math_verify`). On integer pairs both paths agree; the fast path is ~100x faster.
+  verifier name `math_verify`). On integers stated as a number both paths agree; the fast path gave
+  ~48k verdicts/s against math-verify's ~750 on one rollout batch (bench/verifier.py).
 
 Extraction rules (`extract_final_number`):
 1. If the text contains `\\boxed{...}`, only the content of the last one is searched (braces may nest);
