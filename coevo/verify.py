@@ -26,6 +26,7 @@ from coevo.problems.verifier import MathVerifier
 from coevo.registry import Registry
 from coevo.rewards import combine, reward_terms
 from coevo.types import Reward
+from schemas.rewards import COMPONENTS
 
 FamilyVerifier = Callable[[pd.DataFrame, Sequence[str], Config], list[Reward]]
 FAMILY_VERIFIERS = Registry("family verifier")
@@ -86,6 +87,6 @@ def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config 
             "passed": [r.passed for r in results],
             "verifier": [r.verifier for r in results],
             "details": [r.details for r in results],
-            "components": [json.dumps(r.components, separators=(",", ":")) for r in results],
+            COMPONENTS: [json.dumps(r.components, separators=(",", ":")) for r in results],
         }
     )

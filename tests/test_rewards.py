@@ -224,3 +224,20 @@ def test_a_run_with_a_plugin_keeps_components_metrics_and_the_plugin_in_lineage(
     (tmp_path / f"{plugin}.py").write_text(PLUGIN + "\n# edited after training\n")
     [changed] = verify_lineage(checkpoint)  # recorded by the checkpoint and the bootstrap, reported once
     assert (changed.what, changed.path, changed.expected) == (f"reward plugin {plugin}:shortness", recorded["path"], recorded["sha256"])
+
+
+def test_a_catalog_made_before_the_components_column_gains_it(tmp_path):
+    import duckdb
+
+    from coevo.store.catalog import Catalog
+
+    path = tmp_path / "catalog.duckdb"
+    with duckdb.connect(str(path)) as con:  # the rewards table as catalogs were created before
+        con.execute(
+            "CREATE TABLE rewards (rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT NULL,"
+            " reward DOUBLE NOT NULL, passed BOOLEAN NOT NULL, verifier VARCHAR NOT NULL, details VARCHAR NOT NULL)"
+        )
+        con.execute("INSERT INTO rewards VALUES ('r0', 1, 'p0', 1.0, true, 'math_exact', '')")
+    Catalog(path).close()
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.sql("SELECT rollout_id, components FROM rewards").fetchall() == [("r0", "{}")]
