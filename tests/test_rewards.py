@@ -241,3 +241,11 @@ def test_a_catalog_made_before_the_components_column_gains_it(tmp_path):
     Catalog(path).close()
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.sql("SELECT rollout_id, components FROM rewards").fetchall() == [("r0", "{}")]
+
+
+def test_format_reward_wants_a_closed_box_or_a_closed_fence():
+    from coevo.rewards import format_reward
+
+    completions = ["\\boxed{12}", "\\boxed{12", "\\boxed{ }", "12", "```python\ndef f():\n    return 1\n```", "```python\ndef f():", "def f(): return 1"]
+    families = ["add"] * 4 + ["humaneval"] * 3
+    assert format_reward(completions, family=families) == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
