@@ -7,11 +7,12 @@ the properties at the bottom of `Config` (labelled "derived").
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Family = Literal["add", "sub", "mul"]
 
@@ -248,6 +249,22 @@ class CodeConfig(Strict):
     warm_start_batch: int = Field(32, ge=1, description="Demonstrations per warm-start step.")
 
 
+_BUILTIN_NAME = re.compile(r"[A-Za-z_]\w*")
+_PLUGIN_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+_METRIC_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+class RewardEntry(Strict):
+    function: str = Field(description="A built-in reward ('verifier': each problem family's verifier, whose verdict is `passed`; 'format': 1.0 when the completion holds a closed \\boxed{} (math) or a closed ``` fence (code)) or a plugin 'module:function', imported from the working directory or the installed packages and called as f(completions, **columns) -> list[float | None] (the contract of TRL's reward_funcs; coevo/rewards.py).")
+    weight: float = Field(1.0, allow_inf_nan=False, description="Weight of this reward in a completion's total reward (the weighted sum; a None value adds nothing).")
+    name: str | None = Field(None, description="Name of this reward in the rewards table's `components` and the verify/reward/<name> metric; null = the built-in's name or the plugin function's name.")
+
+    @property
+    def label(self) -> str:
+        """The reward's name: `name`, else the built-in's name or the plugin function's name."""
+        return self.name or self.function.rpartition(":")[2]
+
+
 class Config(Strict):
     seed: int = Field(0, description="Seeds problem generation, model init, sampling and data order.")
     run: RunConfig = Field(default_factory=RunConfig, description="Where outputs go and how long to train.")
@@ -264,6 +281,22 @@ class Config(Strict):
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule.")
     code: CodeConfig = Field(default_factory=CodeConfig, description="Code problems: sandbox, warm start, CURE rewards, test bank and the code loop.")
+    rewards: list[RewardEntry] = Field(default_factory=lambda: [RewardEntry(function="verifier")], min_length=1, description="Reward functions of the verification stage, each with a weight; a completion's reward is their weighted sum and each value is kept in the rewards table (coevo/rewards.py). The default is the family verifier alone.")
+    rewards_pass_threshold: float = Field(1.0, allow_inf_nan=False, description="Without a 'verifier' entry in `rewards`, a completion passes when its total reward is at least this; with one, `passed` is the verifier's verdict whatever its weight.")
+
+    @field_validator("rewards")
+    @classmethod
+    def _check_rewards(cls, rewards: list[RewardEntry]) -> list[RewardEntry]:
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(rewards):
+            if not (_BUILTIN_NAME.fullmatch(entry.function) or _PLUGIN_PATH.fullmatch(entry.function)):
+                raise ValueError(f"rewards[{i}].function: {entry.function!r} is neither a built-in reward name nor 'module:function' (e.g. 'my_rewards:length_penalty')")
+            if not _METRIC_NAME.fullmatch(entry.label):
+                raise ValueError(f"rewards[{i}].name: {entry.label!r} may hold only letters, digits, '_', '.' and '-' (it names a metric)")
+            if entry.label in seen:
+                raise ValueError(f"rewards[{i}].name: {entry.label!r} is already the name of rewards[{seen[entry.label]}]; give one of them a distinct `name`")
+            seen[entry.label] = i
+        return rewards
 
     # ---- derived (the only place values are computed from several fields) ----
     @property

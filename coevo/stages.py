@@ -45,6 +45,7 @@ from coevo.policy.checkpoint import (
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
+from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import run_rollouts
 from coevo.sampler import ProblemSampler
 from coevo.seeding import derive_seed
@@ -52,7 +53,7 @@ from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
 from coevo.verify import verify_rollouts
 from schemas.problems import read_problems
-from schemas.rewards import read_rewards, write_rewards
+from schemas.rewards import COMPONENTS, read_rewards, write_rewards
 from schemas.rollouts import read_rollouts, write_rollouts
 
 
@@ -122,8 +123,13 @@ def problems(path: str | Path) -> pd.DataFrame:
 
 
 def prepare_stage(cfg: Config) -> dict:
-    """The problem splits as {"train"|"test": {"path", "sha256"}, "dvc_md5": DVC's hash of the data dir}."""
-    prepare_problems(cfg)
+    """The problem splits as {"train"|"test": {"path", "sha256"}, "dvc_md5": DVC's hash of the data dir}.
+
+    The `rewards:` plugins are imported first and probed on the training split (coevo/rewards.py):
+    a broken one stops the run before anything is written or any rollout is spent."""
+    reward_terms(cfg)
+    train, _ = prepare_problems(cfg)
+    check_rewards(cfg, train)
     data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}
     return {
         **{name: {"path": str(path), "sha256": hash_file(path)} for name, path in data.items()},
@@ -267,6 +273,7 @@ def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, da
         params=cfg.model_dump(mode="json"),
         checkpoint_dir=RunLayout(cfg.run.out_dir).checkpoint(it),
         source=cfg.policy.checkpoint if it == 0 else None,  # the bootstrap copies the user's checkpoint
+        reward_plugins=reward_sources(cfg),
     )
 
 
@@ -281,6 +288,8 @@ def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
     joined = rollouts[["rollout_id", "family"]].merge(rewards, on="rollout_id")
     metrics = {"verify/reward_mean": float(joined["reward"].mean()), "verify/pass_rate": float(joined["passed"].mean())}
     metrics.update({f"verify/pass_rate/{f}": float(g["passed"].mean()) for f, g in joined.groupby("family")})
+    components = pd.DataFrame([json.loads(text) for text in rewards[COMPONENTS]], dtype=float)  # None -> NaN: skipped by mean
+    metrics.update({f"verify/reward/{name}": float(column.mean()) for name, column in components.items()})
     return metrics
 
 

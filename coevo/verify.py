@@ -6,13 +6,16 @@ families (coevo.code.verifier.CODE_FAMILIES) run the completion's program agains
 in the sandbox configured by code.sandbox. An entry is `score(problem_rows, completions, cfg) ->
 list[Reward]`, where the rows are problems-table rows of that family, one per completion.
 
-`score_rows` is the one place a completion meets its verifier: the verification stage
-(`verify_rollouts`) and the held-out evaluation (coevo/evaluate.py) both call it, so a problem is
-judged the same way in training and in evaluation.
+`family_verdicts` is the built-in reward `verifier` of `rewards:` (coevo/rewards.py), beside
+`format` and user plugins; `score_rows` is the one place a completion meets the run's rewards: the
+verification stage (`verify_rollouts`) and the held-out evaluation (coevo/evaluate.py) both call it,
+so a problem is judged the same way in training and in evaluation. The default `rewards:` is
+`verifier` alone with weight 1, so each reward is exactly its family verifier's.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -21,7 +24,9 @@ from coevo.code.verifier import CODE_FAMILIES, score_problem_rows
 from coevo.config import Config
 from coevo.problems.verifier import MathVerifier
 from coevo.registry import Registry
+from coevo.rewards import combine, reward_terms
 from coevo.types import Reward
+from schemas.rewards import COMPONENTS
 
 FamilyVerifier = Callable[[pd.DataFrame, Sequence[str], Config], list[Reward]]
 FAMILY_VERIFIERS = Registry("family verifier")
@@ -40,14 +45,22 @@ def verifier_for(family: str) -> FamilyVerifier:
     return FAMILY_VERIFIERS[family] if family in FAMILY_VERIFIERS.names() else score_math
 
 
-def score_rows(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
-    """One reward per (problems-table row, completion) pair, in order, each by its family's verifier.
+def score_rows(problems: pd.DataFrame, completions: Sequence[str], cfg: Config, prompts: Sequence[str] | None = None) -> list[Reward]:
+    """One reward per (problems-table row, completion) pair, in order: the weighted sum of `rewards:`
+    (each value in `components`), `passed` by the `verifier` entry (coevo/rewards.py). `prompts`: the
+    full prompts the policy saw (default: the rows' bare prompts), passed to plugins."""
+    if len(problems) != len(completions):
+        raise ValueError(f"score_rows: {len(problems)} problem rows but {len(completions)} completions")
+    prompts = list(problems["prompt"]) if prompts is None else prompts
+    return combine(reward_terms(cfg), problems, completions, prompts, cfg.rewards_pass_threshold)
+
+
+def family_verdicts(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
+    """One verdict per (problems-table row, completion) pair, in order, each by its family's verifier.
 
     Rows are grouped by verifier, not by family, so every code sample of a batch runs in one
     parallel sandbox call whatever its family.
     """
-    if len(problems) != len(completions):
-        raise ValueError(f"score_rows: {len(problems)} problem rows but {len(completions)} completions")
     groups: dict[FamilyVerifier, list[int]] = {}
     for position, family in enumerate(problems["family"]):
         groups.setdefault(verifier_for(str(family)), []).append(position)
@@ -63,7 +76,8 @@ def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config 
     """One rewards row per rollout (schemas/rewards.py), same order. `cfg` is the run's config (its
     code.sandbox runs code problems); None means the defaults of coevo.config."""
     rows = problems.set_index("id").loc[rollouts["problem_id"]].reset_index()
-    results = score_rows(rows, list(rollouts["completion"]), cfg or Config())
+    prompts = list(rollouts["prompt"]) if "prompt" in rollouts.columns else None
+    results = score_rows(rows, list(rollouts["completion"]), cfg or Config(), prompts)
     return pd.DataFrame(
         {
             "rollout_id": rollouts["rollout_id"].to_numpy(),
@@ -73,5 +87,6 @@ def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config 
             "passed": [r.passed for r in results],
             "verifier": [r.verifier for r in results],
             "details": [r.details for r in results],
+            COMPONENTS: [json.dumps(r.components, separators=(",", ":")) for r in results],
         }
     )

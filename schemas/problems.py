@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,19 @@ def _non_blank(error: str) -> pa.Check:
     return pa.Check(lambda s: s.str.strip().str.len() > 0, error=error)
 
 
+EXTRA = "user_fields"  # the optional column of a user file's other fields
+
+
+def _json_object() -> pa.Check:
+    def check(text: str) -> bool:
+        try:
+            return isinstance(json.loads(text), dict)
+        except ValueError:
+            return False
+
+    return pa.Check(check, element_wise=True, error="not a JSON object")
+
+
 PROBLEMS_SCHEMA = pa.DataFrameSchema(
     {
         "id": pa.Column(str, unique=True, description="Stable problem id."),
@@ -22,6 +36,7 @@ PROBLEMS_SCHEMA = pa.DataFrameSchema(
         "level": pa.Column(int, pa.Check.ge(0), description="Difficulty level (operand digits for arithmetic)."),
         "prompt": pa.Column(str, _non_blank("empty prompt"), description="The bare question shown to the policy."),
         "answer": pa.Column(str, _non_blank("empty answer"), description="The reference answer."),
+        EXTRA: pa.Column(str, _json_object(), required=False, description="Optional: a user file's other fields, as one JSON object per row; reward plugins receive each as a column (coevo/rewards.py)."),
     },
     strict=True,
     name="problems",
@@ -47,4 +62,5 @@ def read_problems(path: str | Path) -> pd.DataFrame:
 
 
 def write_problems(path: str | Path, frame: pd.DataFrame) -> None:
-    write_table(PROBLEMS_SCHEMA, PROBLEMS_ARROW, path, frame)
+    arrow = PROBLEMS_ARROW.append(pyarrow.field(EXTRA, pyarrow.string())) if EXTRA in frame.columns else PROBLEMS_ARROW
+    write_table(PROBLEMS_SCHEMA, arrow, path, frame)

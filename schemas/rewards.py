@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +11,20 @@ import pandera.pandas as pa
 import pyarrow
 
 from schemas.errors import read_table, validate_frame, write_table
+
+COMPONENTS = "components"
+
+
+def _components() -> pa.Check:
+    def check(text: str) -> bool:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(value, dict) and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)) for v in value.values())
+
+    return pa.Check(check, element_wise=True, error="not a JSON object of finite numbers or nulls")
+
 
 REWARDS_SCHEMA = pa.DataFrameSchema(
     {
@@ -19,6 +35,7 @@ REWARDS_SCHEMA = pa.DataFrameSchema(
         "passed": pa.Column(bool, description="Whether the completion was judged correct."),
         "verifier": pa.Column(str, description="Name of the verifier that judged it."),
         "details": pa.Column(str, description="Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, failed, timeout, memory, crashed, invalid), test (first failing test), passed (k/n tests), mode (sandbox isolation); `parse_details` reads them."),
+        COMPONENTS: pa.Column(str, _components(), required=False, description="Each reward function's value, as a JSON object {name: float or null (not applicable)} in `rewards:` order; `reward` is their weighted sum. Optional on read (shards written before it are read as '{}'); always written."),
     },
     strict=True,
     name="rewards",
@@ -33,6 +50,7 @@ REWARDS_ARROW = pyarrow.schema(
         ("passed", pyarrow.bool_()),
         ("verifier", pyarrow.string()),
         ("details", pyarrow.string()),
+        (COMPONENTS, pyarrow.string()),
     ]
 )
 
@@ -47,8 +65,15 @@ def validate_rewards(frame: pd.DataFrame, source: str) -> pd.DataFrame:
 
 
 def read_rewards(path: str | Path) -> pd.DataFrame:
-    return read_table(REWARDS_SCHEMA, path)
+    return with_components(read_table(REWARDS_SCHEMA, path))
 
 
 def write_rewards(path: str | Path, frame: pd.DataFrame) -> None:
-    write_table(REWARDS_SCHEMA, REWARDS_ARROW, path, frame)
+    write_table(REWARDS_SCHEMA, REWARDS_ARROW, path, with_components(frame))
+
+
+def with_components(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with a `components` column: as it is, or '{}' on every row when it has none."""
+    if not isinstance(frame, pd.DataFrame) or COMPONENTS in frame.columns:
+        return frame  # validation reports a non-frame
+    return frame.assign(**{COMPONENTS: "{}"})

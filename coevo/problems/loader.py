@@ -2,7 +2,9 @@
 
 Required fields: id, prompt, answer; optional: family (default "math"), level (default 0). id and
 answer may be int or str and are normalised to str; any other type is an error. Other fields are
-ignored. Every problem found is reported in one `ProblemsFileError`, naming the file, the row (jsonl:
+kept, as one JSON object per row in the `user_fields` column (only when some row has one), and reach
+reward plugins as columns of their own (coevo/rewards.py); `completions` and `prompts` are reserved
+for the plugins' own arguments. Every problem found is reported in one `ProblemsFileError`, naming the file, the row (jsonl:
 1-based line number; parquet: 0-based row index) and the field. The loader writes nothing.
 """
 
@@ -16,10 +18,12 @@ import pandas as pd
 import pyarrow
 import pyarrow.parquet
 
-from schemas.problems import validate_problems
+from schemas.problems import EXTRA, validate_problems
 
 REQUIRED = ("id", "prompt", "answer")
 DEFAULTS = {"family": "math", "level": 0}
+KNOWN = {*REQUIRED, *DEFAULTS}  # fields of the problems table; the others go to its `user_fields` column
+RESERVED = {"completions", "prompts"}  # reward plugins' own arguments (coevo/rewards.py)
 MAX_LINES = 50  # errors listed in one message; the rest are counted
 
 
@@ -39,11 +43,14 @@ def load_problem_file(path: str | Path) -> pd.DataFrame:
         raise ProblemsFileError(f"{path}: unsupported extension {path.suffix!r} (expected .jsonl or .parquet)")
     errors += _missing_columns(records, rows)
     frame, row_errors = _normalise(records, rows)
-    errors += row_errors
+    extras, extra_errors = _extras(records, rows)
+    errors += row_errors + extra_errors
     if not records and not errors:
         errors.append("no problems in file")
     if errors:
         raise ProblemsFileError(_message(path, errors))
+    if any(extra != "{}" for extra in extras):
+        frame[EXTRA] = extras
     return validate_problems(frame, source=str(path))
 
 
@@ -111,6 +118,29 @@ def _missing_columns(records: list[dict], rows: list[str]) -> list[str]:
         else:
             errors += [f"{row}, field '{field}': missing" for row in lacking]
     return errors
+
+
+def _extras(records: list[dict], rows: list[str]) -> tuple[list[str], list[str]]:
+    """Each record's fields beyond the problems table's, as a JSON object, and one error per reserved
+    or non-JSON field."""
+    extras, errors = [], []
+    for record, row in zip(records, rows):
+        extra = {key: value for key, value in record.items() if key not in KNOWN}
+        errors += [f"{row}, field '{key}': reserved (reward functions receive their own {key} under this name)" for key in RESERVED & set(extra)]
+        try:
+            extras.append(json.dumps(extra, ensure_ascii=False))
+        except (TypeError, ValueError) as exc:
+            bad = [key for key, value in extra.items() if not _json_ok(value)]
+            errors += [f"{row}, field '{key}': {type(extra[key]).__name__} value is not JSON ({exc})" for key in bad]
+    return extras, errors
+
+
+def _json_ok(value: object) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _normalise(records: list[dict], rows: list[str]) -> tuple[pd.DataFrame, list[str]]:

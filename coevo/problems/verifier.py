@@ -1,4 +1,13 @@
-"""Exact-match math verifier: extract the final number of a completion and compare it to the answer.
+"""Math verifier: an exact integer fast path, and math-verify for every other answer.
+
+Which path (`check_answer`):
+- Fast path, exact match: the reference answer is a plain integer ("46", "-22", "1,234") and the
+  completion has no \\boxed{} or its last one holds a plain number. The completion's final number
+  (rules below) is compared exactly with the answer (verifier name `math_exact`).
+- Otherwise (fractions, decimals, LaTeX answers, a box holding an expression such as
+  \\boxed{\\frac{6}{2}}): math-verify parses and compares them (coevo/problems/symbolic.py,
+  verifier name `math_verify`). On integers stated as a number both paths agree; the fast path gave
+  ~48k verdicts/s against math-verify's ~750 on one rollout batch (bench/verifier.py).
 
 Extraction rules (`extract_final_number`):
 1. If the text contains `\\boxed{...}`, only the content of the last one is searched (braces may nest);
@@ -20,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from coevo.problems.symbolic import check_symbolic
 from coevo.types import Reward
 
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
@@ -46,10 +56,16 @@ def canonical_number(text: str) -> str | None:
 
 
 def check_answer(completion: str, answer: str) -> Reward:
-    """1.0 iff the completion's final number equals the canonical answer exactly."""
+    """1.0 iff the completion's final answer equals the reference answer: exactly for integers (the
+    fast path), by math-verify otherwise (see the module doc for which path a pair takes)."""
     expected = canonical_number(answer)
-    if expected is None:
-        return Reward(0.0, False, MathVerifier.name, f"expected answer {answer!r} is not a plain number")
+    if not _fast_path(completion, expected):
+        return check_symbolic(completion, answer)
+    return check_exact(completion, expected)
+
+
+def check_exact(completion: str, expected: str) -> Reward:
+    """1.0 iff the completion's final number equals `expected` (a canonical number) exactly."""
     extracted = extract_final_number(completion)
     if extracted is None:
         return Reward(0.0, False, MathVerifier.name, f"no number in completion; expected={expected}")
@@ -66,6 +82,14 @@ class MathVerifier:
         if len(answers) != len(completions):
             raise ValueError(f"{self.name}: {len(answers)} answers but {len(completions)} completions")
         return [check_answer(completion, answer) for answer, completion in zip(answers, completions)]
+
+
+def _fast_path(completion: str, expected: str | None) -> bool:
+    """An integer answer, and a completion without a box or whose last box holds a plain number."""
+    if expected is None or "." in expected:
+        return False
+    boxed = _last_boxed(completion)
+    return boxed is None or canonical_number(boxed) is not None
 
 
 def _last_boxed(text: str) -> str | None:

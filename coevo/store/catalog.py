@@ -3,7 +3,8 @@
 `<run.out_dir>/catalog.duckdb` holds three tables, filled from what the stages write:
 
 - `rollouts`: the rollouts parquet shards, all columns (list columns as DuckDB lists); key rollout_id.
-- `rewards`: the rewards parquet shards; key rollout_id (exactly one reward per rollout).
+- `rewards`: the rewards parquet shards; key rollout_id (exactly one reward per rollout);
+  `components` holds each reward function's value as JSON (`components->>'format'` in DuckDB).
 - `skill_events`: the co-evolver's evolution reports (JSON of `SkillBank.update`), one row per
   created / measured / admitted / rejected / promoted / retired event (schemas/skill_events.py).
 
@@ -73,8 +74,10 @@ CREATE TABLE IF NOT EXISTS rollouts (
 );
 CREATE TABLE IF NOT EXISTS rewards (
     rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT NULL,
-    reward DOUBLE NOT NULL, passed BOOLEAN NOT NULL, verifier VARCHAR NOT NULL, details VARCHAR NOT NULL
+    reward DOUBLE NOT NULL, passed BOOLEAN NOT NULL, verifier VARCHAR NOT NULL, details VARCHAR NOT NULL,
+    components VARCHAR NOT NULL DEFAULT '{{}}'
 );
+ALTER TABLE rewards ADD COLUMN IF NOT EXISTS components VARCHAR DEFAULT '{{}}';  -- catalogs made before the column
 CREATE TABLE IF NOT EXISTS skill_events (
     iteration BIGINT NOT NULL, skill_id VARCHAR NOT NULL, event VARCHAR NOT NULL CHECK (list_contains({_EVENT_LIST}, event)),
     problem_id VARCHAR NOT NULL, gap DOUBLE, utility DOUBLE, reason VARCHAR NOT NULL,

@@ -4,7 +4,8 @@ Each checkpoint's coevo.json carries a "lineage" record (built by `lineage_recor
 `save_checkpoint` in its meta): the sha256 of its parent's weights, of the rollouts and rewards shards
 it trained on, the content hash of the co-evolver version, the sha256 of every problem data file (and
 DVC's md5 of the data dir when DVC tracks it), the sha256 of the canonical JSON of the validated
-params (with the values themselves), and the code version (git commit, dirty flag, coevo version).
+params (with the values themselves), the code version (git commit, dirty flag, coevo version), and
+the source file and sha256 of each reward plugin the params name (`reward_plugins`).
 The bootstrap's record also names the user checkpoint it was copied from ("source", policy.checkpoint)
 with that directory's `import.json` when `coevo import-model` wrote it (source GGUF sha256, package).
 
@@ -67,9 +68,11 @@ def lineage_record(
     params: dict,
     checkpoint_dir: Path | None = None,
     source: Path | None = None,
+    reward_plugins: list[dict] | None = None,
 ) -> dict:
     """The lineage record of the checkpoint of `iteration`, to be saved at `checkpoint_dir`
-    (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk.
+    (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk, except
+    the reward plugins' ({"function", "path", "sha256"}: their source when imported, coevo/rewards.py).
     `source`: the user checkpoint (policy.checkpoint) the bootstrap was copied from, if any."""
     run_dir = Path(run_dir).resolve()
     target = Path(checkpoint_dir).resolve() if checkpoint_dir else run_dir / "checkpoints" / f"iter_{iteration:04d}"
@@ -86,6 +89,7 @@ def lineage_record(
         "params": {"sha256": params_hash(params), "values": params},
         "code": code_version(),
         "source": None if source is None else _source_entry(run_dir, Path(source)),
+        "reward_plugins": [{**plugin, "path": plugin["path"] and _store(run_dir, Path(plugin["path"]))} for plugin in reward_plugins or []],
     }
 
 
@@ -266,6 +270,9 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
         found += _check_coevolver(locate(checkpoint, record, record["coevolver"]["path"]), record["coevolver"], hashes)
     found += _check_data(checkpoint, record, hashes)
     found += _check_source(checkpoint, record, hashes)
+    for plugin in record.get("reward_plugins", []):
+        if plugin["path"]:
+            found += _check_file(locate(checkpoint, record, plugin["path"]), plugin["sha256"], f"reward plugin {plugin['function']}", hashes)
     actual_params = params_hash(record["params"]["values"])
     if actual_params != record["params"]["sha256"]:
         found.append(Mismatch(str(checkpoint / META), "params", record["params"]["sha256"], actual_params))

@@ -26,7 +26,7 @@ def test_jsonl_happy_path_normalises_and_defaults(tmp_path):
     write_jsonl(
         path,
         [
-            {"id": 1, "prompt": "What is 2+3?", "answer": 5, "source": "ignored"},
+            {"id": 1, "prompt": "What is 2+3?", "answer": 5, "source": "kept for reward plugins"},
             "",
             {"id": "q2", "prompt": "Half of 9?", "answer": "4.5", "family": "frac", "level": 2},
         ],
@@ -36,7 +36,8 @@ def test_jsonl_happy_path_normalises_and_defaults(tmp_path):
     assert frame["answer"].tolist() == ["5", "4.5"]
     assert frame["family"].tolist() == ["math", "frac"]
     assert frame["level"].tolist() == [0, 2]
-    assert list(frame.columns) == ["id", "family", "level", "prompt", "answer"]
+    assert list(frame.columns) == ["id", "family", "level", "prompt", "answer", "user_fields"]
+    assert [json.loads(fields) for fields in frame["user_fields"]] == [{"source": "kept for reward plugins"}, {}]
     validate_problems(frame, "again")
 
 

@@ -1,0 +1,240 @@
+"""Reward functions: the weighted list `rewards:` of params.yaml, built-in verifiers and user plugins alike.
+
+Method: the contract of TRL's `GRPOTrainer(reward_funcs=...)`. A reward function is called as
+`f(completions: list[str], **columns) -> list[float | None]`, one value per completion, where the
+columns are the problems-table columns of the same rows (`id`, `family`, `level`, `prompt`,
+`answer`, and every other field of a user problem file, from its `user_fields` column) plus `prompts`,
+the full prompts the policy saw. Each entry has a weight; a completion's reward is the weighted sum,
+and every entry's value is kept (`Reward.components`, the rewards table's `components` column, the
+`verify/reward/<name>` metrics). None means "not applicable": it adds nothing to the sum (TRL turns
+it into NaN and sums with nansum: the same total) and is stored as null.
+
+A plugin is named "module:function" and imported with importlib, with the working directory first on
+the search path, as `python -m` has it: `my_rewards.py` beside params.yaml is found, then the
+installed packages. It is imported once per process; its source file's sha256 (at import) goes into
+every checkpoint's lineage record (coevo/store/lineage.py).
+
+Departures from TRL:
+1. The built-in verifiers are entries of the same list (`BUILTIN_REWARDS`): `verifier` (each problem
+   family's verifier, coevo/verify.py) and `format` (a closed \\boxed{} or ``` fence). `passed` is the
+   verdict of the first `verifier` entry whatever its weight (weight 0 keeps the held-out accuracy
+   meaning "correct answer" while training on other rewards); without one, a completion passes when
+   its total reward is at least `rewards_pass_threshold`.
+2. Every value is checked: a wrong length, a non-number, NaN or inf is a `RewardError` naming
+   `rewards[i].function`, never a silent NaN in the advantages.
+3. `check_rewards` (the prepare stage) imports every plugin and calls it on two training problems with
+   their reference answers as completions, so an unimportable module, a missing or non-callable
+   attribute, or a wrong return shape stops the run before any rollout is spent.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import json
+import math
+import numbers
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from coevo.code.verifier import CODE_FAMILIES
+from coevo.config import Config
+from coevo.io import hash_file
+from coevo.registry import Registry
+from coevo.types import Reward
+from schemas.problems import EXTRA
+
+PROBE_ROWS = 2  # training problems each plugin is called on by check_rewards
+
+
+class RewardError(ValueError):
+    """A reward function could not be loaded or returned something unusable; names `rewards[i].function`."""
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in reward: `make(cfg)` gives its function; a judge's function scores (problems rows,
+    completions) -> list[Reward] (its verdicts make `passed`), any other follows the plugin contract."""
+
+    make: Callable[[Config], Callable]
+    judge: bool = False
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    """One entry of `rewards:`, resolved."""
+
+    where: str  # "rewards[i].function 'spec'", for error messages
+    name: str
+    weight: float
+    function: Callable
+    judge: bool = False
+    source: dict | None = None  # a plugin's {"function", "path", "sha256"} (lineage)
+
+
+BUILTIN_REWARDS = Registry("built-in reward")
+
+
+def reward_terms(cfg: Config) -> list[RewardTerm]:
+    """The run's `rewards:` entries, built-ins made for `cfg` and plugins imported (RewardError if one cannot be)."""
+    terms = []
+    for i, entry in enumerate(cfg.rewards):
+        where = f"rewards[{i}].function {entry.function!r}"
+        if ":" not in entry.function:
+            if entry.function not in BUILTIN_REWARDS.names():
+                raise RewardError(f"{where}: no such built-in reward; built-ins: {BUILTIN_REWARDS.names()}, or name a plugin as 'module:function'")
+            builtin = BUILTIN_REWARDS[entry.function]
+            terms.append(RewardTerm(where, entry.label, entry.weight, builtin.make(cfg), builtin.judge))
+            continue
+        try:
+            function, source = load_plugin(entry.function)
+        except RewardError as exc:
+            raise RewardError(f"{where}: {exc}") from exc
+        terms.append(RewardTerm(where, entry.label, entry.weight, function, source=source))
+    return terms
+
+
+@functools.lru_cache(maxsize=None)
+def load_plugin(spec: str) -> tuple[Callable, dict]:
+    """The function named by "module:function" and its source record; the working directory is searched first."""
+    module_name, _, attribute = spec.partition(":")
+    cwd = str(Path.cwd())
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    importlib.invalidate_caches()  # a module file written since the last import is seen
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise RewardError(f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); it is looked up in the working directory {cwd} first, then in the installed packages") from exc
+    function = getattr(module, attribute, None)
+    if function is None:
+        raise RewardError(f"module {module_name!r} ({getattr(module, '__file__', 'built in')}) has no attribute {attribute!r}")
+    if not callable(function):
+        raise RewardError(f"{spec} is not callable (it is a {type(function).__name__})")
+    path = _source_file(function, module)
+    return function, {"function": spec, "path": path, "sha256": hash_file(path) if path else None}
+
+
+def _source_file(function: Callable, module) -> str | None:
+    try:
+        path = inspect.getsourcefile(function) or getattr(module, "__file__", None)
+    except TypeError:  # a C function
+        path = getattr(module, "__file__", None)
+    return str(Path(path).resolve()) if path else None
+
+
+def reward_sources(cfg: Config) -> list[dict]:
+    """The plugins' source records ({"function", "path", "sha256"}), in `rewards:` order."""
+    return [term.source for term in reward_terms(cfg) if term.source is not None]
+
+
+def check_rewards(cfg: Config, problems: pd.DataFrame) -> None:
+    """Import every reward and call each plugin on the first PROBE_ROWS problems, their reference
+    answers as completions; RewardError names the entry that fails."""
+    rows = problems.head(PROBE_ROWS).reset_index(drop=True)
+    for term in reward_terms(cfg):
+        if term.source is not None:
+            try:
+                term_values(term, rows, columns_of(rows), list(rows["answer"]), list(rows["prompt"]))
+            except RewardError as exc:
+                raise RewardError(f"{exc} (a probe on {len(rows)} training problems, their reference answers as completions)") from exc
+
+
+def combine(terms: Sequence[RewardTerm], rows: pd.DataFrame, completions: Sequence[str], prompts: Sequence[str], pass_threshold: float) -> list[Reward]:
+    """One Reward per (problems row, completion): the weighted sum of the terms' values, each value in
+    `components`, `passed`/`verifier`/`details` from the first judge (else total >= pass_threshold)."""
+    if len(completions) == 0:
+        return []
+    columns = columns_of(rows)
+    values, verdicts = {}, None
+    for term in terms:
+        values[term.name], judged = term_values(term, rows, columns, completions, prompts)
+        verdicts = verdicts if verdicts is not None else judged
+    combined = "+".join(term.name for term in terms)
+    rewards = []
+    for i in range(len(completions)):
+        components = {term.name: values[term.name][i] for term in terms}
+        total = float(sum(term.weight * value for term in terms if (value := components[term.name]) is not None))
+        if verdicts is None:
+            rewards.append(Reward(total, total >= pass_threshold, combined, "", components))
+        else:
+            rewards.append(Reward(total, verdicts[i].passed, verdicts[i].verifier, verdicts[i].details, components))
+    return rewards
+
+
+def term_values(term: RewardTerm, rows: pd.DataFrame, columns: dict, completions: Sequence[str], prompts: Sequence[str]) -> tuple[list[float | None], list[Reward] | None]:
+    """A term's checked values for the rows, and a judge's verdicts (None for other terms)."""
+    if term.judge:
+        verdicts = term.function(rows, list(completions))
+        return [verdict.reward for verdict in verdicts], verdicts
+    try:
+        returned = term.function(list(completions), prompts=list(prompts), **columns)
+    except Exception as exc:
+        raise RewardError(f"{term.where} raised {type(exc).__name__}: {exc}") from exc
+    return checked(term.where, returned, list(rows["id"])), None
+
+
+def checked(where: str, returned: object, ids: list[str]) -> list[float | None]:
+    """`returned` as one finite float or None per problem id; RewardError naming `where` and the row otherwise."""
+    if isinstance(returned, (str, bytes, dict)) or not isinstance(returned, (Sequence, np.ndarray)):
+        raise RewardError(f"{where} returned a {type(returned).__name__}; expected a list of {len(ids)} floats (or None)")
+    if len(returned) != len(ids):
+        raise RewardError(f"{where} returned {len(returned)} values for {len(ids)} completions")
+    values: list[float | None] = []
+    for i, (value, problem) in enumerate(zip(returned, ids)):
+        if value is not None and not isinstance(value, numbers.Real):
+            raise RewardError(f"{where} returned {value!r} ({type(value).__name__}) for completion {i} (problem {problem!r}); expected a float, or None for 'not applicable'")
+        if value is not None and not math.isfinite(value):
+            raise RewardError(f"{where} returned {value!r} for completion {i} (problem {problem!r}); return None for 'not applicable'")
+        values.append(None if value is None else float(value))
+    return values
+
+
+def columns_of(rows: pd.DataFrame) -> dict[str, list]:
+    """The plugin keyword arguments of problems rows: each column as a list, a user file's `user_fields`
+    fields unpacked into their own columns (None where a row lacks one)."""
+    columns = {name: rows[name].tolist() for name in rows.columns if name != EXTRA}
+    if EXTRA in rows.columns:
+        extras = [json.loads(text) for text in rows[EXTRA]]
+        for key in dict.fromkeys(key for extra in extras for key in extra):
+            columns[key] = [extra.get(key) for extra in extras]
+    return columns
+
+
+_FENCE = re.compile(r"```[^\n`]*\n.*?```", re.DOTALL)
+_BOX = "\\boxed{"
+
+
+def format_reward(completions: list[str], family: list[str], **_) -> list[float]:
+    """1.0 when a completion has the answer format the chat instruction asks for: a closed ``` fence
+    for code families, a closed, non-empty \\boxed{} for the rest; else 0.0."""
+    return [float(bool(_FENCE.search(text)) if fam in CODE_FAMILIES else _closed_box(text)) for text, fam in zip(completions, family)]
+
+
+def _closed_box(text: str) -> bool:
+    start = text.rfind(_BOX)
+    if start < 0:
+        return False
+    depth, begin = 1, start + len(_BOX)
+    for i in range(begin, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return bool(text[begin:i].strip())
+    return False
+
+
+def _family_verifier(cfg: Config) -> Callable:
+    from coevo.verify import family_verdicts  # coevo.verify combines the terms: imported when first made
+
+    return functools.partial(family_verdicts, cfg=cfg)
+
+
+BUILTIN_REWARDS.add("verifier", Builtin(_family_verifier, judge=True))
+BUILTIN_REWARDS.add("format", Builtin(lambda cfg: format_reward))
