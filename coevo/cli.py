@@ -54,6 +54,7 @@ def fail_cleanly(command):
     """Bad input (a problems file, a table, params) exits with code 2 and its message, no traceback."""
     from functools import wraps
 
+    from coevo.errors import InputError
     from coevo.policy.import_model import ModelImportError
     from coevo.problems.loader import ProblemsFileError
     from schemas.errors import SchemaError
@@ -62,7 +63,7 @@ def fail_cleanly(command):
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError) as exc:
+        except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError, InputError) as exc:
             console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(2) from exc
 

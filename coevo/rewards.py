@@ -46,6 +46,7 @@ import pandas as pd
 
 from coevo.code.verifier import CODE_FAMILIES
 from coevo.config import Config
+from coevo.errors import InputError
 from coevo.io import hash_file
 from coevo.registry import Registry
 from coevo.types import Reward
@@ -54,7 +55,7 @@ from schemas.problems import EXTRA
 PROBE_ROWS = 2  # training problems each plugin is called on by check_rewards
 
 
-class RewardError(ValueError):
+class RewardError(InputError):
     """A reward function could not be loaded or returned something unusable; names `rewards[i].function`."""
 
 

@@ -17,12 +17,19 @@ from typing import Protocol, runtime_checkable
 import pandas as pd
 
 from coevo.config import CoevolverConfig
+from coevo.errors import InputError
 from coevo.io import atomic_path, hash_bytes
 from coevo.registry import Registry
 from coevo.types import ContextVariant
 
 MANIFEST = "manifest.json"
 FORMAT = 1
+
+
+class CoevolverDirError(InputError):
+    """A saved co-evolver directory that cannot be used: manifest missing or unreadable, another kind,
+    or a file whose sha256 differs from the manifest (tampered, corrupt or missing); names the file."""
+
 
 # (prompts, max_new_tokens) -> one greedy continuation per prompt by the policy that produced the
 # rollouts; co-evolvers that write with the policy itself (the memory's reflector) call it.
@@ -68,12 +75,12 @@ def build_coevolver(cfg: CoevolverConfig, seed: int, generate: TextGenerator | N
 def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> CoEvolver:
     """Load the co-evolver saved in `directory` by the kind its manifest names.
 
-    Raises ValueError when the manifest's kind differs from `cfg.kind` (a run resumed under another
+    Raises CoevolverDirError (a ValueError) when the manifest's kind differs from `cfg.kind` (a run resumed under another
     co-evolver) or when a file fails its hash check.
     """
     kind = read_manifest(directory).get("kind")
     if kind != cfg.kind:
-        raise ValueError(f"{Path(directory) / MANIFEST}: holds a {kind!r} co-evolver but coevolver.kind is {cfg.kind!r}")
+        raise CoevolverDirError(f"{Path(directory) / MANIFEST}: holds a {kind!r} co-evolver but coevolver.kind is {cfg.kind!r}")
     return COEVOLVERS[kind].load(Path(directory), cfg, seed, generate)
 
 
@@ -98,26 +105,26 @@ def read_manifest(directory: str | Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the co-evolver manifest: {exc}") from exc
+        raise CoevolverDirError(f"{path}: cannot read the co-evolver manifest: {exc}") from exc
 
 
 def read_artifact(directory: str | Path, kind: str) -> tuple[dict, dict[str, bytes]]:
     """The manifest and file contents of a saved co-evolver, after checking kind, format and hashes.
 
-    Raises ValueError naming the file whose sha256 does not match the manifest (tampered or corrupt).
+    Raises CoevolverDirError (a ValueError) naming the file whose sha256 does not match the manifest (tampered or corrupt).
     """
     directory = Path(directory)
     manifest = read_manifest(directory)
     if manifest.get("kind") != kind or manifest.get("format") != FORMAT:
         found = f"{manifest.get('kind')!r} format {manifest.get('format')!r}"
-        raise ValueError(f"{directory / MANIFEST}: expected kind {kind!r} format {FORMAT}, got {found}")
+        raise CoevolverDirError(f"{directory / MANIFEST}: expected kind {kind!r} format {FORMAT}, got {found}")
     files: dict[str, bytes] = {}
     for name, expected in sorted(manifest["files"].items()):
         path = directory / name
         data = path.read_bytes() if path.is_file() else None
         if data is None or hash_bytes(data) != expected:
-            raise ValueError(f"{path}: content does not match the manifest's sha256 (tampered, corrupt or missing)")
+            raise CoevolverDirError(f"{path}: content does not match the manifest's sha256 (tampered, corrupt or missing)")
         files[name] = data
     if content_hash(manifest["files"]) != manifest.get("content_hash"):
-        raise ValueError(f"{directory / MANIFEST}: content_hash does not match its file hashes")
+        raise CoevolverDirError(f"{directory / MANIFEST}: content_hash does not match its file hashes")
     return manifest, files

@@ -134,7 +134,7 @@ class ChatEndpoint:
         try:
             reply = retrying(self.client.chat.completions.create, model=self.model, messages=messages)
         except openai.OpenAIError as exc:
-            raise RuntimeError(f"request to {self.base_url} (model {self.model!r}) failed: {exc}") from exc
+            raise RuntimeError(f"request to {self.base_url} (model {self.model!r}) failed after {ATTEMPTS} attempts (transient errors retried with backoff): {exc}") from exc
         return _first_line(reply.choices[0].message.content or "") if reply.choices else ""
 
 

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from coevo.errors import InputError
 from coevo.io import atomic_path, hash_file
 
 META = "coevo.json"
@@ -33,6 +35,14 @@ class Policy:
     path: Path | None = None  # the checkpoint it was loaded from
 
 
+class CheckpointError(InputError):
+    """A checkpoint directory whose tokenizer or weights cannot be loaded; names the directory."""
+
+
+def _first_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -44,10 +54,17 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "float32") 
     path = Path(path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path}: not a Hugging Face checkpoint directory (no config.json)")
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as exc:  # no tokenizer.json / tokenizer_config.json, or unreadable ones
+        found = sorted(p.name for p in path.iterdir() if "token" in p.name) or "none"
+        raise CheckpointError(f"{path}: cannot load the tokenizer (tokenizer files found: {found}): {_first_line(exc)}") from exc
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=getattr(torch, dtype))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=getattr(torch, dtype))
+    except (OSError, ValueError, SafetensorError) as exc:  # missing, truncated or corrupt weights file
+        raise CheckpointError(f"{path}: cannot load the weights ({WEIGHTS} missing, truncated or corrupt): {_first_line(exc)}") from exc
     model.to(resolve_device(device))
     return Policy(model=model, tokenizer=tokenizer, path=path)
 

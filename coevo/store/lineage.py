@@ -32,6 +32,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from coevo.coevolvers.base import MANIFEST, content_hash, read_manifest
+from coevo.errors import InputError
 from coevo.io import hash_bytes, hash_file
 from coevo.policy.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
 from coevo.policy.import_model import read_import_record
@@ -334,7 +335,7 @@ def resolve_checkpoint(ref: str, tracking_uri: str | None = None) -> Path:
     label = f"{ref} (model {model_version.name!r} version {model_version.version})"
     stored = (model_version.tags or {}).get(CHECKPOINT_TAG)
     if not stored:
-        raise ValueError(f"{label}: has no {CHECKPOINT_TAG!r} tag, so no local checkpoint directory is known")
+        raise InputError(f"{label}: has no {CHECKPOINT_TAG!r} tag, so no local checkpoint directory is known")
     if not Path(stored).is_dir():
         raise FileNotFoundError(f"{label}: its checkpoint directory {stored} does not exist")
     return Path(stored)
@@ -350,10 +351,13 @@ def _model_version(ref: str, tracking_uri: str | None):
     if not at:
         name, _, key = body.rpartition("/")
     if not name or not key or (not at and not key.isdigit()):
-        raise ValueError(f"{ref}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
+        raise InputError(f"{ref}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
+    where = tracking_uri or mlflow.get_tracking_uri()
+    store = where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else None
+    if store is not None and not Path(store).is_file():  # a lookup must not create an empty registry
+        raise InputError(f"{ref}: no model registry at {where} ({Path(store).resolve()} does not exist; set tracking.mlflow_uri)")
     client = mlflow.MlflowClient(tracking_uri)
     try:
         return client.get_model_version_by_alias(name, key) if at else client.get_model_version(name, key)
     except MlflowException as exc:
-        where = tracking_uri or mlflow.get_tracking_uri()
-        raise ValueError(f"{ref}: not found in the model registry at {where}: {exc.message}") from exc
+        raise InputError(f"{ref}: not found in the model registry at {where}: {exc.message}") from exc
