@@ -54,6 +54,7 @@ def fail_cleanly(command):
     """Bad input (a problems file, a table, params) exits with code 2 and its message, no traceback."""
     from functools import wraps
 
+    from coevo.coevolvers.writers import EndpointError
     from coevo.errors import InputError
     from coevo.policy.import_model import ModelImportError
     from coevo.problems.loader import ProblemsFileError
@@ -66,6 +67,9 @@ def fail_cleanly(command):
         except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError, InputError) as exc:
             console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(2) from exc
+        except EndpointError as exc:  # not bad input: the endpoint failed after its retries; rerunning resumes
+            console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+            raise typer.Exit(1) from exc
 
     return wrapper
 

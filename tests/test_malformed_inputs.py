@@ -336,14 +336,14 @@ class _Unavailable(http.server.BaseHTTPRequestHandler):
 
 
 def endpoint_unavailable(tmp_path, run):
-    from coevo.coevolvers.writers import ATTEMPTS, ChatEndpoint
+    from coevo.coevolvers.writers import ATTEMPTS, ChatEndpoint, EndpointError
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unavailable)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         endpoint = ChatEndpoint(base_url, "writer", "EMPTY", timeout_s=5, backoff_s=0.01)
-        with pytest.raises(RuntimeError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempts"):
+        with pytest.raises(EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempts"):
             endpoint.ask("system", "write a skill")
     finally:
         server.shutdown()
@@ -354,13 +354,13 @@ def endpoint_unavailable(tmp_path, run):
 def endpoint_unreachable(tmp_path, run):
     import socket
 
-    from coevo.coevolvers.writers import ATTEMPTS, ChatEndpoint
+    from coevo.coevolvers.writers import ATTEMPTS, ChatEndpoint, EndpointError
 
     with socket.socket() as sock:  # a port nobody listens on once closed
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     endpoint = ChatEndpoint(f"http://127.0.0.1:{port}/v1", "writer", "EMPTY", timeout_s=5, backoff_s=0.01)
-    with pytest.raises(RuntimeError, match=rf"127.0.0.1:{port}/v1 \(model 'writer'\) failed after {ATTEMPTS} attempts .*Connection error"):
+    with pytest.raises(EndpointError, match=rf"127.0.0.1:{port}/v1 \(model 'writer'\) failed after {ATTEMPTS} attempts .*Connection error"):
         endpoint.ask("system", "write a skill")
 
 

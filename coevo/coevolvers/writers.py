@@ -104,6 +104,10 @@ class WorkedExampleWriter:
         return drafts
 
 
+class EndpointError(RuntimeError):
+    """A co-evolver endpoint (skill writer, reflector) that still failed after its retries; names the URL."""
+
+
 class ChatEndpoint:
     """One-line answers from an OpenAI-compatible chat endpoint, with tenacity's retries on transient errors."""
 
@@ -134,7 +138,7 @@ class ChatEndpoint:
         try:
             reply = retrying(self.client.chat.completions.create, model=self.model, messages=messages)
         except openai.OpenAIError as exc:
-            raise RuntimeError(f"request to {self.base_url} (model {self.model!r}) failed after {ATTEMPTS} attempts (transient errors retried with backoff): {exc}") from exc
+            raise EndpointError(f"request to {self.base_url} (model {self.model!r}) failed after {ATTEMPTS} attempts (transient errors retried with backoff): {exc}") from exc
         return _first_line(reply.choices[0].message.content or "") if reply.choices else ""
 
 
