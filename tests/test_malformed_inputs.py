@@ -343,7 +343,7 @@ def endpoint_unavailable(tmp_path, run):
     base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         endpoint = ChatEndpoint(base_url, "writer", "EMPTY", timeout_s=5, backoff_s=0.01)
-        with pytest.raises(EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempts"):
+        with pytest.raises(EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\)"):
             endpoint.ask("system", "write a skill")
     finally:
         server.shutdown()
@@ -360,7 +360,7 @@ def endpoint_unreachable(tmp_path, run):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     endpoint = ChatEndpoint(f"http://127.0.0.1:{port}/v1", "writer", "EMPTY", timeout_s=5, backoff_s=0.01)
-    with pytest.raises(EndpointError, match=rf"127.0.0.1:{port}/v1 \(model 'writer'\) failed after {ATTEMPTS} attempts .*Connection error"):
+    with pytest.raises(EndpointError, match=rf"127.0.0.1:{port}/v1 \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\) .*Connection error"):
         endpoint.ask("system", "write a skill")
 
 

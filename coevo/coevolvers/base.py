@@ -75,8 +75,8 @@ def build_coevolver(cfg: CoevolverConfig, seed: int, generate: TextGenerator | N
 def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> CoEvolver:
     """Load the co-evolver saved in `directory` by the kind its manifest names.
 
-    Raises CoevolverDirError (a ValueError) when the manifest's kind differs from `cfg.kind` (a run resumed under another
-    co-evolver) or when a file fails its hash check.
+    Raises CoevolverDirError (a ValueError) when the manifest's kind differs from `cfg.kind` (a run
+    resumed under another co-evolver) or when a file fails its hash check.
     """
     kind = read_manifest(directory).get("kind")
     if kind != cfg.kind:
@@ -111,7 +111,8 @@ def read_manifest(directory: str | Path) -> dict:
 def read_artifact(directory: str | Path, kind: str) -> tuple[dict, dict[str, bytes]]:
     """The manifest and file contents of a saved co-evolver, after checking kind, format and hashes.
 
-    Raises CoevolverDirError (a ValueError) naming the file whose sha256 does not match the manifest (tampered or corrupt).
+    Raises CoevolverDirError (a ValueError) naming the file whose sha256 does not match the manifest
+    (tampered or corrupt).
     """
     directory = Path(directory)
     manifest = read_manifest(directory)

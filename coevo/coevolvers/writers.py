@@ -138,7 +138,8 @@ class ChatEndpoint:
         try:
             reply = retrying(self.client.chat.completions.create, model=self.model, messages=messages)
         except openai.OpenAIError as exc:
-            raise EndpointError(f"request to {self.base_url} (model {self.model!r}) failed after {ATTEMPTS} attempts (transient errors retried with backoff): {exc}") from exc
+            tries = retrying.statistics.get("attempt_number", 1)  # transient errors are retried, others fail at once
+            raise EndpointError(f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient errors retried with backoff): {exc}") from exc
         return _first_line(reply.choices[0].message.content or "") if reply.choices else ""
 
 
