@@ -215,6 +215,14 @@ def checkpoint_missing_dir(tmp_path, run, monkeypatch):
     assert not (tmp_path / "result.json").exists()
 
 
+def policy_checkpoint_missing(tmp_path, run, monkeypatch):
+    result = cli("bootstrap", "--params", params_file(tmp_path), "--set", f"policy.checkpoint={tmp_path / 'models' / 'mine'}")
+    assert_clean_exit(result, f"{tmp_path / 'models' / 'mine'}: not a Hugging Face checkpoint directory (no config.json)")
+    run_dir = tmp_path / "run"
+    assert not (run_dir / "bootstrap").exists()  # no checkpoint 0; the splits and co-evolver iter_0000 are complete files
+    assert not [p for p in run_dir.rglob("*") if ".tmp" in p.name]
+
+
 def checkpoint_missing_weights(tmp_path, run, monkeypatch):
     ckpt = copy_checkpoint(run, tmp_path)
     (ckpt / "model.safetensors").unlink()
@@ -408,7 +416,7 @@ ROWS = [
     params_unknown_key, params_wrong_type, params_out_of_range, params_not_yaml, set_bad_path, set_bad_value, set_without_equals,
     problems_missing_file, problems_missing_column, problems_empty_answer, problems_duplicate_id, problems_wrong_type,
     problems_bad_jsonl_line, problems_unreadable_parquet, code_missing_tests, code_missing_entry_point,
-    checkpoint_missing_dir, checkpoint_missing_weights, checkpoint_truncated_weights, checkpoint_wrong_lineage_hash, tokenizer_missing,
+    checkpoint_missing_dir, policy_checkpoint_missing, checkpoint_missing_weights, checkpoint_truncated_weights, checkpoint_wrong_lineage_hash, tokenizer_missing,
     coevolver_missing_manifest, coevolver_tampered_entry,
     cli_unknown_model_uri, cli_unknown_model_in_registry, cli_malformed_model_uri, cli_unknown_option,
     endpoint_unavailable, endpoint_unreachable, reward_unimportable, reward_wrong_length, gguf_garbage, gguf_unsupported_architecture,
