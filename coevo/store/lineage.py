@@ -355,7 +355,7 @@ def _model_version(ref: str, tracking_uri: str | None):
     where = tracking_uri or mlflow.get_tracking_uri()
     store = where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else None
     if store is not None and not Path(store).is_file():  # a lookup must not create an empty registry
-        raise InputError(f"{ref}: no model registry at {where} ({Path(store).resolve()} does not exist; set tracking.mlflow_uri)")
+        raise InputError(f"{ref}: no model registry at {where} ({Path(store).resolve()} does not exist; set tracking.mlflow_uri, or --tracking-uri for coevo lineage)")
     client = mlflow.MlflowClient(tracking_uri)
     try:
         return client.get_model_version_by_alias(name, key) if at else client.get_model_version(name, key)
