@@ -1,6 +1,7 @@
 """The `coevo-train` Prefect flow: the loop of DESIGN.md as versioned, cached, resumable tasks.
 
-Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when due) -> catalog
+Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when due) -> retain
+(checkpoint retention: run.retention) -> catalog
 ingest (every pipeline.ingest_every) -> MLflow tracking (metrics; checkpoint, co-evolver version and
 learning curve when due; in the flow, see tasks/tracking.py) -> a Prefect table artifact.
 Re-running the flow with the same params after a failure or a kill restores every completed task
@@ -61,6 +62,8 @@ def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: 
     if eval_due(cfg, it, last):
         with timers.phase("eval"):
             metrics.update(t["evaluate"](params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
+    with timers.phase("retain"):
+        t["retain"](params, it, state["checkpoint"])  # after the eval: keep_best sees this iteration's accuracy
     if it % cfg.pipeline.ingest_every == 0 or it == last:
         with timers.phase("ingest"):
             t["ingest"](params, state.pop("shards"))
