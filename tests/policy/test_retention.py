@@ -172,3 +172,17 @@ def test_flow_resume_retrains_after_the_newest_kept_checkpoint_bit_identically(p
     assert all((final[k] == expected[k]).all() for k in expected)
     assert not (layout.checkpoint(4) / PRUNED).exists()
     assert verify_lineage(layout.checkpoint(4)) == []
+
+
+def test_coevo_eval_of_a_pruned_checkpoint_exits_cleanly_naming_it(pruned_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+
+    cfg, layout = pruned_run
+    pruned = next(it for it in (1, 2) if (layout.checkpoint(it) / PRUNED).is_file())
+    params = tmp_path / "params.yaml"
+    params.write_text(json.dumps(cfg.model_dump(mode="json")))
+    result = CliRunner().invoke(app, ["eval", str(layout.checkpoint(pruned)), "--params", str(params)])
+    assert result.exit_code == 2
+    assert "pruned by checkpoint retention" in result.output and f"iter_{pruned:04d}" in result.output
