@@ -285,7 +285,7 @@ def retain_stage(cfg: Config, it: int) -> dict:
     Idempotent; re-running it for an earlier iteration never prunes what a later one kept."""
     rules, layout = cfg.run.retention, RunLayout(cfg.run.out_dir)
     present = [k for k in range(it + 1) if (layout.checkpoint(k) / META).is_file()]
-    weights = {k: read_meta(layout.checkpoint(k)).get("weights_sha256") for k in present}
+    weights = {k: read_meta(layout.checkpoint(k)).get("weights_sha256") for k in present if layout.evals(k).is_file()}
     accs = read_evals(layout.root / "evals", present, weights) if rules.keep_best else {}
     kept = keep_set(present, accs, rules.keep_last, rules.keep_every, rules.keep_best)
     pruned = {k: prune_checkpoint(layout.checkpoint(k), k) for k in present if k not in kept and k > 0}
