@@ -186,3 +186,14 @@ def test_coevo_eval_of_a_pruned_checkpoint_exits_cleanly_naming_it(pruned_run, t
     result = CliRunner().invoke(app, ["eval", str(layout.checkpoint(pruned)), "--params", str(params)])
     assert result.exit_code == 2
     assert "pruned by checkpoint retention" in result.output and f"iter_{pruned:04d}" in result.output
+
+
+def test_coevo_lineage_shows_pruned_weights_and_verifies(pruned_run):
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+
+    _, layout = pruned_run
+    result = CliRunner().invoke(app, ["lineage", str(layout.checkpoint(4)), "--verify"])
+    assert result.exit_code == 0, result.output
+    assert "weights pruned by retention" in result.output and "every hash matches" in result.output
