@@ -21,11 +21,18 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class RetentionConfig(Strict):
+    keep_last: int | None = Field(2, ge=1, description="Keep the weights of the newest this many checkpoints (the newest holds the optimizer state a resume needs); null = keep every checkpoint (no pruning).")
+    keep_every: int = Field(50, ge=1, description="Also keep every this-many-th iteration's checkpoint (with the default run.checkpoint_every, the ones MLflow registers).")
+    keep_best: bool = Field(True, description="Also keep the checkpoint with the best held-out accuracy (eval/acc, from runs/<x>/evals/iter_NNNN.json; ties: the earliest).")
+
+
 class RunConfig(Strict):
     out_dir: Path = Field(Path("runs/default"), description="Directory for checkpoints, co-evolver versions, rollouts and the run summary.")
     iterations: int = Field(300, ge=1, description="Training iterations (rollout -> verify -> co-evolve -> update).")
     time_budget_s: float | None = Field(None, gt=0, description="Stop training after this many seconds of wall time (checked between iterations); null = no limit.")
     checkpoint_every: int = Field(50, ge=1, description="Log and register a checkpoint in MLflow every this many iterations (and the last); every iteration is checkpointed on disk for resume and lineage.")
+    retention: RetentionConfig = Field(default_factory=RetentionConfig, description="Which checkpoints keep their weights after each iteration; the others are pruned to their metadata (coevo.json lineage + pruned.json). The bootstrap is never pruned.")
 
 
 class ProblemsConfig(Strict):

@@ -3,7 +3,9 @@
 One readable loop with a timer per phase (verl's `fit`), usable without Prefect; the Prefect flow
 (`flows/train.py`) calls the same stage functions (`coevo.stages`). Outputs under run.out_dir:
   bootstrap/               the initial policy (checkpoint 0): HF checkpoint + coevo.json with its lineage
-  checkpoints/iter_NNNN/   the checkpoint after iteration N, same layout, optimizer state in the newest
+  checkpoints/iter_NNNN/   the checkpoint after iteration N, same layout, optimizer state in the newest;
+                           weights pruned to metadata unless run.retention keeps them (coevo/policy/retention.py)
+  evals/iter_NNNN.json     the held-out evaluation of checkpoint N (when due): retention's keep_best reads it
   coevolver/iter_NNNN/     co-evolver version after iteration N (iter_0000 = the initial one)
   rollouts/, rewards/      the validated stage tables, one parquet shard per iteration
   reports/iter_NNNN.json   the co-evolution report (skills measured, admitted, rejected, retired)
@@ -99,6 +101,8 @@ def train(cfg: Config, console: Console | None = None) -> dict:
             with timers.phase("eval"):
                 metrics.update(stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"])
             curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
+        with timers.phase("retain"):
+            stages.retain_stage(cfg, it)  # after the eval: keep_best sees this iteration's accuracy
         metrics.update(timers.seconds)
         with metrics_path.open("a") as fh:
             fh.write(json.dumps(metrics, sort_keys=True) + "\n")

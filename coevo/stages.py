@@ -33,15 +33,19 @@ from coevo.io import hash_bytes, hash_file, write_json
 from coevo.objectives import build_objective
 from coevo.policy.bootstrap import bootstrap_policy, warm_start_for
 from coevo.policy.checkpoint import (
+    META,
     TRAINER_STATE,
     WEIGHTS,
     Policy,
+    PrunedCheckpointError,
     load_optimizer_state,
     load_policy,
     policy_version,
     read_meta,
+    read_pruned,
     save_checkpoint,
 )
+from coevo.policy.retention import keep_set, prune_checkpoint, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
@@ -79,12 +83,19 @@ class RunLayout:
     def report(self, it: int) -> Path:
         return self.root / "reports" / f"iter_{it:04d}.json"
 
+    def evals(self, it: int) -> Path:
+        """The held-out evaluation of checkpoint `it` (retention's keep_best reads it, also on resume)."""
+        return self.root / "evals" / f"iter_{it:04d}.json"
+
 
 def latest_complete(cfg: Config) -> int:
-    """The newest iteration whose checkpoint, co-evolver version and report all exist (0 = bootstrap)."""
+    """The newest iteration whose checkpoint, co-evolver version and report all exist and whose
+    weights retention has not pruned (0 = bootstrap): a resume restarts there and re-runs the rest."""
     layout, k = RunLayout(cfg.run.out_dir), 0
     while layout.checkpoint(k + 1).is_dir() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
         k += 1
+    while k > 0 and read_pruned(layout.checkpoint(k)) is not None:
+        k -= 1
     return k
 
 
@@ -92,6 +103,8 @@ _POLICIES: dict[str, Policy] = {}
 
 
 def cached_policy(checkpoint: str | Path, cfg: Config) -> Policy:
+    if read_pruned(checkpoint) is not None:
+        raise PrunedCheckpointError(checkpoint)
     version = policy_version(checkpoint)
     if version not in _POLICIES:
         _POLICIES.clear()  # one live policy per process is enough for a sequential loop
@@ -102,6 +115,8 @@ def cached_policy(checkpoint: str | Path, cfg: Config) -> Policy:
 def live_engine(cfg: Config, checkpoint: str | Path) -> Engine:
     """The engine (`engine.kind`, from the registry) serving `checkpoint`: the HF engine wraps the
     cached policy; a persistent engine (vLLM) stays alive across iterations and is synced in place."""
+    if read_pruned(checkpoint) is not None:
+        raise PrunedCheckpointError(checkpoint)
     return LIVE.get(cfg, checkpoint, policy_version(checkpoint), lambda: cached_policy(checkpoint, cfg))
 
 
@@ -228,6 +243,8 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     layout = RunLayout(cfg.run.out_dir)
     if it >= 2:  # checkpoint k-1's optimizer state is no longer needed once k exists (k's is kept for re-runs)
         (layout.checkpoint(it - 2) / TRAINER_STATE).unlink(missing_ok=True)
+    if read_pruned(checkpoint) is not None:
+        raise PrunedCheckpointError(checkpoint)
     LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
     policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
     optimizer = build_optimizer(policy.model, cfg)
@@ -257,7 +274,23 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
     context_for = coevolver_at(cfg, it, coevolver).context_for if with_skills else None
     engine = live_engine(cfg, checkpoint)
     metrics = evaluate(engine, problems(test), cfg, derive_seed(cfg.seed, it, "eval"), context_for)
+    record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics}
+    write_json(RunLayout(cfg.run.out_dir).evals(it), record)  # keep_best decides from these, also after a resume
     return {"metrics": metrics}
+
+
+def retain_stage(cfg: Config, it: int) -> dict:
+    """Checkpoint retention after iteration `it` (run.retention, coevo/policy/retention.py): the weights
+    and optimizer files of checkpoints 1..it that no rule keeps are deleted, their metadata stays.
+    Idempotent; re-running it for an earlier iteration never prunes what a later one kept."""
+    rules, layout = cfg.run.retention, RunLayout(cfg.run.out_dir)
+    present = [k for k in range(it + 1) if (layout.checkpoint(k) / META).is_file()]
+    weights = {k: read_meta(layout.checkpoint(k)).get("weights_sha256") for k in present if layout.evals(k).is_file()}
+    accs = read_evals(layout.root / "evals", present, weights) if rules.keep_best else {}
+    kept = keep_set(present, accs, rules.keep_last, rules.keep_every, rules.keep_best)
+    pruned = {k: prune_checkpoint(layout.checkpoint(k), k) for k in present if k not in kept and k > 0}
+    best = max(accs, key=lambda k: (accs[k], -k)) if accs else None
+    return {"kept": sorted(kept), "pruned": sorted(k for k, files in pruned.items() if files), "best": best}
 
 
 def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict) -> dict:

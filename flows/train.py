@@ -1,12 +1,15 @@
 """The `coevo-train` Prefect flow: the loop of DESIGN.md as versioned, cached, resumable tasks.
 
-Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when due) -> catalog
+Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when due) -> retain
+(checkpoint retention: run.retention) -> catalog
 ingest (every pipeline.ingest_every) -> MLflow tracking (metrics; checkpoint, co-evolver version and
 learning curve when due; in the flow, see tasks/tracking.py) -> a Prefect table artifact.
 Re-running the flow with the same params after a failure or a kill restores every completed task
 from its persisted result (cache keys: inputs' content hashes + task source) and resumes at the
 interrupted stage. With `continue_latest` (the nightly deployment) the flow starts from the newest
-complete iteration of the run directory instead of the bootstrap.
+complete iteration of the run directory instead of the bootstrap. Either way the newest checkpoint
+whose weights retention kept (`latest_complete`) bounds what the cache may stand in for: a cached
+policy update after it whose checkpoint has been pruned since is run again (`run_iteration`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from coevo.coevolvers.base import read_manifest
 from coevo.config import Config, load_config
 from coevo.driver import Timers, eval_due, format_progress, frozen_heap, set_threads, write_summary
 from coevo.io import write_text
-from coevo.policy.checkpoint import policy_version
+from coevo.policy.checkpoint import policy_version, read_pruned
 from coevo.stages import RunLayout, latest_complete
 from tasks.stages import configured, results_dir
 from tasks.tracking import FlowTracking
@@ -49,7 +52,12 @@ def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: 
         evolved = t["coevolve"](params, it, coevolver, rollouts, rewards, data)
     with timers.phase("update"):
         updated = t["policy-update"](params, it, checkpoint, rollouts, rewards, evolved, data)
+        if it > state["resume_from"] and read_pruned(updated["checkpoint"]) is not None:
+            # a cached result whose weights retention has pruned since, past the newest kept checkpoint:
+            # train again (from the kept checkpoint it-1, bit-identically) rather than go on without them
+            updated = t["policy-update"].with_options(refresh_cache=True)(params, it, checkpoint, rollouts, rewards, evolved, data)
     state = {
+        "resume_from": state["resume_from"],
         "checkpoint": {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
         "coevolver": {"path": evolved["path"], "content_hash": evolved["content_hash"]},
         "report": evolved["report"],
@@ -61,6 +69,8 @@ def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: 
     if eval_due(cfg, it, last):
         with timers.phase("eval"):
             metrics.update(t["evaluate"](params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
+    with timers.phase("retain"):
+        t["retain"](params, it, state["checkpoint"])  # after the eval: keep_best sees this iteration's accuracy
     if it % cfg.pipeline.ingest_every == 0 or it == last:
         with timers.phase("ingest"):
             t["ingest"](params, state.pop("shards"))
@@ -81,6 +91,7 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
     last = first + cfg.run.iterations - 1
     layout = RunLayout(cfg.run.out_dir)
     state = {"checkpoint": record(layout.checkpoint(first - 1), "checkpoint"), "coevolver": record(layout.coevolver(first - 1), "coevolver")}
+    state["resume_from"] = latest_complete(cfg)  # newest kept checkpoint: cached updates after it must have their weights
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
     curve, history = [{"iteration": first - 1, **initial}], []
     track(first - 1, initial, data=data)

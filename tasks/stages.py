@@ -69,6 +69,14 @@ def evaluate(params: str, it: int, checkpoint: dict, coevolver: dict, data: dict
     return stages.evaluate_stage(_cfg(params), it, checkpoint["path"], coevolver["path"], data["test"]["path"])
 
 
+@task(name="retain", cache_policy=RESUMABLE, persist_result=True)
+def retain(params: str, it: int, checkpoint: dict) -> dict:
+    """Checkpoint retention after iteration `it` (idempotent; cached like the others, so a resumed flow
+    replays it without touching the disk). `checkpoint`, the newest, is in the key so that a re-run
+    that re-trained iteration `it` retains again."""
+    return stages.retain_stage(_cfg(params), it)
+
+
 @task(name="ingest", cache_policy=RESUMABLE, persist_result=True)
 def ingest(params: str, shards: list[dict]) -> dict:
     """The catalog's single writer, for a batch of finished iterations ({"iteration", "rollouts",
@@ -95,6 +103,6 @@ def configured(cfg: Config) -> dict:
     """The stage tasks by name, with this run's result storage and retry policy."""
     storage = {"result_storage": results_dir(cfg)}
     retrying = {"retries": cfg.pipeline.retries, "retry_delay_seconds": exponential_backoff(cfg.pipeline.retry_delay_s)}
-    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, ingest)}
+    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, retain, ingest)}
     plain.update({t.name: t.with_options(**storage, **retrying) for t in (rollout, verify)})
     return plain

@@ -26,6 +26,25 @@ from coevo.io import atomic_path, hash_file
 META = "coevo.json"
 TRAINER_STATE = "trainer_state.pt"
 WEIGHTS = "model.safetensors"
+PRUNED = "pruned.json"  # written by retention (coevo/policy/retention.py): the weight files deleted, with their sha256
+
+
+class PrunedCheckpointError(FileNotFoundError):
+    """A checkpoint whose weights retention pruned (run.retention): only its metadata is left."""
+
+    def __init__(self, checkpoint: str | Path):
+        self.checkpoint = Path(checkpoint)
+        super().__init__(
+            f"{checkpoint}: its weights were pruned by checkpoint retention (run.retention; {PRUNED} lists them); "
+            "only its metadata and lineage remain. Use a kept checkpoint (the newest, every keep_every-th, the best) "
+            "or raise run.retention.keep_last / set it to null to keep every checkpoint."
+        )
+
+
+def read_pruned(directory: str | Path) -> dict | None:
+    """The retention marker of a pruned checkpoint ({"iteration", "files": {name: sha256}}), else None."""
+    path = Path(directory) / PRUNED
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 @dataclass
@@ -52,6 +71,8 @@ def resolve_device(device: str) -> torch.device:
 def load_policy(path: str | Path, device: str = "auto", dtype: str = "float32") -> Policy:
     """Load any local HF causal-LM checkpoint directory (never downloads)."""
     path = Path(path)
+    if (path / PRUNED).is_file():
+        raise PrunedCheckpointError(path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path}: not a Hugging Face checkpoint directory (no config.json)")
     try:
@@ -106,6 +127,8 @@ def policy_version(directory: str | Path) -> str:
 
 def load_optimizer_state(directory: str | Path, optimizer: torch.optim.Optimizer) -> bool:
     state_path = Path(directory) / TRAINER_STATE
+    if (Path(directory) / PRUNED).is_file():
+        raise PrunedCheckpointError(directory)
     if not state_path.is_file():
         return False
     optimizer.load_state_dict(torch.load(state_path, weights_only=True)["optimizer"])

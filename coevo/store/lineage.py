@@ -18,7 +18,10 @@ Departures from "recompute every hash":
 1. DVC's md5 is recorded, not recomputed (the data files' own sha256 are checked instead).
 2. A checkpoint's trainer_state.pt is not checked: save_checkpoint leaves it out of "files" (it is
    training state, and the pipeline deletes it from all but the newest checkpoint).
-3. Of a source checkpoint only an imported one is checked (its weights against its import record);
+3. A checkpoint pruned by retention (coevo/policy/retention.py) lacks its weight files: a listed file
+   that is absent passes when the checkpoint's pruned.json names it with the sha256 coevo.json
+   recorded (a parent link to it is checked against that recorded hash); the chain reports it pruned.
+4. Of a source checkpoint only an imported one is checked (its weights against its import record);
    the GGUF file it was converted from is recorded, not rehashed (it may live in a package).
 """
 
@@ -34,7 +37,7 @@ from pathlib import Path
 from coevo.coevolvers.base import MANIFEST, content_hash, read_manifest
 from coevo.errors import InputError
 from coevo.io import hash_bytes, hash_file
-from coevo.policy.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
+from coevo.policy.checkpoint import META, PRUNED, TRAINER_STATE, WEIGHTS, read_meta, read_pruned
 from coevo.policy.import_model import read_import_record
 from coevo.tracking.dvc import dvc_dir_md5
 
@@ -173,12 +176,13 @@ def locate(checkpoint: Path, record: dict, stored: str) -> Path:
 def lineage_chain(checkpoint: Path) -> list[dict]:
     """This checkpoint, its parent, ... back to the bootstrap (whose parent is None).
 
-    Entries: {"checkpoint", "weights_sha256", "lineage", "missing"}. A parent directory that is gone
+    Entries: {"checkpoint", "weights_sha256", "lineage", "missing", "pruned"} (pruned: retention
+    deleted its weights, its metadata is there). A parent directory that is gone
     ends the chain with an entry marked missing (its weights_sha256 is the one its child recorded);
     a parent without a readable lineage record ends it with "lineage" None.
     """
     head = Path(os.path.normpath(Path(checkpoint).resolve()))
-    chain = [{"checkpoint": str(head), "weights_sha256": _weights_hash(head), "lineage": read_record(head), "missing": False}]
+    chain = [{"checkpoint": str(head), "weights_sha256": _weights_hash(head), "lineage": read_record(head), "missing": False, "pruned": (head / PRUNED).is_file()}]
     while chain[-1]["lineage"] and chain[-1]["lineage"].get("parent"):
         child = chain[-1]
         link = child["lineage"]["parent"]
@@ -191,13 +195,13 @@ def lineage_chain(checkpoint: Path) -> list[dict]:
 
 def _parent_entry(path: Path, recorded_weights: str) -> dict:
     if not path.is_dir():
-        return {"checkpoint": str(path), "weights_sha256": recorded_weights, "lineage": None, "missing": True}
+        return {"checkpoint": str(path), "weights_sha256": recorded_weights, "lineage": None, "missing": True, "pruned": False}
     try:
         meta = json.loads((path / META).read_text())
     except (OSError, json.JSONDecodeError):
         meta = {}
     lineage = meta.get("lineage") if isinstance(meta.get("lineage"), dict) else None
-    return {"checkpoint": str(path), "weights_sha256": meta.get("weights_sha256"), "lineage": lineage, "missing": False}
+    return {"checkpoint": str(path), "weights_sha256": meta.get("weights_sha256"), "lineage": lineage, "missing": False, "pruned": (path / PRUNED).is_file()}
 
 
 # ---- verifying the chain ----
@@ -253,7 +257,36 @@ def _check_checkpoint(path: Path, hashes: _Hashes) -> list[Mismatch]:
     listed = read_meta(path).get("files")
     if not isinstance(listed, dict):
         return [Mismatch(str(path / META), "checkpoint file", "a files listing", MISSING)]
-    return _check_listing(path, listed, "checkpoint file", hashes, unlisted_ok=(META, TRAINER_STATE))
+    found, pruned = _check_pruned(path, listed)
+    remaining = {name: sha for name, sha in listed.items() if name not in pruned or (path / name).is_file()}
+    return found + _check_listing(path, remaining, "checkpoint file", hashes, unlisted_ok=(META, TRAINER_STATE, PRUNED))
+
+
+def _check_pruned(path: Path, listed: dict) -> tuple[list[Mismatch], set[str]]:
+    """The files retention pruned from `path` (its pruned.json) whose hash agrees with coevo.json's
+    listing, and a Mismatch for each that disagrees (or for an unreadable marker)."""
+    try:
+        marker = read_pruned(path)
+    except (OSError, json.JSONDecodeError) as exc:
+        return [Mismatch(str(path / PRUNED), "pruned marker", "a readable pruned.json", f"unreadable: {exc}")], set()
+    found, pruned = [], set()
+    for name, sha in sorted((marker or {}).get("files", {}).items()):
+        if name in listed and listed[name] != sha:
+            found.append(Mismatch(str(path / name), "pruned file", listed[name], f"{sha} (in {PRUNED})"))
+        else:
+            pruned.add(name)
+    return found, pruned
+
+
+def _parent_weights(parent: Path, hashes: _Hashes) -> str:
+    """The sha256 of a parent's weights: of the file, or, when retention pruned it, the one its
+    pruned.json records (checked against the parent's own listing when the chain reaches it)."""
+    if (parent / WEIGHTS).is_file() or not (parent / PRUNED).is_file():
+        return hashes(parent / WEIGHTS)
+    try:
+        return (read_pruned(parent) or {}).get("files", {}).get(WEIGHTS, MISSING)
+    except (OSError, json.JSONDecodeError):
+        return MISSING
 
 
 def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Mismatch]:
@@ -261,7 +294,7 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
     found: list[Mismatch] = []
     if record.get("parent"):
         parent = locate(checkpoint, record, record["parent"]["path"])
-        actual = hashes(parent / WEIGHTS)
+        actual = _parent_weights(parent, hashes)
         if actual != record["parent"]["weights_sha256"]:
             found.append(Mismatch(str(parent), "parent link", record["parent"]["weights_sha256"], actual))
     for key in ("rollouts", "rewards"):

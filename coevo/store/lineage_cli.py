@@ -58,7 +58,8 @@ def chain_tree(ref: str, chain: list[dict]) -> Tree:
         elif entry["lineage"] is None:
             tree.add(Text(f"{entry['checkpoint']}  {weights}  (no lineage record)", style="yellow"))
         else:
-            node = tree.add(Text(f"iter {entry['lineage']['iteration']}  {weights}  {entry['checkpoint']}", style="bold"))
+            pruned = "  (weights pruned by retention)" if entry.get("pruned") else ""
+            node = tree.add(Text(f"iter {entry['lineage']['iteration']}  {weights}{pruned}  {entry['checkpoint']}", style="bold"))
             for label, value in _details(entry["lineage"]):
                 node.add(Text(f"{label}: {value}"))
     return tree

@@ -29,7 +29,9 @@ def _params(tmp_path, name: str) -> tuple[str, dict]:
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     overrides = {
         **TINY,
-        "run": {**TINY["run"], "iterations": ITERATIONS, "out_dir": str(tmp_path / name / "run")},
+        # keep_last 1: by the end of each run the weights of every checkpoint but the newest (and the
+        # bootstrap) are pruned, so the resumed flow has to get past pruned checkpoints
+        "run": {**TINY["run"], "iterations": ITERATIONS, "out_dir": str(tmp_path / name / "run"), "retention": {"keep_last": 1, "keep_every": 50, "keep_best": False}},
         "problems": {**TINY["problems"], "data_dir": str(tmp_path / name / "data")},
         "optim": {**TINY["optim"], "epochs": 20},  # a policy update long enough to be killed inside
         "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / name / 'mlflow.db'}", "experiment": "resume", "model_name": "tiny"},
@@ -90,6 +92,7 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
         assert counts == catalog.counts()
     assert counts["rollouts"] == counts["rewards"] == ITERATIONS * per_iter
     assert verify_lineage(layout.checkpoint(ITERATIONS)) == []
+    assert all((layout.checkpoint(it) / "pruned.json").is_file() for it in range(1, ITERATIONS))
     final = load_file(layout.checkpoint(ITERATIONS) / "model.safetensors")
     expected = load_file(reference.checkpoint(ITERATIONS) / "model.safetensors")
     assert all(torch.equal(final[k], expected[k]) for k in expected)

@@ -1,0 +1,128 @@
+"""Disk used by a run, with and without checkpoint retention (run.retention), and the bound it obeys.
+
+Runs the default params.yaml (the tiny policy) with the plain driver for --iterations, twice: with
+retention off (run.retention.keep_last null: every checkpoint keeps its weights) and with the
+defaults (keep_last 2, keep_every 50, keep_best), held-out evaluation every eval.every (25) as in
+params.yaml. Reports each run directory's size by part and the per-iteration costs, and
+extrapolates both to --extrapolate iterations (default 300, the default run) with the bound of
+bench/README.md "Disk":
+  bytes <= (keep_last + ceil(I / keep_every) + keep_best + 1) * checkpoint
+           + min(2, keep_last) * optimizer state
+           + I * (pruned-checkpoint metadata + rollouts/rewards shards + co-evolver version + report + eval)
+The measured retained run is checked against the bound at its own length.
+
+    .venv/bin/python bench/disk.py --iterations 50    # bench/results/disk/disk.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import RESULTS, console, prepared_config  # noqa: E402
+from coevo.io import write_json  # noqa: E402
+from coevo.policy.checkpoint import PRUNED, TRAINER_STATE  # noqa: E402
+from coevo.policy.retention import disk_bound_checkpoints  # noqa: E402
+
+MB = 1e6
+
+
+def du(path: Path) -> int:
+    """Bytes of the regular files under `path` (or of the file)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def breakdown(root: Path) -> dict[str, float]:
+    """A run directory's bytes by part; checkpoints split into kept (with weights) and pruned (metadata)."""
+    ckpts = sorted((root / "checkpoints").glob("iter_*"))
+    pruned = [c for c in ckpts if (c / PRUNED).is_file()]
+    kept = [c for c in ckpts if c not in pruned]
+    parts = {
+        "bootstrap": du(root / "bootstrap"),
+        "checkpoints_kept": sum(du(c) for c in kept),
+        "checkpoints_pruned": sum(du(c) for c in pruned),
+        "optimizer_state": sum(du(c / TRAINER_STATE) for c in ckpts),
+        "coevolver": du(root / "coevolver"),
+        "shards": du(root / "rollouts") + du(root / "rewards"),
+        "reports_evals": du(root / "reports") + du(root / "evals"),
+        "other": sum(du(p) for p in root.iterdir() if p.name not in {"bootstrap", "checkpoints", "coevolver", "rollouts", "rewards", "reports", "evals"}),
+    }
+    total = du(root)
+    return {**parts, "total": total, "n_kept": len(kept), "n_pruned": len(pruned)}
+
+
+def run_arm(name: str, iterations: int, retention: dict) -> tuple[dict, Path]:
+    from coevo.driver import train
+
+    run_dir = RESULTS / "disk" / name
+    cfg, _ = prepared_config(run_dir, iterations, {"eval": {"every": 25}, "run": {"retention": retention}})
+    start = time.perf_counter()
+    train(cfg)
+    console.print(f"{name}: {iterations} iterations in {time.perf_counter() - start:.0f} s")
+    return breakdown(run_dir), run_dir
+
+
+def per_iteration(parts: dict, root: Path, iterations: int) -> dict[str, float]:
+    """Bytes per iteration of what grows with every iteration, and the size of one full checkpoint."""
+    ckpts = sorted((root / "checkpoints").glob("iter_*"))
+    pruned = [c for c in ckpts if (c / PRUNED).is_file()]
+    full = [c for c in ckpts if not (c / PRUNED).is_file()]
+    return {
+        "checkpoint": max(du(c) - du(c / TRAINER_STATE) for c in full),  # weights + config + tokenizer + coevo.json
+        "optimizer_state": max(du(c / TRAINER_STATE) for c in full),
+        "pruned_metadata": (sum(du(c) for c in pruned) / len(pruned)) if pruned else 0.0,
+        "shards": parts["shards"] / iterations,
+        "coevolver": parts["coevolver"] / (iterations + 1),
+        "reports_evals": parts["reports_evals"] / iterations,
+        "other": parts["other"] / iterations,  # metrics.jsonl, summary.json
+    }
+
+
+def bound(iterations: int, unit: dict, keep_last: int, keep_every: int, keep_best: bool) -> float:
+    kept = disk_bound_checkpoints(iterations, keep_last, keep_every, keep_best)
+    growing = unit["pruned_metadata"] + unit["shards"] + unit["coevolver"] + unit["reports_evals"] + unit["other"]
+    return kept * unit["checkpoint"] + min(2, keep_last) * unit["optimizer_state"] + iterations * growing
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iterations", type=int, default=50)
+    parser.add_argument("--extrapolate", type=int, default=300)
+    args = parser.parse_args()
+    n, big = args.iterations, args.extrapolate
+    off, off_dir = run_arm("off", n, {"keep_last": None})
+    on, on_dir = run_arm("on", n, {"keep_last": 2, "keep_every": 50, "keep_best": True})
+    unit = per_iteration(on, on_dir, n)
+    unit_off = per_iteration(off, off_dir, n)
+    growing_off = unit_off["checkpoint"] + unit_off["shards"] + unit_off["coevolver"] + unit_off["reports_evals"] + unit_off["other"]
+    result = {
+        "iterations": n,
+        "off": off,
+        "on": on,
+        "per_iteration_bytes": unit,
+        "bound_on_bytes": bound(n, unit, 2, 50, True) - unit["checkpoint"] + on["bootstrap"],  # the bound's +1 is the bootstrap
+        "extrapolated": {
+            "iterations": big,
+            "off_bytes": off["bootstrap"] + big * growing_off + 2 * unit_off["optimizer_state"],
+            "on_bound_bytes": on["bootstrap"] + bound(big, unit, 2, 50, True) - unit["checkpoint"],
+        },
+    }
+    write_json(RESULTS / "disk" / "disk.json", result)
+    assert on["total"] <= result["bound_on_bytes"], "the retained run exceeds its bound"
+    console.print(f"{n} iterations: retention off {off['total'] / MB:.1f} MB ({off['n_kept']} full checkpoints), "
+                  f"on {on['total'] / MB:.1f} MB ({on['n_kept']} kept, {on['n_pruned']} pruned)")
+    console.print({k: round(v / 1e3, 1) for k, v in unit.items()}, "kB per unit")
+    ext = result["extrapolated"]
+    console.print(f"extrapolated to {big} iterations: off {ext['off_bytes'] / MB:.1f} MB, on <= {ext['on_bound_bytes'] / MB:.1f} MB "
+                  f"({disk_bound_checkpoints(big, 2, 50, True)} checkpoints incl. the bootstrap, ceil({big}/50) = {math.ceil(big / 50)})")
+
+
+if __name__ == "__main__":
+    main()
