@@ -25,6 +25,7 @@ from rich.console import Console
 from coevo import stages
 from coevo.config import Config
 from coevo.io import write_json
+from coevo.runlock import run_lock
 
 
 class Timers:
@@ -66,10 +67,16 @@ def frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-@frozen_heap()
 def train(cfg: Config, console: Console | None = None) -> dict:
-    """Run the whole training with the plain driver; returns (and writes) the run summary."""
+    """Run the whole training with the plain driver, holding the run directory's lock
+    (coevo/runlock.py; RunLocked if another process holds it); returns (and writes) the run summary."""
     console = console or Console(soft_wrap=True)
+    with run_lock(cfg.run.out_dir, "coevo.driver.train", log=console.print):
+        return _train(cfg, console)
+
+
+@frozen_heap()
+def _train(cfg: Config, console: Console) -> dict:
     start = time.perf_counter()
     set_threads(cfg)
     setup = Timers()
