@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coevo.cli import app
+from coevo.store.catalog import Catalog
 from coevo.runlock import EXIT_LOCKED, LOCK_NAME, RunLocked, read_holder, run_lock
 from flows.train import SKIPPED_RUNS, nightly_deployment, train_flow
 
@@ -21,7 +22,8 @@ from .conftest import ROOT, tiny_config
 from .test_cli import _params
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-HOLD = "import sys; from coevo.runlock import run_lock\nwith run_lock(sys.argv[1], 'holder under test'):\n    print('held', flush=True); sys.stdin.read()"
+HOLD = "import sys; from coevo.store.catalog import Catalog
+from coevo.runlock import run_lock\nwith run_lock(sys.argv[1], 'holder under test'):\n    print('held', flush=True); sys.stdin.read()"
 
 
 class Holder:
@@ -90,8 +92,11 @@ def test_read_only_commands_work_during_a_run(tmp_path, holder, tiny_policy_dir)
     result = CliRunner().invoke(app, ["eval", str(tiny_policy_dir), "--problems", str(problems), "--params", params, "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["n"] == 1
-    lineage = CliRunner().invoke(app, ["lineage", str(tiny_policy_dir)])
-    assert lineage.exit_code == 0, lineage.output
+    with Catalog(tmp_path / "run" / "catalog.duckdb"):
+        pass  # the run's (empty) catalog, as the holder would have written it
+    query = CliRunner().invoke(app, ["query", "pass-rate", "--catalog", str(tmp_path / "run" / "catalog.duckdb"), "--json"])
+    assert query.exit_code == 0, query.output
+    assert json.loads(query.output) == []
 
 
 def test_scheduled_run_that_would_overlap_is_skipped_and_recorded(prefect_server, tmp_path, holder):
