@@ -29,6 +29,7 @@ from coevo.sandbox.isolation import NOBODY, Isolation, isolation_for
 STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "invalid", "spoofed")  # spoofed: the program tried to fake a pass (coevo/sandbox/__init__.py)
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the child's whole environment: nothing of the parent's
 GRACE_S = 0.2  # after the child exits, how long to drain pipes held open by stray descendants
+CPU_SLACK_S = 0.1  # rusage samples CPU time at tick granularity: a child killed at RLIMIT_CPU can show slightly under it
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits:
     _kill_group(proc)
     if proc.returncode is None:
         cpu = _reap(proc, 0)
-    if ended == "exit" and cpu is not None and cpu >= limits.cpu_s:
+    if ended == "exit" and cpu is not None and cpu >= limits.cpu_s - CPU_SLACK_S:
         ended = "cpu"
     proc.stdout.close()
     return bytes(buffers[out_fd][: limits.output_bytes]), bytes(buffers[report_fd][: caps[report_fd]]), ended
