@@ -89,7 +89,7 @@ def _train(cfg: Config, console: Console) -> dict:
     console.print(f"[bold]bootstrap[/]: {boot['bootstrap']} | eval/acc={curve[0]['eval/acc']:.3f}")
     metrics_path = Path(cfg.run.out_dir) / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
-    completed = 0
+    completed, stopped_by = 0, "iterations"
     for it in range(1, cfg.run.iterations + 1):
         timers, train_path = Timers(), data["train"]["path"]
         with timers.phase("rollout"):
@@ -113,11 +113,12 @@ def _train(cfg: Config, console: Console) -> dict:
         completed = it
         budget = cfg.run.time_budget_s
         if budget is not None and time.perf_counter() - start > budget and it < cfg.run.iterations:
-            console.print(f"time budget {budget}s reached after iteration {it}")
+            console.print(f"time budget {budget}s reached after iteration {it}; rerun with run.iterations={it} to reproduce")
+            stopped_by = "time_budget"
             if curve[-1]["iteration"] != it:
                 curve.append({"iteration": it, **stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"]})
             break
-    return write_summary(cfg, curve, 1, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot})
+    return write_summary(cfg, curve, 1, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot, "stopped_by": stopped_by})
 
 
 def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: float, extra: dict) -> dict:

@@ -105,7 +105,7 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
     params, t = cfg.model_dump_json(), configured(cfg)  # one JSON string: see tasks/stages.py
     track = FlowTracking(cfg, results_dir(cfg))
     data = t["prepare"](params)
-    t["bootstrap"](params, data)
+    boot = t["bootstrap"](params, data)
     first = latest_complete(cfg) + 1 if continue_latest else 1
     last = first + cfg.run.iterations - 1
     layout = RunLayout(cfg.run.out_dir)
@@ -123,7 +123,7 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
         publish(it, metrics, state["report"])
         get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
     write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
-    return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last})
+    return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last, "bootstrap": boot.get("bootstrap", {})})
 
 
 def shard(stage: dict) -> dict:
