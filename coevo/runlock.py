@@ -5,10 +5,11 @@ flow or `--plain`, `code loop`, and so `dvc repro`, whose stages run them) holds
 whole run. It is taken with `fcntl.flock(LOCK_EX | LOCK_NB)`, atomically, on the lock file; the
 kernel drops it when its holder exits, however it exits (SIGKILL included), so a lock can never be
 left stale: the file's record of a dead holder is only reported ("took over from ..."), never obeyed.
-The file holds one JSON record of the holder: pid, host, start time (UTC), command line.
+The file holds one JSON record of the holder: pid, host, start time (UTC), command line; the holder
+deletes it on release (and the run directory, if the lock created it and it is still empty).
 
 A second writer fails at once with `RunLocked` (exit code `EXIT_LOCKED` = 3 from the CLI) naming
-the holder, having written nothing: the refused process opens the existing file read-only. The lock
+the holder, having written nothing (opening the existing lock file changes nothing). The lock
 is re-entrant within a process (the CLI takes it, then the flow it calls takes it again). Readers
 (`coevo eval`, `lineage`, `query`) never take it. Departure from a pid file: flock, not "pid
 alive?", decides, so a recycled pid or another host's pid cannot block a run; like any flock it
@@ -31,7 +32,7 @@ from pathlib import Path
 LOCK_NAME = ".coevo-run.lock"
 EXIT_LOCKED = 3  # the CLI's exit code when another process holds the run directory
 
-_held: dict[Path, list] = {}  # resolved lock path -> [fd, depth]: this process's locks
+_held: dict[Path, list] = {}  # resolved lock path -> [fd, depth, created the directory]: this process's locks
 _guard = threading.Lock()
 
 
@@ -56,27 +57,24 @@ def read_holder(out_dir: str | os.PathLike) -> dict:
         return {}
 
 
-def _refuse(path: Path) -> None:
-    """Raise RunLocked if another process holds the lock on an existing file; write nothing."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise RunLocked(path.parent, read_holder(path.parent)) from None
-    finally:
-        os.close(fd)  # closing drops the probe's shared lock
-
-
 def _acquire(path: Path, command: str) -> tuple[int, dict]:
-    if path.exists():
-        _refuse(path)  # refuse before creating or touching anything
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:  # lost a race with another starter
-        os.close(fd)
-        raise RunLocked(path.parent, read_holder(path.parent)) from None
+    """Open and flock the lock file; RunLocked if another process holds it. Opening an existing
+    file writes nothing, so a refused process leaves the directory as it was. A holder deletes the
+    file on release, so after locking, check the lock is still on the file at `path` (retry if not)."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunLocked(path.parent, read_holder(path.parent)) from None
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # locked a file its holder had just deleted: retry on the new one
     previous = read_holder(path.parent)
     record = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": command}
     os.ftruncate(fd, 0)
@@ -93,10 +91,10 @@ def run_lock(out_dir: str | os.PathLike, command: str | None = None, log=None) -
     with _guard:
         if path in _held:
             _held[path][1] += 1
-            fd = None
         else:
+            created = not path.parent.exists()
             fd, previous = _acquire(path, command or " ".join(sys.argv))
-            _held[path] = [fd, 1]
+            _held[path] = [fd, 1, created]
             if previous and log is not None:
                 log(f"run lock: took over {path}, last held by pid {previous.get('pid')} on {previous.get('host')} since {previous.get('since')} (no longer running)")
     try:
@@ -107,5 +105,15 @@ def run_lock(out_dir: str | os.PathLike, command: str | None = None, log=None) -
             entry[1] -= 1
             if entry[1] == 0:
                 del _held[path]
-                os.ftruncate(entry[0], 0)  # an empty file: released cleanly
+                path.unlink(missing_ok=True)  # no file: released cleanly (a file left behind = a holder died)
                 os.close(entry[0])  # closing releases the flock
+                if entry[2]:
+                    _remove_if_empty(path.parent)
+
+
+def _remove_if_empty(directory: Path) -> None:
+    """A run directory this lock created and nothing else wrote (a command that failed on bad input)."""
+    try:
+        directory.rmdir()
+    except OSError:
+        pass
