@@ -7,8 +7,12 @@ confine, report_fd}; the harness reads it and closes stdin, then
    chroot into it, and, when it was started as real root, drops to uid/gid 65534 (nobody);
 2. applies the resource limits (CPU, address space, processes, open files, file size);
 3. compiles and executes the program (SyntaxError -> "invalid"; an exception -> "load-error");
-4. runs each test snippet in the program's namespace under a per-test interval timer, reporting one
-   line per test on the report pipe: "<nonce> test <i> <pass|fail|error|timeout|memory> <detail>".
+4. wraps every function, bound method and callable instance the program defined so each value it
+   returns must be plain data (exact built-in types, recursively) and fingerprints builtins and
+   its own os/sys/signal entry points (a change after loading or after a test: "spoofed");
+5. runs each test snippet in the program's namespace under a per-test interval timer, deciding the
+   outcome itself with references taken before the program ran, and reports one line per test on
+   the report pipe: "<nonce> test <i> <pass|fail|error|timeout|memory|spoofed> <detail>", then "done".
 The nonce keeps the program's own prints off the report channel; it does not stop a program that
 inspects this interpreter's memory from forging lines (see coevo/sandbox/__init__.py).
 """
