@@ -8,6 +8,7 @@ file stays the single source of knobs and a one-off change is visible in the com
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -74,6 +75,19 @@ def fail_cleanly(command):
     return wrapper
 
 
+@contextmanager
+def writer_lock(cfg: Config, command: str):
+    """Hold run.out_dir's run lock (coevo/runlock.py) for a writing command; another holder -> exit 3."""
+    from coevo.runlock import EXIT_LOCKED, RunLocked, run_lock
+
+    try:
+        with run_lock(cfg.run.out_dir, f"coevo {command}", log=console.print):
+            yield
+    except RunLocked as exc:
+        console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+        raise typer.Exit(EXIT_LOCKED) from exc
+
+
 def quiet_libraries() -> None:
     from transformers.utils import logging as hf_logging
 
@@ -103,7 +117,8 @@ def prepare(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_jso
     from coevo.prepare import prepare_problems
 
     cfg = config_from(params, set_)
-    train, test = prepare_problems(cfg)
+    with writer_lock(cfg, "prepare"):
+        train, test = prepare_problems(cfg)
     result = {"source": cfg.problems.source, "data_dir": str(cfg.problems.data_dir), "train": len(train), "test": len(test)}
     print_json(result) if as_json else console.print(result)
 
@@ -116,7 +131,8 @@ def bootstrap(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_j
 
     cfg = config_from(params, set_)
     quiet_libraries()
-    result = stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
+    with writer_lock(cfg, "bootstrap"):
+        result = stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
     print_json(result) if as_json else console.print(result)
 
 
@@ -132,14 +148,15 @@ def train(
     """Bootstrap, then train for run.iterations: the Prefect flow (resumable, tracked) or --plain."""
     cfg = config_from(params, set_)
     quiet_libraries()
-    if plain:
-        from coevo.driver import train as run_training
+    with writer_lock(cfg, "train" + (" --plain" if plain else "")):
+        if plain:
+            from coevo.driver import train as run_training
 
-        summary = run_training(cfg, Console(soft_wrap=True, quiet=as_json))
-    else:
-        from flows.train import train_flow
+            summary = run_training(cfg, Console(soft_wrap=True, quiet=as_json))
+        else:
+            from flows.train import train_flow
 
-        summary = train_flow(str(params), parse_overrides(set_), continue_latest)
+            summary = train_flow(str(params), parse_overrides(set_), continue_latest)
     if as_json:
         print_json({k: summary[k] for k in ("final_checkpoint", "final_coevolver", "checkpoints", "initial_eval", "final_eval", "wall_time_s", "iterations")})
         return
@@ -234,7 +251,8 @@ def code_loop(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_j
 
     cfg = config_from(params, set_)
     quiet_libraries()
-    summary = run_code_loop(cfg, log=(lambda _: None) if as_json else console.print)
+    with writer_lock(cfg, "code loop"):
+        summary = run_code_loop(cfg, log=(lambda _: None) if as_json else console.print)
     if as_json:
         print_json({k: v for k, v in summary.items() if k != "history"})
         return

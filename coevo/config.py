@@ -83,7 +83,8 @@ class PolicyConfig(Strict):
 
 class BootstrapConfig(Strict):
     steps: int = Field(150, ge=0, description="Maximum supervised steps of the warm start.")
-    time_budget_s: float = Field(120.0, gt=0, description="Wall-clock cap of the warm start in seconds (whichever comes first).")
+    time_budget_s: float | None = Field(None, gt=0, description="Optional wall-clock cap of the warm start in seconds (whichever of steps and this comes first); null = steps only, so the checkpoint does not depend on the machine's load. When it stops the warm start, checkpoint 0 records stopped_by=time_budget and the steps done; replay them with replay_steps.")
+    replay_steps: int | None = Field(None, ge=0, description="Stop the warm start after exactly this many steps (the `steps` a time-budgeted bootstrap recorded in its coevo.json), keeping the learning-rate schedule over `steps`: reproduces that checkpoint on any machine. null = run to steps (or the time budget).")
     batch_size: int = Field(64, ge=1, description="Demonstrations per step.")
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the warm start (cosine-decayed to 10%).")
     context_prob: float = Field(0.5, ge=0, le=1, description="Probability that a demonstration is preceded by worked examples, so the model learns to read skill context.")

@@ -27,6 +27,7 @@ from rich.console import Console
 from coevo import stages
 from coevo.config import Config
 from coevo.io import write_json
+from coevo.runlock import run_lock
 
 
 class Timers:
@@ -68,10 +69,16 @@ def frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-@frozen_heap()
 def train(cfg: Config, console: Console | None = None) -> dict:
-    """Run the whole training with the plain driver; returns (and writes) the run summary."""
+    """Run the whole training with the plain driver, holding the run directory's lock
+    (coevo/runlock.py; RunLocked if another process holds it); returns (and writes) the run summary."""
     console = console or Console(soft_wrap=True)
+    with run_lock(cfg.run.out_dir, "coevo.driver.train", log=console.print):
+        return _train(cfg, console)
+
+
+@frozen_heap()
+def _train(cfg: Config, console: Console) -> dict:
     start = time.perf_counter()
     set_threads(cfg)
     setup = Timers()
@@ -84,7 +91,7 @@ def train(cfg: Config, console: Console | None = None) -> dict:
     console.print(f"[bold]bootstrap[/]: {boot['bootstrap']} | eval/acc={curve[0]['eval/acc']:.3f}")
     metrics_path = Path(cfg.run.out_dir) / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
-    completed = 0
+    completed, stopped_by = 0, "iterations"
     for it in range(1, cfg.run.iterations + 1):
         timers, train_path = Timers(), data["train"]["path"]
         with timers.phase("rollout"):
@@ -110,11 +117,12 @@ def train(cfg: Config, console: Console | None = None) -> dict:
         completed = it
         budget = cfg.run.time_budget_s
         if budget is not None and time.perf_counter() - start > budget and it < cfg.run.iterations:
-            console.print(f"time budget {budget}s reached after iteration {it}")
+            console.print(f"time budget {budget}s reached after iteration {it}; rerun with run.iterations={it} to reproduce")
+            stopped_by = "time_budget"
             if curve[-1]["iteration"] != it:
                 curve.append({"iteration": it, **stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"]})
             break
-    return write_summary(cfg, curve, 1, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot})
+    return write_summary(cfg, curve, 1, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot, "stopped_by": stopped_by})
 
 
 def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: float, extra: dict) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -27,9 +28,12 @@ from coevo.config import Config, load_config
 from coevo.driver import Timers, eval_due, format_progress, frozen_heap, set_threads, write_summary
 from coevo.io import write_text
 from coevo.policy.checkpoint import policy_version, read_pruned
+from coevo.runlock import RunLocked, run_lock
 from coevo.stages import RunLayout, latest_complete
 from tasks.stages import configured, results_dir
 from tasks.tracking import FlowTracking
+
+SKIPPED_RUNS = "skipped_runs.jsonl"  # in run.out_dir: scheduled runs skipped because the directory was in use
 
 
 def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
@@ -78,15 +82,40 @@ def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: 
 
 
 @flow(name="coevo-train")
-@frozen_heap()
-def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, continue_latest: bool = False) -> dict:
+def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, continue_latest: bool = False, skip_if_locked: bool = False) -> dict:
+    """Train holding run.out_dir's run lock (coevo/runlock.py). When another process holds it the
+    flow fails with RunLocked, or, with `skip_if_locked` (the nightly deployment), returns
+    {"skipped": ...} after appending the refusal to run.out_dir/skipped_runs.jsonl."""
     started = time.perf_counter()
     cfg = load_config(params_file, overrides)
+    try:
+        with run_lock(cfg.run.out_dir, f"prefect flow coevo-train {params_file}", log=get_run_logger().warning):
+            return train_locked(cfg, continue_latest, started)
+    except RunLocked as exc:
+        if not skip_if_locked:
+            raise
+        return record_skip(cfg, exc)
+
+
+def record_skip(cfg: Config, exc: RunLocked) -> dict:
+    """Append a skipped run (the holder that blocked it) to skipped_runs.jsonl and log it."""
+    from prefect.runtime import flow_run
+
+    entry = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "flow_run": str(flow_run.id), "holder": exc.holder}
+    get_run_logger().warning(f"skipped: {exc}")
+    with (Path(cfg.run.out_dir) / SKIPPED_RUNS).open("a") as fh:  # one short line per append: O_APPEND keeps lines whole
+        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+    return {"skipped": entry}
+
+
+@frozen_heap()
+def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
+    """The flow's body, run under the run lock."""
     set_threads(cfg)
     params, t = cfg.model_dump_json(), configured(cfg)  # one JSON string: see tasks/stages.py
     track = FlowTracking(cfg, results_dir(cfg))
     data = t["prepare"](params)
-    t["bootstrap"](params, data)
+    boot = t["bootstrap"](params, data)
     first = latest_complete(cfg) + 1 if continue_latest else 1
     last = first + cfg.run.iterations - 1
     layout = RunLayout(cfg.run.out_dir)
@@ -105,7 +134,7 @@ def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, 
         publish(it, metrics, state["report"])
         get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
     write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
-    return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last})
+    return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last, "bootstrap": boot.get("bootstrap", {})})
 
 
 def shard(stage: dict) -> dict:
@@ -125,5 +154,5 @@ def nightly_deployment(params_file: str, cfg: Config, overrides: dict | None = N
     return train_flow.to_deployment(
         name=cfg.pipeline.deployment_name,
         cron=cfg.pipeline.schedule_cron,
-        parameters={"params_file": params_file, "overrides": overrides or {}, "continue_latest": True},
+        parameters={"params_file": params_file, "overrides": overrides or {}, "continue_latest": True, "skip_if_locked": True},
     )

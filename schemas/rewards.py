@@ -34,7 +34,7 @@ REWARDS_SCHEMA = pa.DataFrameSchema(
         "reward": pa.Column(float, description="Scalar reward."),
         "passed": pa.Column(bool, description="Whether the completion was judged correct."),
         "verifier": pa.Column(str, description="Name of the verifier that judged it."),
-        "details": pa.Column(str, description="Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, failed, timeout, memory, crashed, invalid), test (first failing test), passed (k/n tests), mode (sandbox isolation); `parse_details` reads them."),
+        "details": pa.Column(str, description="Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, failed, timeout, memory, crashed, invalid, spoofed), test (first failing test), passed (k/n tests), mode (sandbox isolation); `parse_details` reads them."),
         COMPONENTS: pa.Column(str, _components(), required=False, description="Each reward function's value, as a JSON object {name: float or null (not applicable)} in `rewards:` order; `reward` is their weighted sum. Optional on read (shards written before it are read as '{}'); always written."),
     },
     strict=True,

@@ -53,6 +53,8 @@ def execute_tables(problems: pd.DataFrame, rollouts: pd.DataFrame, bank_tests: d
 
 def ground_truth_verdict(verdict: Verdict, n_truth: int) -> tuple[str, int | None]:
     """The verdict restricted to the first n_truth (ground-truth) tests: (status, first failing test)."""
+    if verdict.status == "spoofed":
+        return "spoofed", verdict.failed_test
     for i, outcome in enumerate(verdict.outcomes[:n_truth]):
         if outcome == "pass":
             continue

@@ -103,16 +103,18 @@ def demonstration_sequences(pool: pd.DataFrame, cfg: Config, rng: np.random.Gene
 
 
 def arithmetic_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> BootstrapReport:
-    """Train on demonstrations of problems.bootstrap_families for bootstrap.steps or
-    bootstrap.time_budget_s, whichever ends first."""
+    """Train on demonstrations of problems.bootstrap_families for bootstrap.steps, or
+    bootstrap.time_budget_s if set and sooner (recorded as stopped_by="time_budget" with the steps
+    done), or exactly bootstrap.replay_steps."""
     pool = train[train["family"].isin(cfg.problems.bootstrap_families)]
     if pool.empty:
         raise ValueError(f"no training problems in problems.bootstrap_families {cfg.problems.bootstrap_families}")
     boot, tok, model = cfg.bootstrap, policy.tokenizer, policy.model
     rng = np.random.default_rng(cfg.seed)
     step, loss_value, seconds = supervised_steps(
-        model, lambda: demonstration_sequences(pool, cfg, rng, tok), tok.pad_token_id, boot.lr, boot.steps, max(1, boot.steps // 20), boot.time_budget_s
+        model, lambda: demonstration_sequences(pool, cfg, rng, tok), tok.pad_token_id, boot.lr, boot.steps, max(1, boot.steps // 20), boot.time_budget_s, boot.replay_steps
     )
+    stopped_by = "steps" if step >= boot.steps else ("replay_steps" if boot.replay_steps is not None else "time_budget")
     return BootstrapReport(
         kind="arithmetic",
         steps=step,
@@ -120,6 +122,7 @@ def arithmetic_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> B
         final_loss=loss_value,
         parameters=sum(p.numel() for p in model.parameters()),
         demonstrations=step * boot.batch_size,
+        stopped_by=stopped_by,
     )
 
 

@@ -27,6 +27,7 @@ class BootstrapReport:
     parameters: int
     demonstrations: int
     note: str = ""  # why nothing was demonstrated, when nothing was
+    stopped_by: str = "steps"  # "steps" (all steps done), "replay_steps" or "time_budget" (load-dependent: replay with bootstrap.replay_steps=steps)
 
 
 def sequence_nll(model, sequences: list[list[int]], masks: list[list[float]], pad_id: int) -> torch.Tensor:
@@ -50,19 +51,23 @@ def supervised_steps(
     lr: float,
     steps: int,
     warmup: int = 1,
-    time_budget_s: float = math.inf,
+    time_budget_s: float | None = None,
+    stop_after: int | None = None,
 ) -> tuple[int, float, float]:
     """AdamW (weight decay 0.01, gradient norm clipped at 1) on the masked NLL of `batches()` for
-    `steps` steps or `time_budget_s` seconds, whichever ends first; the learning rate warms up
-    linearly over `warmup` steps and decays by cosine to 10%. Returns (steps taken, last loss, seconds);
-    zero steps leave the model untouched (loss NaN)."""
+    `steps` steps or `time_budget_s` seconds (None: no cap), whichever ends first, or exactly
+    `stop_after` steps (a replay of a time-budgeted run: the schedule stays over `steps`); the
+    learning rate warms up linearly over `warmup` steps and decays by cosine to 10%. Returns
+    (steps taken, last loss, seconds); zero steps leave the model untouched (loss NaN)."""
+    budget = math.inf if time_budget_s is None else time_budget_s
+    last = steps if stop_after is None else min(steps, stop_after)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / max(steps, 1), 1.0))))
     )
     model.train()
     start, step, loss_value = time.perf_counter(), 0, float("nan")
-    while step < steps and time.perf_counter() - start < time_budget_s:
+    while step < last and (stop_after is not None or time.perf_counter() - start < budget):
         sequences, masks = batches()
         loss = sequence_nll(model, sequences, masks, pad_id)
         optimizer.zero_grad(set_to_none=True)

@@ -2,8 +2,17 @@
 
 Generated code comes from a model optimised to get reward, so the sandbox is a security boundary.
 `run_jobs` runs many samples in parallel (a thread pool driving one child process each) and returns
-one `Verdict` per sample: passed, failed (with the first failing test), timeout, memory, crashed
-or invalid (does not compile), plus the outcome of every test (the pass-table row CURE needs).
+one `Verdict` per sample: passed, failed (with the first failing test), timeout, memory, crashed,
+invalid (does not compile) or spoofed (it tried to fake a pass), plus the outcome of every test
+(the pass-table row CURE needs; a spoofed sample passes none).
+
+Spoof guards (harness.py; tricks and verdicts: bench/spoof_guards.py): every function, bound method
+or callable instance the program defines is wrapped so each value it returns must be plain data
+(exact int/float/complex/str/bool/None/bytes/list/tuple/dict/set/frozenset, recursively) before a
+test compares it; builtins and the harness's os.write/os._exit/sys.exit/signal.setitimer are
+fingerprinted before the program loads and checked after loading and after every test; the harness
+decides each test's outcome itself with references taken before the program ran, and a child that
+exits cleanly without the harness's final report line is spoofed (os._exit(0), fake "pass" prints).
 
 What every mode except "none" does (mode "rlimits", the fallback):
 - a new session (process group); on the wall-clock deadline or on output overflow the parent
@@ -34,9 +43,10 @@ Mode "namespaces" (chosen by "auto" when a probe passes; see isolation.py) adds:
   which has no more rights over host files than the user.
 What "namespaces" does NOT protect: kernel exploits (no seccomp filter); the shared read-only
 system directories stay readable; CPU and memory contention between parallel samples; the verdict
-protocol itself (a program that inspects the harness's memory can find the report pipe and its nonce
-and forge "pass" lines: reward hacking of that kind must be caught by reviewing the code, not by
-this sandbox); RLIMIT_NPROC counts all processes of the sandbox user across parallel samples.
+protocol itself (a program that walks the interpreter -- sys._getframe, gc, the report function's
+__closure__ -- can find the report pipe and its nonce and forge "pass" lines; bench/spoof_guards.py
+keeps that trick as the documented residual gap: closing it needs the tests run in a process the
+program cannot reach); RLIMIT_NPROC counts all processes of the sandbox user across parallel samples.
 """
 
 from coevo.sandbox.isolation import Isolation, isolation_for, namespaces_available

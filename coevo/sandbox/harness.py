@@ -7,8 +7,12 @@ confine, report_fd}; the harness reads it and closes stdin, then
    chroot into it, and, when it was started as real root, drops to uid/gid 65534 (nobody);
 2. applies the resource limits (CPU, address space, processes, open files, file size);
 3. compiles and executes the program (SyntaxError -> "invalid"; an exception -> "load-error");
-4. runs each test snippet in the program's namespace under a per-test interval timer, reporting one
-   line per test on the report pipe: "<nonce> test <i> <pass|fail|error|timeout|memory> <detail>".
+4. wraps every function, bound method and callable instance the program defined so each value it
+   returns must be plain data (exact built-in types, recursively) and fingerprints builtins and
+   its own os/sys/signal entry points (a change after loading or after a test: "spoofed");
+5. runs each test snippet in the program's namespace under a per-test interval timer, deciding the
+   outcome itself with references taken before the program ran, and reports one line per test on
+   the report pipe: "<nonce> test <i> <pass|fail|error|timeout|memory|spoofed> <detail>", then "done".
 The nonce keeps the program's own prints off the report channel; it does not stop a program that
 inspects this interpreter's memory from forging lines (see coevo/sandbox/__init__.py).
 """
@@ -18,11 +22,16 @@ import json, os, resource, signal, sys
 
 cfg = json.loads(sys.stdin.read())
 sys.stdin.close()
-NONCE, REPORT = cfg["nonce"], cfg["report_fd"]
 
 
-def report(*parts):
-    os.write(REPORT, (" ".join([NONCE] + [str(p).replace("\n", " ")[:300] for p in parts]) + "\n").encode())
+def reporter(nonce, fd, write):
+    """report(*parts): one line on the report pipe; the nonce lives only in this closure."""
+    def report(*parts):
+        write(fd, (" ".join([nonce] + [str(p).replace("\n", " ")[:300] for p in parts]) + "\n").encode())
+    return report
+
+
+report = reporter(cfg.pop("nonce"), cfg["report_fd"], os.write)
 
 
 def confine(c):
@@ -66,6 +75,60 @@ class TestTimeout(BaseException):
     pass
 
 
+class Spoofed(BaseException):
+    pass
+
+
+import builtins, types
+_write, _AssertionError, _exit, _setitimer = os.write, AssertionError, os._exit, signal.setitimer
+PLAIN = (int, float, complex, str, bool, type(None), bytes, list, tuple, dict, set, frozenset)
+_spoofed = []  # reasons; any entry makes the sample "spoofed", whatever the program catches
+
+
+def guarded():
+    """What a program could patch to fake a pass: builtins, the exceptions, os/sys/signal entry points."""
+    return {**{("b", k): id(v) for k, v in vars(builtins).items()}, ("os", "write"): id(os.write), ("os", "_exit"): id(os._exit),
+            ("sys", "exit"): id(sys.exit), ("signal", "setitimer"): id(signal.setitimer), ("AE", "eq"): id(AssertionError.__init__)}
+
+
+def check_plain(value, depth=0):
+    """Raise Spoofed unless value is plain data: exact built-in types, recursively (bounded)."""
+    if type(value) not in PLAIN or depth > 50:
+        _spoofed.append("returned %s" % type(value).__name__)
+        raise Spoofed("returned a %s, not plain data" % type(value).__name__)
+    if type(value) in (list, tuple, set, frozenset):
+        for item in value:
+            check_plain(item, depth + 1)
+    elif type(value) is dict:
+        for k, v in value.items():
+            check_plain(k, depth + 1)
+            check_plain(v, depth + 1)
+
+
+def checked(fn):
+    def call(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        check_plain(result)
+        return result
+    call.__name__, call.__qualname__, call.__wrapped__ = fn.__name__, fn.__qualname__, fn
+    return call
+
+
+def wrap_entry_points(namespace):
+    """Every function the program defined (top level, and methods of its classes) returns checked values."""
+    for name, value in list(namespace.items()):
+        if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
+            namespace[name] = checked(value)
+        elif isinstance(value, types.MethodType) and getattr(value.__func__, "__globals__", None) is namespace:
+            namespace[name] = checked(value)  # a bound method taken before its class was wrapped
+        elif callable(value) and not isinstance(value, type) and type(value).__module__ == "__main__":
+            namespace[name] = checked(value)  # an instance with __call__
+        elif isinstance(value, type) and value.__module__ == "__main__":
+            for attr, member in list(vars(value).items()):
+                if isinstance(member, types.FunctionType) and not attr.startswith("__"):
+                    setattr(value, attr, checked(member))
+
+
 def on_alarm(signum, frame):
     raise TestTimeout()
 
@@ -89,6 +152,7 @@ except (SyntaxError, ValueError) as exc:
     sys.exit(0)
 signal.signal(signal.SIGALRM, on_alarm)
 namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+GUARDED = guarded()
 try:
     signal.setitimer(signal.ITIMER_REAL, cfg["per_test_s"])
     exec(code, namespace)
@@ -103,6 +167,10 @@ except BaseException as exc:
     signal.setitimer(signal.ITIMER_REAL, 0)
     report("load-error", type(exc).__name__, exc)
     sys.exit(0)
+if guarded() != GUARDED:
+    report("spoofed", "load", "patched builtins or harness functions")
+    _exit(0)
+wrap_entry_points(namespace)
 for i, test in enumerate(cfg["tests"]):
     try:
         test_code = compile(test, "test_%d.py" % i, "exec")
@@ -110,22 +178,32 @@ for i, test in enumerate(cfg["tests"]):
         report("test", i, "invalid", type(exc).__name__)
         continue
     try:
-        signal.setitimer(signal.ITIMER_REAL, cfg["per_test_s"])
+        _setitimer(signal.ITIMER_REAL, cfg["per_test_s"])
         exec(test_code, namespace)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        report("test", i, "pass", "")
+        _setitimer(signal.ITIMER_REAL, 0)
+        outcome = ("pass", "")
     except TestTimeout:
-        report("test", i, "timeout", "")
+        outcome = ("timeout", "")
     except MemoryError:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        report("test", i, "memory", "")
-    except AssertionError as exc:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        report("test", i, "fail", exc)
+        _setitimer(signal.ITIMER_REAL, 0)
+        outcome = ("memory", "")
+    except Spoofed as exc:
+        _setitimer(signal.ITIMER_REAL, 0)
+        outcome = ("spoofed", "returned non-plain data")
+    except _AssertionError as exc:
+        _setitimer(signal.ITIMER_REAL, 0)
+        outcome = ("fail", "")
     except BaseException as exc:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        report("test", i, "error", type(exc).__name__, exc)
+        _setitimer(signal.ITIMER_REAL, 0)
+        outcome = ("error", type(exc).__name__)
+    if _spoofed or guarded() != GUARDED:  # the harness decides; a swallowed Spoofed still counts
+        outcome = ("spoofed", (_spoofed or ["patched builtins or harness functions"])[0])
+    report("test", i, *outcome)
+    if outcome[0] == "spoofed":
+        _exit(0)
 report("done")
-sys.stdout.flush()
-os._exit(0)
+try:
+    sys.stdout.flush()
+finally:
+    _exit(0)
 '''

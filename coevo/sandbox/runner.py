@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from coevo.sandbox.harness import HARNESS
 from coevo.sandbox.isolation import NOBODY, Isolation, isolation_for
 
-STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "invalid")
+STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "invalid", "spoofed")  # spoofed: the program tried to fake a pass (coevo/sandbox/__init__.py)
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the child's whole environment: nothing of the parent's
 GRACE_S = 0.2  # after the child exits, how long to drain pipes held open by stray descendants
+CPU_SLACK_S = 0.1  # rusage samples CPU time at tick granularity: a child killed at RLIMIT_CPU can show slightly under it
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,8 @@ class Verdict:
         return self.status == "passed"
 
     def pass_vector(self) -> list[bool]:
-        return [o == "pass" for o in self.outcomes]
+        """Per test: passed. A spoofed sample passes nothing: its earlier passes are not trusted either."""
+        return [o == "pass" and self.status != "spoofed" for o in self.outcomes]
 
     def summary(self) -> str:
         """One line for the rewards table's details column."""
@@ -182,7 +184,7 @@ def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits:
     _kill_group(proc)
     if proc.returncode is None:
         cpu = _reap(proc, 0)
-    if ended == "exit" and cpu is not None and cpu >= limits.cpu_s:
+    if ended == "exit" and cpu is not None and cpu >= limits.cpu_s - CPU_SLACK_S:
         ended = "cpu"
     proc.stdout.close()
     return bytes(buffers[out_fd][: limits.output_bytes]), bytes(buffers[report_fd][: caps[report_fd]]), ended
@@ -232,6 +234,14 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
     text = output.decode(errors="replace")
     if ended == "output":
         return Verdict("crashed", tuple(outcomes), detail="output limit exceeded")
+    spoof = next((e for e in events if e[0] == "spoofed" or (e[0] == "test" and len(e) >= 3 and e[2].startswith("spoofed"))), None)
+    if spoof is not None:
+        first = next((i for i, o in enumerate(outcomes) if o != "pass"), None)
+        return Verdict("spoofed", tuple(outcomes), failed_test=first, detail=" ".join(spoof)[:200])
+    done = any(e[0] == "done" for e in events)
+    if not done and load is None and ended == "exit" and returncode == 0 and n_tests:
+        first = next((i for i, o in enumerate(outcomes) if o != "pass"), 0)
+        return Verdict("spoofed", tuple(outcomes), failed_test=first, detail="exited cleanly before the harness finished its tests")
     if load is not None:
         return _load_verdict(load, tuple(outcomes))
     ran_out = ended in ("wall", "cpu") or _signal_of(returncode) in (signal.SIGXCPU, signal.SIGKILL)

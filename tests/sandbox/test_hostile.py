@@ -42,8 +42,10 @@ def test_ordinary_verdicts(mode):
     assert (failed.status, failed.failed_test, failed.outcomes) == ("failed", 1, ("pass", "fail", "pass"))
     assert run(mode, "def f(x) return x").status == "invalid"
     assert run(mode, "raise ValueError('boom')").status == "crashed"
-    exited = run(mode, "import os\nos._exit(0)", ("pass",))
-    assert exited.status == "crashed" and exited.outcomes == ("not-run",)
+    exited = run(mode, "import os\nos._exit(0)", ("pass",))  # a clean exit before the tests ran: a faked pass (bench/spoof_guards.py)
+    assert exited.status == "spoofed" and exited.outcomes == ("not-run",)
+    killed = run(mode, "import ctypes\nctypes.string_at(0)", ("pass",))  # SIGSEGV: a crash, not a clean exit
+    assert killed.status == "crashed" and killed.outcomes == ("not-run",)
 
 
 def test_infinite_loop_times_out(mode):
