@@ -42,6 +42,7 @@ from coevo.policy.checkpoint import (
     read_meta,
     save_checkpoint,
 )
+from coevo.policy.lora import apply_lora, is_adapter_dir, is_lora
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
@@ -142,7 +143,7 @@ def bootstrap_key(cfg: Config, data: dict) -> str:
     and their content, and the settings of problems.source's warm start (bootstrap.* for math,
     code.warm_start_* and code.synth for code), so a knob no warm start reads never re-bootstraps."""
     include = {"seed": True, "policy": True, "problems": True, **warm_start_for(cfg).settings}
-    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads"}})
+    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora"}})
     return hash_bytes(json.dumps([inputs, data["dvc_md5"]], sort_keys=True).encode())
 
 
@@ -230,6 +231,7 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
         (layout.checkpoint(it - 2) / TRAINER_STATE).unlink(missing_ok=True)
     LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
     policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
+    with_lora(policy, cfg, Path(checkpoint))
     optimizer = build_optimizer(policy.model, cfg)
     if not load_optimizer_state(checkpoint, optimizer) and it > 1:
         raise FileNotFoundError(f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint")
@@ -243,12 +245,15 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
         seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
         stats = policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer)
     pause_point("update", it)  # trained in memory, nothing saved yet
-    lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data)
+    lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data, policy.base)
     out = layout.checkpoint(it)
-    version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer)
+    unchanged = stats["policy/steps"] == 0 and is_adapter_dir(checkpoint) == is_lora(policy.model)  # no step: same weights, same optimizer state
+    if unchanged:
+        lineage["unchanged_from"] = lineage["parent"]["path"]
+    version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer, unchanged_from=checkpoint if unchanged else None)
     _POLICIES.clear()
     _POLICIES[version] = policy
-    LIVE.sync(out, version)  # a persistent engine serves the new weights in place (no restart)
+    LIVE.sync(out, version, lambda: policy)  # a persistent engine serves the new weights in place (no restart)
     return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
 
 
@@ -260,7 +265,14 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
     return {"metrics": metrics}
 
 
-def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict) -> dict:
+def with_lora(policy: Policy, cfg: Config, checkpoint: Path) -> None:
+    """With policy.lora.rank > 0, a full policy gets fresh adapters (seeded) on `checkpoint` as its base."""
+    if cfg.policy.lora.rank and not cfg.policy.frozen and not is_lora(policy.model):
+        policy.model = apply_lora(policy.model, cfg.policy.lora, derive_seed(cfg.seed, 0, "lora"))
+        policy.base = checkpoint
+
+
+def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict, base: Path | None = None) -> dict:
     return lineage_record(
         run_dir=cfg.run.out_dir,
         iteration=it,
@@ -274,6 +286,7 @@ def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, da
         checkpoint_dir=RunLayout(cfg.run.out_dir).checkpoint(it),
         source=cfg.policy.checkpoint if it == 0 else None,  # the bootstrap copies the user's checkpoint
         reward_plugins=reward_sources(cfg),
+        base=base,  # a LoRA checkpoint's base model
     )
 
 

@@ -249,4 +249,9 @@ def teacher_distributions(
 
 
 def build_optimizer(model: PreTrainedModel, cfg: Config) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
+    """AdamW over the trainable parameters: all of them, or a LoRA model's adapters (at policy.lora.lr)."""
+    from coevo.policy.lora import is_lora
+
+    lr = (cfg.policy.lora.lr or cfg.optim.lr) if is_lora(model) else cfg.optim.lr
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
