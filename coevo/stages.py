@@ -42,7 +42,7 @@ from coevo.policy.checkpoint import (
     read_meta,
     save_checkpoint,
 )
-from coevo.policy.lora import apply_lora, is_adapter_dir, is_lora
+from coevo.policy.lora import apply_lora, check_targets, is_adapter_dir, is_lora
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
@@ -129,6 +129,7 @@ def prepare_stage(cfg: Config) -> dict:
     The `rewards:` plugins are imported first and probed on the training split (coevo/rewards.py):
     a broken one stops the run before anything is written or any rollout is spent."""
     reward_terms(cfg)
+    check_targets(cfg)  # a LoRA target matching no module stops the run here, before anything is written
     train, _ = prepare_problems(cfg)
     check_rewards(cfg, train)
     data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}

@@ -57,8 +57,12 @@ def shared_prefill(model: PreTrainedModel, prompt_ids: Tensor, prompt_mask: Tens
     next-token logits [B, V], the KV cache (B rows), the attention mask [B, P] and each row's last
     position [B, 1]. Differentiable when grad is on: the rows' gradients reach the shared pass."""
     positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [U, P]
-    # logits_to_keep=1: the LM head runs on the last prompt position only, not on all P of them
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+    # The LM head runs on the last prompt position only, not on all P of them. An index tensor (not
+    # logits_to_keep=1, a strided view) gathers a contiguous [U, 1, H]: with a strided input the CPU
+    # matmul's result depends on the weights' memory alignment (weights read from safetensors are
+    # not 64-byte aligned), which would break bit-identical resume.
+    last = torch.tensor([prompt_ids.size(1) - 1], device=prompt_ids.device)  # [1]
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True, logits_to_keep=last)
     out.past_key_values.batch_select_indices(prompt_of)
     return out.logits[:, -1, :][prompt_of], out.past_key_values, prompt_mask[prompt_of], positions[prompt_of, -1:]
 

@@ -220,7 +220,8 @@ def policy_update(
             loss, step_stats = objective.loss(batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+            trained = [p for group in optimizer.param_groups for p in group["params"]]  # LoRA: adapters only (frozen base grads never count)
+            grad_norm = torch.nn.utils.clip_grad_norm_(trained, cfg.optim.grad_clip)
             optimizer.step()
             for key, value in {**step_stats, "policy/grad_norm": float(grad_norm)}.items():
                 sums[key] += value
