@@ -225,7 +225,9 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
 
     A self-distillation objective's teacher reads its privileged context from co-evolver k+1 (the
     one this iteration produced) and the problems' answers; with `policy.frozen` (ablation) no
-    optimizer step is taken and checkpoint k+1 keeps k's weights.
+    optimizer step is taken and checkpoint k+1 keeps k's weights. With policy.lora.rank > 0 a full
+    checkpoint gets fresh adapters (it becomes the base) and checkpoint k+1 holds the adapters only.
+    An update without an optimizer step links k's files into k+1 instead of writing them again.
     """
     layout = RunLayout(cfg.run.out_dir)
     if it >= 2:  # checkpoint k-1's optimizer state is no longer needed once k exists (k's is kept for re-runs)

@@ -179,3 +179,21 @@ def test_unchanged_weights_are_linked_not_rewritten(lora_run):
     assert verify_lineage(layout.checkpoint(2)) == []
     shutil.rmtree(layout.checkpoint(1))  # a pruned parent: the child's files survive
     assert load_policy(layout.checkpoint(2), "cpu").model is not None
+
+
+def test_cli_lineage_and_export_merged_take_adapter_checkpoints(lora_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+
+    cfg, _, boot, _, signal, _ = lora_run
+    checkpoint = _update(lora_run, 1, boot["checkpoint"], signal)["checkpoint"]
+    runner = CliRunner()
+    shown = runner.invoke(app, ["lineage", checkpoint, "--verify"])
+    assert shown.exit_code == 0, shown.output
+    assert "LoRA base" in shown.output and "every hash matches" in shown.output
+    exported = runner.invoke(app, ["export-merged", checkpoint, "--out", str(tmp_path / "served"), "--json"])
+    assert exported.exit_code == 0, exported.output
+    record = json.loads(exported.output)
+    assert record["lora"] and record["base"]["weights_sha256"] == boot["weights_sha256"]
+    assert (tmp_path / "served" / WEIGHTS).is_file()
