@@ -7,10 +7,11 @@ position and the completion positions), a policy-gradient surrogate with fixed a
 gradient clipping and AdamW (coevo's `build_optimizer`: all parameters, or the adapters only).
 Per arm: one warm-up step, then --steps timed steps (mean and spread); then `save_checkpoint` with
 the optimizer state, timed, and the bytes each checkpoint holds (weights or adapter, optimizer state,
-everything). The arms run one after the other in one process.
+everything). JSON goes to bench/results/lora_step/. The arms run one after the other in one process. Arm `head` times a no-grad trainer
+pass with the LM head on the last prompt position only vs on every prompt position.
 
     .venv/bin/python bench/lora_step.py [--model /work/models/smollm2-135m-instruct] [--steps 3]
-        [--batch 16] [--prompt-len 32] [--completion-len 24] [--rank 8] [--arms full,lora]
+        [--batch 16] [--prompt-len 32] [--completion-len 24] [--rank 8] [--arms full,lora,head]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from coevo.config import load_config
+from coevo.io import write_json
 from coevo.policy.checkpoint import TRAINER_STATE, load_policy, save_checkpoint, weights_file
 from coevo.policy.logprobs import completion_logprobs, pack
 from coevo.policy.lora import apply_lora
@@ -89,6 +91,38 @@ def run_arm(arm: str, args) -> dict:
     }
 
 
+def head_arm(args) -> dict:
+    """The LM head's share: a no-grad trainer pass (pi_old) with the head on the last prompt position
+    (coevo's `completion_logprobs`) vs on every prompt position (the head applied to all P, then the
+    last row taken, as before), on the same batch and model, alternating, --steps each."""
+    from coevo.policy import logprobs as lp
+
+    policy = load_policy(args.model, "cpu", args.dtype)
+    prompts, completions, _ = batch(len(policy.tokenizer), args, torch.Generator().manual_seed(0))
+    packed = pack(prompts, completions, policy.tokenizer.pad_token_id, policy.model.device)
+    model = policy.model
+
+    def every_position(model_, prompt_ids, prompt_mask, prompt_of):
+        positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [U, P]
+        out = model_(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True)  # logits [U, P, V]
+        out.past_key_values.batch_select_indices(prompt_of)
+        return out.logits[:, -1, :][prompt_of], out.past_key_values, prompt_mask[prompt_of], positions[prompt_of, -1:]
+
+    times: dict[str, list[float]] = {"last_position": [], "every_position": []}
+    kept = lp.shared_prefill
+    with torch.no_grad():
+        for _ in range(args.steps + 1):
+            for name, prefill in (("last_position", kept), ("every_position", every_position)):
+                lp.shared_prefill = prefill
+                try:
+                    start = time.perf_counter()
+                    completion_logprobs(model, packed)
+                    times[name].append(time.perf_counter() - start)
+                finally:
+                    lp.shared_prefill = kept
+    return {"arm": "head", **{f"{k}_s_mean": statistics.mean(v[1:]) for k, v in times.items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="/work/models/smollm2-135m-instruct")
@@ -103,8 +137,12 @@ def main() -> None:
     parser.add_argument("--tmp", default=None, help="Where checkpoints are written (default: the system temp dir).")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    results = [run_arm(arm, args) for arm in args.arms.split(",")]
-    print(json.dumps({"settings": vars(args), "torch_threads": torch.get_num_threads(), "results": results}, indent=2))
+    results = [head_arm(args) if arm == "head" else run_arm(arm, args) for arm in args.arms.split(",")]
+    record = {"settings": vars(args), "torch_threads": torch.get_num_threads(), "results": results}
+    out = ROOT / "bench" / "results" / "lora_step" / f"lora_step_{args.arms.replace(',', '_')}.json"
+    write_json(out, record)
+    print(json.dumps(record, indent=2))
+    print(f"written to {out}")
 
 
 if __name__ == "__main__":
