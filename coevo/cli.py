@@ -1,4 +1,4 @@
-"""`coevo` command line: prepare, bootstrap, train, eval, import-model.
+"""`coevo` command line: prepare, bootstrap, train, eval, import-model, export-merged.
 
 Every command reads params.yaml (`--params`) and accepts `--set section.key=value` overrides, so the
 file stays the single source of knobs and a one-off change is visible in the command.
@@ -58,6 +58,7 @@ def fail_cleanly(command):
     from coevo.coevolvers.writers import EndpointError
     from coevo.errors import InputError
     from coevo.policy.import_model import ModelImportError
+    from coevo.policy.lora import LoraTargetError
     from coevo.problems.loader import ProblemsFileError
     from schemas.errors import SchemaError
 
@@ -65,7 +66,7 @@ def fail_cleanly(command):
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError, InputError) as exc:
+        except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError, InputError, LoraTargetError) as exc:
             console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(2) from exc
         except EndpointError as exc:  # not bad input: the endpoint failed after its retries; rerunning resumes
@@ -238,6 +239,26 @@ def import_model(
     console.print(f"{source} ({origin}, sha256 {record['source']['sha256'][:12]}) -> {target}", highlight=False)
     console.print(f"{record['model_class']}, {record['parameters']:,} parameters, {record['dtype']}, chat template: {record['chat_template']}; weights sha256 {record['weights_sha256'][:12]}", highlight=False)
     console.print(f"verified by reloading; provenance in {target / 'import.json'}", highlight=False)
+
+
+@app.command("export-merged")
+@fail_cleanly
+def export_merged(
+    checkpoint: Annotated[str, typer.Argument(help="A checkpoint directory (LoRA adapter or full) or an MLflow model URI (models:/NAME@ALIAS).")],
+    out: Annotated[Path, typer.Option(help="Directory to write: a plain Hugging Face model (merged weights + tokenizer) and export.json.")],
+    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ refs.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a checkpoint as a plain HF directory for serving: LoRA adapters merged into their base."""
+    from coevo.policy.export import export_merged as export
+    from coevo.store.lineage import resolve_checkpoint
+
+    quiet_libraries()
+    record = export(resolve_checkpoint(checkpoint, tracking_uri), out)
+    if as_json:
+        print_json(record)
+        return
+    console.print(f"{checkpoint} -> {out} (weights sha256 {record['weights_sha256'][:12]}); provenance in {out / 'export.json'}", highlight=False)
 
 
 code_app = typer.Typer(no_args_is_help=True, help="Code problems: co-evolve a coder and a unit tester (CURE); `coevo prepare` writes their splits.")

@@ -72,12 +72,21 @@ class ModelShape(Strict):
         return self
 
 
+class LoraSettings(Strict):
+    rank: int = Field(0, ge=0, description="LoRA rank r; 0 = off (full fine-tuning). With r > 0 only peft adapters on the base (checkpoint 0) are trained, checkpointed and hashed.")
+    alpha: float = Field(16.0, gt=0, description="LoRA scaling numerator: the adapter's update is scaled by alpha / rank.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter's input (peft lora_dropout); the update runs the model in eval mode, so it only acts where a caller trains in train mode.")
+    target_modules: list[str] | Literal["all-linear"] = Field(["q_proj", "k_proj", "v_proj", "o_proj"], description="Module names (suffixes) that get adapters, or 'all-linear' (every linear layer but the LM head); a name matching no module is an error.")
+    lr: float | None = Field(None, gt=0, description="AdamW learning rate of the adapters; null = optim.lr (LoRA usually wants ~10x the full fine-tuning rate).")
+
+
 class PolicyConfig(Strict):
     checkpoint: Path | None = Field(None, description="A local Hugging Face checkpoint directory to train instead of bootstrapping the tiny default.")
     shape: ModelShape = Field(default_factory=ModelShape, description="Size of the bootstrapped tiny model.")
     device: str = Field("auto", description="'auto' (cuda if available, else cpu), 'cpu' or 'cuda[:N]'.")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Training dtype; float32 keeps CPU runs bit-reproducible.")
     threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU; null = torch default.")
+    lora: LoraSettings = Field(default_factory=LoraSettings, description="Low-rank adapters (peft) instead of full fine-tuning.")
     frozen: bool = Field(False, description="Ablation: the policy never updates (every checkpoint keeps the initial weights); only the co-evolver changes, and its effect shows in the held-out accuracy with retrieval.")
 
 

@@ -45,6 +45,7 @@ from coevo.policy.checkpoint import (
     read_pruned,
     save_checkpoint,
 )
+from coevo.policy.lora import apply_lora, check_targets, is_adapter_dir, is_lora
 from coevo.policy.retention import keep_set, prune_checkpoint, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
@@ -143,6 +144,7 @@ def prepare_stage(cfg: Config) -> dict:
     The `rewards:` plugins are imported first and probed on the training split (coevo/rewards.py):
     a broken one stops the run before anything is written or any rollout is spent."""
     reward_terms(cfg)
+    check_targets(cfg)  # a LoRA target matching no module stops the run here, before anything is written
     train, _ = prepare_problems(cfg)
     check_rewards(cfg, train)
     data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}
@@ -157,7 +159,7 @@ def bootstrap_key(cfg: Config, data: dict) -> str:
     and their content, and the settings of problems.source's warm start (bootstrap.* for math,
     code.warm_start_* and code.synth for code), so a knob no warm start reads never re-bootstraps."""
     include = {"seed": True, "policy": True, "problems": True, **warm_start_for(cfg).settings}
-    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads"}})
+    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora"}})
     return hash_bytes(json.dumps([inputs, data["dvc_md5"]], sort_keys=True).encode())
 
 
@@ -238,7 +240,9 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
 
     A self-distillation objective's teacher reads its privileged context from co-evolver k+1 (the
     one this iteration produced) and the problems' answers; with `policy.frozen` (ablation) no
-    optimizer step is taken and checkpoint k+1 keeps k's weights.
+    optimizer step is taken and checkpoint k+1 keeps k's weights. With policy.lora.rank > 0 a full
+    checkpoint gets fresh adapters (it becomes the base) and checkpoint k+1 holds the adapters only.
+    An update without an optimizer step links k's files into k+1 instead of writing them again.
     """
     layout = RunLayout(cfg.run.out_dir)
     if it >= 2:  # checkpoint k-1's optimizer state is no longer needed once k exists (k's is kept for re-runs)
@@ -247,6 +251,7 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
         raise PrunedCheckpointError(checkpoint)
     LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
     policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
+    with_lora(policy, cfg, Path(checkpoint))
     optimizer = build_optimizer(policy.model, cfg)
     if not load_optimizer_state(checkpoint, optimizer) and it > 1:
         raise FileNotFoundError(f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint")
@@ -260,12 +265,15 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
         seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
         stats = policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer)
     pause_point("update", it)  # trained in memory, nothing saved yet
-    lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data)
+    lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data, policy.base)
     out = layout.checkpoint(it)
-    version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer)
+    unchanged = stats["policy/steps"] == 0 and is_adapter_dir(checkpoint) == is_lora(policy.model)  # no step: same weights, same optimizer state
+    if unchanged:
+        lineage["unchanged_from"] = lineage["parent"]["path"]
+    version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer, unchanged_from=checkpoint if unchanged else None)
     _POLICIES.clear()
     _POLICIES[version] = policy
-    LIVE.sync(out, version)  # a persistent engine serves the new weights in place (no restart)
+    LIVE.sync(out, version, lambda: policy)  # a persistent engine serves the new weights in place (no restart)
     return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
 
 
@@ -293,7 +301,14 @@ def retain_stage(cfg: Config, it: int) -> dict:
     return {"kept": sorted(kept), "pruned": sorted(k for k, files in pruned.items() if files), "best": best}
 
 
-def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict) -> dict:
+def with_lora(policy: Policy, cfg: Config, checkpoint: Path) -> None:
+    """With policy.lora.rank > 0, a full policy gets fresh adapters (seeded) on `checkpoint` as its base."""
+    if cfg.policy.lora.rank and not cfg.policy.frozen and not is_lora(policy.model):
+        policy.model = apply_lora(policy.model, cfg.policy.lora, derive_seed(cfg.seed, 0, "lora"))
+        policy.base = checkpoint
+
+
+def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict, base: Path | None = None) -> dict:
     return lineage_record(
         run_dir=cfg.run.out_dir,
         iteration=it,
@@ -307,6 +322,7 @@ def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, da
         checkpoint_dir=RunLayout(cfg.run.out_dir).checkpoint(it),
         source=cfg.policy.checkpoint if it == 0 else None,  # the bootstrap copies the user's checkpoint
         reward_plugins=reward_sources(cfg),
+        base=base,  # a LoRA checkpoint's base model
     )
 
 

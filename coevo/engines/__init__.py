@@ -55,7 +55,23 @@ def build_hf(cfg: Config, checkpoint: Path, policy: Callable[[], Policy]) -> Eng
 def build_vllm(cfg: Config, checkpoint: Path, policy: Callable[[], Policy]) -> Engine:
     from coevo.engines.vllm import VLLMEngine
 
-    return VLLMEngine(checkpoint, cfg.engine, cfg.policy.dtype, cfg.seed)
+    engine = VLLMEngine(serving_dir(checkpoint), cfg.engine, cfg.policy.dtype, cfg.seed)
+    if serving_dir(checkpoint) != Path(checkpoint):  # a LoRA checkpoint: started from its base, then merged weights
+        engine.load_weights(_merged(policy))
+    return engine
+
+
+def serving_dir(checkpoint: str | Path) -> Path:
+    """The full-model directory an engine starts from: the checkpoint, or a LoRA checkpoint's base."""
+    from coevo.policy.lora import base_link, is_adapter_dir
+
+    return base_link(checkpoint)["path"] if is_adapter_dir(checkpoint) else Path(checkpoint)
+
+
+def _merged(policy: Callable[[], Policy]) -> dict:
+    from coevo.policy.lora import merged_state_dict
+
+    return merged_state_dict(policy().model)
 
 
 class LiveEngine:
@@ -79,7 +95,7 @@ class LiveEngine:
             self.engine, self.key, self.version = builder(cfg, Path(checkpoint), policy), key, version
             self.starts += 1
         elif version != self.version:
-            self.sync(checkpoint, version)
+            self.sync(checkpoint, version, policy)
         return self.engine
 
     def sleep(self) -> None:
@@ -87,11 +103,15 @@ class LiveEngine:
         if self.engine is not None:
             self.engine.sleep()
 
-    def sync(self, checkpoint: str | Path, version: str) -> None:
+    def sync(self, checkpoint: str | Path, version: str, policy: Callable[[], Policy] | None = None) -> None:
         """Serve `checkpoint`'s weights in place, if a persistent engine is running (also when they are
-        unchanged but the engine slept: sleep level 2 discards them)."""
+        unchanged but the engine slept: sleep level 2 discards them). A LoRA checkpoint is served as
+        merged weights of `policy()` (the trainer's model, which holds exactly its adapters)."""
         if self.engine is not None and (version != self.version or getattr(self.engine, "sleeping", False)):
-            self.engine.load_weights(Path(checkpoint))
+            lora = serving_dir(checkpoint) != Path(checkpoint)
+            if lora and policy is None:
+                raise ValueError(f"{checkpoint}: a LoRA checkpoint is synced from the trainer's policy; pass `policy`")
+            self.engine.load_weights(_merged(policy) if lora else Path(checkpoint))
             self.version = version
 
     def close(self) -> None:
@@ -102,7 +122,7 @@ class LiveEngine:
 
 def engine_key(cfg: Config, checkpoint: str | Path) -> str:
     """What a running engine cannot change in place: its settings, dtype, seed and architecture."""
-    architecture = json.loads((Path(checkpoint) / "config.json").read_text())
+    architecture = json.loads((serving_dir(checkpoint) / "config.json").read_text())
     architecture.pop("transformers_version", None)
     inputs = [cfg.engine.model_dump(mode="json"), cfg.policy.dtype, cfg.seed, architecture]
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()

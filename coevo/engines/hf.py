@@ -19,7 +19,7 @@ from torch import Tensor
 from transformers import AutoModelForCausalLM
 
 from coevo.config import SamplingConfig
-from coevo.policy.checkpoint import Policy
+from coevo.policy.checkpoint import Policy, load_policy
 from coevo.policy.logprobs import pack_prompts, shared_prefill
 from coevo.types import Generation
 
@@ -34,7 +34,16 @@ class HFEngine:
         return self.policy.model
 
     def load_weights(self, weights: Mapping[str, Tensor] | str | Path) -> None:
-        if isinstance(weights, (str, Path)):
+        """A state dict or a checkpoint directory; a LoRA checkpoint sets a LoRA model's adapters,
+        or is merged into its base for a plain model."""
+        from coevo.policy.lora import is_adapter_dir, is_lora, load_adapter_weights, merged_state_dict
+
+        if isinstance(weights, (str, Path)) and is_adapter_dir(weights):
+            if is_lora(self.model):
+                load_adapter_weights(self.model, weights)
+                return
+            weights = merged_state_dict(load_policy(weights, "cpu", str(self.model.dtype).removeprefix("torch.")).model)
+        elif isinstance(weights, (str, Path)):
             weights = AutoModelForCausalLM.from_pretrained(weights, local_files_only=True).state_dict()
         self.model.load_state_dict(weights)
 

@@ -6,6 +6,11 @@ Layout of `checkpoints/iter_NNNN/`:
   coevo.json                                         -- iteration, weights hash, every file's sha256,
                                                         lineage record, metrics
 
+A LoRA run's checkpoint holds adapter_model.safetensors + adapter_config.json instead of the model
+(coevo/policy/lora.py); its coevo.json names the base directory and the base weights' sha256, and
+its weights hash is the adapter file's. A checkpoint whose weights did not change (no optimizer
+step) hard-links its parent's files instead of writing them again (`unchanged_from`).
+
 The directory is written under a temporary name and renamed, so a crash never leaves a partial
 checkpoint under its final name.
 """
@@ -13,6 +18,8 @@ checkpoint under its final name.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +59,7 @@ class Policy:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     path: Path | None = None  # the checkpoint it was loaded from
+    base: Path | None = None  # a LoRA policy's base model directory (checkpoint LoRA was applied to)
 
 
 class CheckpointError(InputError):
@@ -68,11 +76,29 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def weights_file(directory: str | Path) -> Path:
+    """The file whose sha256 is a checkpoint's version: the adapter's for LoRA, else the model's."""
+    from coevo.policy.lora import ADAPTER_WEIGHTS, is_adapter_dir
+
+    return Path(directory) / (ADAPTER_WEIGHTS if is_adapter_dir(directory) else WEIGHTS)
+
+
 def load_policy(path: str | Path, device: str = "auto", dtype: str = "float32") -> Policy:
-    """Load any local HF causal-LM checkpoint directory (never downloads)."""
+    """Load any local HF causal-LM checkpoint directory (never downloads), or a LoRA checkpoint:
+    its base (named in coevo.json) with the adapter on top, adapters trainable."""
+    from coevo.policy.lora import base_link, is_adapter_dir, load_adapter
+
     path = Path(path)
     if (path / PRUNED).is_file():
         raise PrunedCheckpointError(path)
+    if is_adapter_dir(path):
+        base = base_link(path)["path"]
+        policy = load_policy(base, device, dtype)
+        model = load_adapter(policy.model, path)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        return Policy(model=model, tokenizer=tokenizer, path=path, base=base)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path}: not a Hugging Face checkpoint directory (no config.json)")
     try:
@@ -95,19 +121,49 @@ def save_checkpoint(
     policy: Policy,
     meta: dict,
     optimizer: torch.optim.Optimizer | None = None,
+    unchanged_from: str | Path | None = None,
 ) -> str:
-    """Write the checkpoint atomically; returns the sha256 of its weights file (the policy version)."""
+    """Write the checkpoint atomically; returns the sha256 of its weights file (the policy version).
+
+    `unchanged_from`: a checkpoint holding exactly these weights (and, when it has one, this
+    optimizer state): its files are hard-linked (copied where links fail), not written again."""
     directory = Path(directory)
     with atomic_path(directory, is_dir=True) as tmp:
-        policy.model.save_pretrained(tmp, safe_serialization=True)
-        policy.tokenizer.save_pretrained(tmp)
-        if optimizer is not None:
+        if unchanged_from is not None:
+            files = _link_files(Path(unchanged_from), tmp)
+            meta = {**meta, "unchanged_from": os.path.relpath(Path(unchanged_from).resolve(), directory.resolve())}
+        else:
+            policy.model.save_pretrained(tmp, safe_serialization=True)
+            policy.tokenizer.save_pretrained(tmp)
+            # trainer_state.pt is training state, pruned from older checkpoints: not part of the model's identity
+            files = {p.name: hash_file(p) for p in sorted(tmp.iterdir()) if p.is_file() and p.name != TRAINER_STATE}
+        if optimizer is not None and not (tmp / TRAINER_STATE).is_file():
             torch.save({"optimizer": optimizer.state_dict()}, tmp / TRAINER_STATE)
-        # trainer_state.pt is training state, pruned from older checkpoints: not part of the model's identity
-        files = {p.name: hash_file(p) for p in sorted(tmp.iterdir()) if p.is_file() and p.name != TRAINER_STATE}
-        weights_hash = files[WEIGHTS]
+        if policy.base is not None:
+            base = Path(policy.base).resolve()
+            meta = {**meta, "base": {"path": os.path.relpath(base, directory.resolve()), "weights_sha256": policy_version(base)}}
+        weights_hash = files[weights_file(tmp).name]
         (tmp / META).write_text(json.dumps({**meta, "weights_sha256": weights_hash, "files": files}, indent=2, sort_keys=True, default=str))
     return weights_hash
+
+
+def _link_files(parent: Path, target: Path) -> dict[str, str]:
+    """Hard-link the parent's listed files (and its optimizer state) into `target`; its listing."""
+    files = read_meta(parent).get("files")
+    if not isinstance(files, dict):
+        raise ValueError(f"{parent / META}: no files listing to reuse")
+    for name in [*files, TRAINER_STATE]:
+        source = parent / name
+        if not source.is_file():
+            if name == TRAINER_STATE:
+                continue
+            raise FileNotFoundError(f"{source}: listed in {parent / META} but missing; cannot reuse it")
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, target / name)
+        except OSError:
+            shutil.copy2(source, target / name)
+    return dict(files)
 
 
 def read_meta(directory: str | Path) -> dict:
@@ -121,7 +177,7 @@ def policy_version(directory: str | Path) -> str:
     recorded = read_meta(directory).get("weights_sha256")
     if recorded:
         return recorded
-    weights = directory / WEIGHTS
+    weights = weights_file(directory)
     return hash_file(weights) if weights.is_file() else "unknown"
 
 

@@ -4,7 +4,8 @@ A batch is prompts + completions. Rows that share a prompt (a group's samples) s
 pass over it: the distinct prompts are run once, left-padded, and their KV cache is expanded to the
 rows, which then run their completion tokens only (`shared_prefill`, which the HF engine's decode
 loop uses too). With short completions most tokens are prompt tokens, so this is most of the cost
-of a pass, with or without grad. The result is aligned with the completion: column j is the
+of a pass, with or without grad. The LM head runs only where a logit is used: on the prompts' last
+position (`logits_to_keep=1`) and the completion positions. The result is aligned with the completion: column j is the
 logprob of completion token j, scored by the logits of the position before it.
 """
 
@@ -56,7 +57,12 @@ def shared_prefill(model: PreTrainedModel, prompt_ids: Tensor, prompt_mask: Tens
     next-token logits [B, V], the KV cache (B rows), the attention mask [B, P] and each row's last
     position [B, 1]. Differentiable when grad is on: the rows' gradients reach the shared pass."""
     positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [U, P]
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True)
+    # The LM head runs on the last prompt position only, not on all P of them. An index tensor (not
+    # logits_to_keep=1, a strided view) gathers a contiguous [U, 1, H]: with a strided input the CPU
+    # matmul's result depends on the weights' memory alignment (weights read from safetensors are
+    # not 64-byte aligned), which would break bit-identical resume.
+    last = torch.tensor([prompt_ids.size(1) - 1], device=prompt_ids.device)  # [1]
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True, logits_to_keep=last)
     out.past_key_values.batch_select_indices(prompt_of)
     return out.logits[:, -1, :][prompt_of], out.past_key_values, prompt_mask[prompt_of], positions[prompt_of, -1:]
 

@@ -220,7 +220,8 @@ def policy_update(
             loss, step_stats = objective.loss(batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+            trained = [p for group in optimizer.param_groups for p in group["params"]]  # LoRA: adapters only (frozen base grads never count)
+            grad_norm = torch.nn.utils.clip_grad_norm_(trained, cfg.optim.grad_clip)
             optimizer.step()
             for key, value in {**step_stats, "policy/grad_norm": float(grad_norm)}.items():
                 sums[key] += value
@@ -249,4 +250,9 @@ def teacher_distributions(
 
 
 def build_optimizer(model: PreTrainedModel, cfg: Config) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
+    """AdamW over the trainable parameters: all of them, or a LoRA model's adapters (at policy.lora.lr)."""
+    from coevo.policy.lora import is_lora
+
+    lr = (cfg.policy.lora.lr or cfg.optim.lr) if is_lora(model) else cfg.optim.lr
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)

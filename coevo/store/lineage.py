@@ -5,7 +5,9 @@ Each checkpoint's coevo.json carries a "lineage" record (built by `lineage_recor
 it trained on, the content hash of the co-evolver version, the sha256 of every problem data file (and
 DVC's md5 of the data dir when DVC tracks it), the sha256 of the canonical JSON of the validated
 params (with the values themselves), the code version (git commit, dirty flag, coevo version), and
-the source file and sha256 of each reward plugin the params name (`reward_plugins`).
+the source file and sha256 of each reward plugin the params name (`reward_plugins`), and for a
+LoRA checkpoint its base model directory and weights sha256 ("base", checked by `_check_base`).
+A checkpoint written without an optimizer step links its parent's files ("unchanged_from").
 The bootstrap's record also names the user checkpoint it was copied from ("source", policy.checkpoint)
 with that directory's `import.json` when `coevo import-model` wrote it (source GGUF sha256, package).
 
@@ -37,7 +39,7 @@ from pathlib import Path
 from coevo.coevolvers.base import MANIFEST, content_hash, read_manifest
 from coevo.errors import InputError
 from coevo.io import hash_bytes, hash_file
-from coevo.policy.checkpoint import META, PRUNED, TRAINER_STATE, WEIGHTS, read_meta, read_pruned
+from coevo.policy.checkpoint import META, PRUNED, TRAINER_STATE, WEIGHTS, read_meta, read_pruned, weights_file
 from coevo.policy.import_model import read_import_record
 from coevo.tracking.dvc import dvc_dir_md5
 
@@ -73,6 +75,7 @@ def lineage_record(
     checkpoint_dir: Path | None = None,
     source: Path | None = None,
     reward_plugins: list[dict] | None = None,
+    base: Path | None = None,
 ) -> dict:
     """The lineage record of the checkpoint of `iteration`, to be saved at `checkpoint_dir`
     (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk, except
@@ -94,6 +97,7 @@ def lineage_record(
         "code": code_version(),
         "source": None if source is None else _source_entry(run_dir, Path(source)),
         "reward_plugins": [{**plugin, "path": plugin["path"] and _store(run_dir, Path(plugin["path"]))} for plugin in reward_plugins or []],
+        "base": None if base is None else {"path": _store(run_dir, Path(base)), "weights_sha256": _weights_hash(Path(base))},
     }
 
 
@@ -281,10 +285,11 @@ def _check_pruned(path: Path, listed: dict) -> tuple[list[Mismatch], set[str]]:
 def _parent_weights(parent: Path, hashes: _Hashes) -> str:
     """The sha256 of a parent's weights: of the file, or, when retention pruned it, the one its
     pruned.json records (checked against the parent's own listing when the chain reaches it)."""
-    if (parent / WEIGHTS).is_file() or not (parent / PRUNED).is_file():
-        return hashes(parent / WEIGHTS)
+    weights = weights_file(parent)  # the adapter's for a LoRA checkpoint
+    if weights.is_file() or not (parent / PRUNED).is_file():
+        return hashes(weights)
     try:
-        return (read_pruned(parent) or {}).get("files", {}).get(WEIGHTS, MISSING)
+        return (read_pruned(parent) or {}).get("files", {}).get(weights.name, MISSING)
     except (OSError, json.JSONDecodeError):
         return MISSING
 
@@ -304,6 +309,7 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
         found += _check_coevolver(locate(checkpoint, record, record["coevolver"]["path"]), record["coevolver"], hashes)
     found += _check_data(checkpoint, record, hashes)
     found += _check_source(checkpoint, record, hashes)
+    found += _check_base(checkpoint, record, hashes)
     for plugin in record.get("reward_plugins", []):
         if plugin["path"]:
             found += _check_file(locate(checkpoint, record, plugin["path"]), plugin["sha256"], f"reward plugin {plugin['function']}", hashes)
@@ -333,6 +339,14 @@ def _check_source(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
     if not source.get("import"):
         return []
     return _check_file(locate(checkpoint, record, source["path"]) / WEIGHTS, source["import"]["weights_sha256"], "source checkpoint", hashes)
+
+
+def _check_base(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Mismatch]:
+    """A LoRA checkpoint's base model weights against the sha256 recorded when it was trained."""
+    base = record.get("base")
+    if not base:
+        return []
+    return _check_file(weights_file(locate(checkpoint, record, base["path"])), base["weights_sha256"], "base model", hashes)
 
 
 def _check_coevolver(directory: Path, entry: dict, hashes: _Hashes) -> list[Mismatch]:

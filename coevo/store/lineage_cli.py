@@ -78,6 +78,10 @@ def _details(record: dict) -> list[tuple[str, str]]:
     rows.append(("params", _short(record["params"]["sha256"])))
     if record.get("source"):
         rows.append(("source", _source_line(record["source"])))
+    if record.get("base"):  # a LoRA checkpoint: adapters on this base
+        rows.append(("LoRA base", f"{_short(record['base']['weights_sha256'])}  {record['base']['path']}"))
+    if record.get("unchanged_from"):
+        rows.append(("weights unchanged from", record["unchanged_from"]))
     dirty = " (dirty)" if code.get("git_dirty") else ""
     rows.append(("code", f"git {_short(code.get('git_commit'))}{dirty}  coevo {code.get('coevo_version')}"))
     return rows

@@ -187,3 +187,43 @@ def test_rollout_frame_is_schema_valid(setup, tmp_path):
     frame = run_rollouts(engine, build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 2, "v")
     write_rollouts(tmp_path / "r.parquet", frame)
     assert isinstance(read_rollouts(tmp_path / "r.parquet"), pd.DataFrame)
+
+
+def test_lora_checkpoint_is_served_as_merged_weights(setup):
+    """A LoRA update, its adapter checkpoint, and the live engine's sync: vLLM serves base + B @ A
+    merged (coevo/policy/lora.py), equal to the trainer's unmerged PeftModel."""
+    from coevo.engines import LiveEngine, serving_dir
+    from coevo.objectives import build_objective
+    from coevo.policy.checkpoint import load_policy, save_checkpoint
+    from coevo.policy.lora import apply_lora
+    from coevo.policy.update import build_optimizer, policy_update
+    from coevo.rollout import run_rollouts
+    from coevo.sampler import ProblemSampler
+    from coevo.coevolvers import build_coevolver
+    from coevo.verify import verify_rollouts
+
+    cfg, train, engine = setup
+    lora_cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"lora": cfg.policy.lora.model_copy(update={"rank": 4, "lr": 5e-2})})})
+    engine.load_weights(cfg.bootstrap_dir)
+    policy = load_policy(cfg.bootstrap_dir, "cpu")
+    policy.model, policy.base = apply_lora(policy.model, lora_cfg.policy.lora, seed=0), cfg.bootstrap_dir
+    batch = ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed).batch(1)
+    rollouts = run_rollouts(engine, build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 1, "v0")
+    rewards = verify_rollouts(rollouts, train)
+    rewards["passed"] = [i % 2 == 0 for i in range(len(rewards))]
+    rewards["reward"] = rewards["passed"].astype(float)
+    stats = policy_update(policy, build_optimizer(policy.model, lora_cfg), build_objective(cfg.objective), rollouts, rewards, lora_cfg, seed=0)
+    assert stats["policy/steps"] > 0
+    out = cfg.run.out_dir / "lora_ckpt"
+    version = save_checkpoint(out, policy, {})
+    assert serving_dir(out) == cfg.bootstrap_dir.resolve()
+
+    fixed_prompt, fixed_completion = [policy.tokenizer("12+9=")["input_ids"]], [policy.tokenizer("21", add_special_tokens=False)["input_ids"] + [policy.tokenizer.eos_token_id]]
+    before = engine.score(fixed_prompt, fixed_completion)
+    live = LiveEngine()
+    live.engine, live.version = engine, "bootstrap"  # the running engine, as a flow's LIVE holds it
+    live.sync(out, version, lambda: policy)
+    after = engine.score(fixed_prompt, fixed_completion)
+    trainer = _trainer_logprobs(policy.model, policy.tokenizer, fixed_prompt, fixed_completion)
+    assert _max_diff(trainer, after) < TOLERANCE
+    assert _max_diff([torch.tensor(before[0])], after) > 1e-3
