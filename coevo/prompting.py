@@ -138,8 +138,12 @@ def check_chat_template(tokenizer: Any, checkpoint: str | Path | None) -> None:
 def check_prompt_format(cfg: PromptConfig, checkpoint: str | Path | None) -> None:
     """Before a run writes anything: under `prompt.format: chat`, the checkpoint's tokenizer must
     have a chat template (checked when the checkpoint directory exists)."""
-    if cfg.format != "chat" or checkpoint is None or not Path(checkpoint).is_dir():
+    if cfg.format != "chat":
         return
+    if checkpoint is None:
+        raise ValueError("prompt.format: chat needs policy.checkpoint, a model whose tokenizer has a chat template; the bootstrapped tiny policy has none (use prompt.format: plain)")
+    if not Path(checkpoint).is_dir():
+        return  # a missing checkpoint is reported by the policy loader, naming the path
     from transformers import AutoTokenizer
 
     check_chat_template(AutoTokenizer.from_pretrained(str(checkpoint), local_files_only=True), checkpoint)

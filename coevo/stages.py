@@ -45,6 +45,7 @@ from coevo.policy.checkpoint import (
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
+from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import run_rollouts
 from coevo.sampler import ProblemSampler
@@ -127,6 +128,7 @@ def prepare_stage(cfg: Config) -> dict:
 
     The `rewards:` plugins are imported first and probed on the training split (coevo/rewards.py):
     a broken one stops the run before anything is written or any rollout is spent."""
+    check_prompt_format(cfg.prompt, cfg.policy.checkpoint)  # chat format: the tokenizer has a template
     reward_terms(cfg)
     train, _ = prepare_problems(cfg)
     check_rewards(cfg, train)
