@@ -51,7 +51,8 @@ def run_format(engine, problems, cfg: Config, k: int, temperature: float, max_ne
     prompts = renderer.render_all(rows)
     stubs = list(problems["prompt"])
     started = time.perf_counter()
-    greedy = [g[0].text for g in engine.generate(prompts, 1, SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens), seed=0)]
+    greedy_gens = [g[0] for g in engine.generate(prompts, 1, SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens), seed=0)]
+    greedy = [g.text for g in greedy_gens]
     sampled = engine.generate(prompts, k, SamplingConfig(temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens), seed=1)
     gen_s = time.perf_counter() - started
     flat = [g.text for group in sampled for g in group]
@@ -64,8 +65,9 @@ def run_format(engine, problems, cfg: Config, k: int, temperature: float, max_ne
         "invalid": invalid_share(stubs, greedy),
         f"invalid@{k}": invalid_share([s for s in stubs for _ in range(k)], flat),
         "generate_s": round(gen_s, 1),
+        "greedy_cut_at_max_tokens": sum(not g.finished for g in greedy_gens) / len(problems),
         "example_prompt": prompts[0],
-        "example_greedy": greedy[0],
+        "greedy_completions": greedy,
     }
 
 
@@ -90,7 +92,7 @@ def main() -> None:
         for fmt in args.formats.split(","):
             cfg = Config(engine=engine_cfg, prompt=PromptConfig(format=fmt))
             results[fmt] = run_format(engine, problems, cfg, args.k, args.temperature, args.max_new_tokens)
-            print(fmt, {key: value for key, value in results[fmt].items() if not key.startswith("example")}, flush=True)
+            print(fmt, {key: value for key, value in results[fmt].items() if not key.startswith(("example", "greedy_completions"))}, flush=True)
     finally:
         engine.close()
     out = Path(args.out)
