@@ -44,18 +44,21 @@ def invalid_share(prompts: list[str], completions: list[str]) -> float:
     return bad / max(1, len(completions))
 
 
-def run_format(engine, problems, cfg: Config, k: int, temperature: float, max_new_tokens: int) -> dict:
-    engine.add_special_tokens = prompt_renderer(cfg.prompt, engine.tokenizer).add_special_tokens
+def generate(engine, problems, cfg: Config, k: int, temperature: float, max_new_tokens: int) -> dict:
+    """Greedy and k sampled completions of every problem, rendered by cfg.prompt."""
     renderer = prompt_renderer(cfg.prompt, engine.tokenizer)
-    rows = problems.to_dict("records")
-    prompts = renderer.render_all(rows)
-    stubs = list(problems["prompt"])
+    engine.add_special_tokens = renderer.add_special_tokens  # as coevo.engines.with_prompt_format sets it
+    prompts = renderer.render_all(problems.to_dict("records"))
     started = time.perf_counter()
-    greedy_gens = [g[0] for g in engine.generate(prompts, 1, SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens), seed=0)]
-    greedy = [g.text for g in greedy_gens]
+    greedy = [g[0] for g in engine.generate(prompts, 1, SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens), seed=0)]
     sampled = engine.generate(prompts, k, SamplingConfig(temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens), seed=1)
-    gen_s = time.perf_counter() - started
-    flat = [g.text for group in sampled for g in group]
+    return {"prompts": prompts, "greedy": greedy, "sampled": [g.text for group in sampled for g in group], "generate_s": time.perf_counter() - started}
+
+
+def score(problems, out: dict, cfg: Config, k: int) -> dict:
+    """pass@1, pass@k and invalid shares; run after the engine is closed, so the sandbox's time
+    limits do not compete with a busy engine for the 2 cores."""
+    stubs, greedy, flat = list(problems["prompt"]), [g.text for g in out["greedy"]], out["sampled"]
     repeated = problems.iloc[[i for i in range(len(problems)) for _ in range(k)]].reset_index(drop=True)
     greedy_pass = [r.passed for r in score_rows(problems, greedy, cfg)]
     sample_pass = [r.passed for r in score_rows(repeated, flat, cfg)]
@@ -64,9 +67,9 @@ def run_format(engine, problems, cfg: Config, k: int, temperature: float, max_ne
         f"pass@{k}": sum(any(sample_pass[i * k : (i + 1) * k]) for i in range(len(problems))) / len(problems),
         "invalid": invalid_share(stubs, greedy),
         f"invalid@{k}": invalid_share([s for s in stubs for _ in range(k)], flat),
-        "generate_s": round(gen_s, 1),
-        "greedy_cut_at_max_tokens": sum(not g.finished for g in greedy_gens) / len(problems),
-        "example_prompt": prompts[0],
+        "greedy_cut_at_max_tokens": sum(not g.finished for g in out["greedy"]) / len(problems),
+        "generate_s": round(out["generate_s"], 1),
+        "example_prompt": out["prompts"][0],
         "greedy_completions": greedy,
     }
 
@@ -88,13 +91,14 @@ def main() -> None:
     engine_cfg = EngineConfig(kind="vllm", max_model_len=2048, batch_size=64)
     engine = VLLMEngine(args.model, engine_cfg, "float32", seed=0)
     results = {"model": args.model, "problems": len(problems), "k": args.k, "temperature": args.temperature, "max_new_tokens": args.max_new_tokens, "engine_start_s": round(engine.start_s, 1)}
+    configs = {fmt: Config(engine=engine_cfg, prompt=PromptConfig(format=fmt)) for fmt in args.formats.split(",")}
     try:
-        for fmt in args.formats.split(","):
-            cfg = Config(engine=engine_cfg, prompt=PromptConfig(format=fmt))
-            results[fmt] = run_format(engine, problems, cfg, args.k, args.temperature, args.max_new_tokens)
-            print(fmt, {key: value for key, value in results[fmt].items() if not key.startswith(("example", "greedy_completions"))}, flush=True)
+        outputs = {fmt: generate(engine, problems, cfg, args.k, args.temperature, args.max_new_tokens) for fmt, cfg in configs.items()}
     finally:
         engine.close()
+    for fmt, cfg in configs.items():
+        results[fmt] = score(problems, outputs[fmt], cfg, args.k)
+        print(fmt, {key: value for key, value in results[fmt].items() if not key.startswith(("example", "greedy_completions"))}, flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

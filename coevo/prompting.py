@@ -14,7 +14,9 @@ engines' tokenisation), so the trainer scores exactly the tokens the engine saw.
   `prompt.system` becomes the system turn when the conversation has none. The co-evolver context
   (skills, memory, the self-teacher's privileged lines) goes INSIDE the last user turn, under
   `prompt.context_header`, before the question; never before the template. The answer-format
-  instruction (`prompt.instruction`) follows a math question and precedes a code stub. The
+  instruction (`prompt.instruction`) follows a math question and precedes a code stub, which is
+  shown in a ```python fence (bare, SmolLM2-135M-Instruct "closes" the stub with a fence and
+  answers in prose: 15 of 40 HumanEval answers, bench/README.md). The
   template writes the special tokens itself, so encoding adds none (no double BOS).
 """
 
@@ -106,7 +108,8 @@ class ChatRenderer(_Renderer):
             parts.append("\n".join(([self.cfg.context_header] if self.cfg.context_header else []) + list(context)))
         if instruction and code:
             parts.append(instruction)
-        parts.append(turns[last]["content"])
+        question = turns[last]["content"]
+        parts.append(f"```python\n{question.rstrip()}\n```" if code and "```" not in question else question)
         if instruction and not code:
             parts.append(instruction)
         turns[last] = {"role": "user", "content": "\n\n".join(parts)}

@@ -42,7 +42,7 @@ def test_chat_puts_context_inside_the_user_turn_and_ends_with_the_generation_pro
 def test_chat_code_problem_puts_the_instruction_before_the_stub_and_a_conversation_keeps_its_turns():
     cfg = PromptConfig(format="chat", instruction={"math": None, "code": "Fix it."}, context_header=None)
     renderer = prompt_renderer(cfg, chat_tokenizer())
-    assert renderer.render({"prompt": "def f(x):\n", "family": "humaneval"}) == "<bos><user>Fix it.\n\ndef f(x):\n\n<assistant>"
+    assert renderer.render({"prompt": "def f(x):\n", "family": "humaneval"}) == "<bos><user>Fix it.\n\n```python\ndef f(x):\n```\n<assistant>"
     messages = json.dumps([{"role": "system", "content": "S"}, {"role": "user", "content": "a?"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c?"}])
     text = renderer.render({"prompt": "c?", "family": "math", "messages": messages}, ["ctx"])
     assert text == "<bos><system>S\n<user>a?\n<assistant>b\n<user>ctx\n\nc?\n<assistant>"
