@@ -1,8 +1,8 @@
 """Held-out evaluation: greedy accuracy and sampled pass@k per family, with and without skills.
 
 pass@k uses exactly k samples per problem, for which the unbiased estimator of Chen et al. (2021)
-reduces to "any of the k passed". "With skills" prepends what the co-evolver retrieves for each
-problem (`context_for`); the headline `eval/acc` is always skill-free, as the student is deployed.
+reduces to "any of the k passed". "With skills" adds what the co-evolver retrieves for each
+problem (`context_for`) as the prompt format places context (coevo/prompting.py); the headline `eval/acc` is always skill-free, as the student is deployed.
 Every completion is judged by its problem's family verifier (`coevo.verify.score_rows`, the one
 the verification stage uses): exact match for math, the sandboxed hidden tests for code.
 """
