@@ -282,6 +282,18 @@ class RewardEntry(Strict):
         return self.name or self.function.rpartition(":")[2]
 
 
+class InstructionConfig(Strict):
+    math: str | None = Field("Reply with the number only.", description="Answer-format instruction after a math question in the chat format (the math verifier reads the final number or \\boxed{}); null = none.")
+    code: str | None = Field("Complete the function below. Reply with the whole function in one ```python fenced block.", description="Answer-format instruction before a code problem's stub in the chat format (the code verifier runs the fenced ```python block, or the completion after the stub); null = none.")
+
+
+class PromptConfig(Strict):
+    format: Literal["plain", "chat"] = Field("plain", description="How a problem becomes the policy's prompt (coevo/prompting.py): 'plain' = context lines then the bare question (the tiny policy's layout); 'chat' = the tokenizer's own chat template with the system prompt, the instruction and the co-evolver context inside the user turn, ending in the generation prompt.")
+    system: str | None = Field(None, description="System turn of the chat format (a conversation's own system turn wins); null = none.")
+    instruction: InstructionConfig = Field(default_factory=InstructionConfig, description="Answer-format instructions of the chat format, by problem kind.")
+    context_header: str | None = Field("Worked examples:", description="Line before the co-evolver context (skills, memory, the self-teacher's context) inside the chat user turn; null = none.")
+
+
 class Config(Strict):
     seed: int = Field(0, description="Seeds problem generation, model init, sampling and data order.")
     run: RunConfig = Field(default_factory=RunConfig, description="Where outputs go and how long to train.")
@@ -298,6 +310,7 @@ class Config(Strict):
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule.")
     code: CodeConfig = Field(default_factory=CodeConfig, description="Code problems: sandbox, warm start, CURE rewards, test bank and the code loop.")
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="Prompt rendering: plain text or the tokenizer's chat template (coevo/prompting.py).")
     rewards: list[RewardEntry] = Field(default_factory=lambda: [RewardEntry(function="verifier")], min_length=1, description="Reward functions of the verification stage, each with a weight; a completion's reward is their weighted sum and each value is kept in the rewards table (coevo/rewards.py). The default is the family verifier alone.")
     rewards_pass_threshold: float = Field(1.0, allow_inf_nan=False, description="Without a 'verifier' entry in `rewards`, a completion passes when its total reward is at least this; with one, `passed` is the verifier's verdict whatever its weight.")
 

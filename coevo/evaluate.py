@@ -1,8 +1,8 @@
 """Held-out evaluation: greedy accuracy and sampled pass@k per family, with and without skills.
 
 pass@k uses exactly k samples per problem, for which the unbiased estimator of Chen et al. (2021)
-reduces to "any of the k passed". "With skills" prepends what the co-evolver retrieves for each
-problem (`context_for`); the headline `eval/acc` is always skill-free, as the student is deployed.
+reduces to "any of the k passed". "With skills" adds what the co-evolver retrieves for each
+problem (`context_for`) as the prompt format places context (coevo/prompting.py); the headline `eval/acc` is always skill-free, as the student is deployed.
 Every completion is judged by its problem's family verifier (`coevo.verify.score_rows`, the one
 the verification stage uses): exact match for math, the sandboxed hidden tests for code.
 """
@@ -15,7 +15,8 @@ import pandas as pd
 
 from coevo.config import Config, SamplingConfig
 from coevo.engines.base import Engine
-from coevo.prompting import render_prompt
+from coevo.engines import with_prompt_format
+from coevo.prompting import prompt_renderer
 from coevo.verify import score_rows
 
 
@@ -39,10 +40,12 @@ def passed(rows: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[
 def evaluate(engine: Engine, test: pd.DataFrame, cfg: Config, seed: int, context_for: Callable[[dict], list[str]] | None = None) -> dict[str, float]:
     """Metrics namespaced eval/: acc, acc_skills (when context_for is given), pass@k (k =
     eval.pass_k samples under `sampling`); each per family. `test` is a problems-table split."""
-    questions, max_new_tokens, k = list(test["prompt"]), cfg.sampling.max_new_tokens, cfg.eval.pass_k
+    renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)  # prompt.format (coevo/prompting.py)
+    rows, max_new_tokens, k = test.to_dict("records"), cfg.sampling.max_new_tokens, cfg.eval.pass_k
+    questions = renderer.render_all(rows)
     metrics = _per_family("acc", test, passed(test, greedy_completions(engine, questions, max_new_tokens), cfg))
     if context_for is not None:
-        prompts = [render_prompt(row["prompt"], context_for(row)) for row in test.to_dict("records")]
+        prompts = [renderer.render(row, context_for(row)) for row in rows]
         metrics.update(_per_family("acc_skills", test, passed(test, greedy_completions(engine, prompts, max_new_tokens), cfg)))
     samples = engine.generate(questions, k, cfg.sampling, seed)  # [len(test)][k]
     repeated = test.iloc[[i for i in range(len(test)) for _ in range(k)]].reset_index(drop=True)  # problem-major, as `samples` flattens

@@ -3,6 +3,7 @@
 Every completion becomes one row of the rollouts table (schemas/rollouts.py): which problem, which
 context variant and skills, the exact prompt and completion token ids, and the engine's per-token
 sampling logprobs, so the policy update and the catalog never need to re-tokenise or re-sample.
+Prompts are rendered by `prompt.format` (coevo/prompting.py); `question` stays the bare problem text.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import pandas as pd
 
 from coevo.config import Config
 from coevo.engines.base import Engine
-from coevo.prompting import render_prompt
+from coevo.engines import with_prompt_format
+from coevo.prompting import conversation_of, prompt_renderer
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant
 
@@ -26,7 +28,11 @@ def run_rollouts(
 ) -> pd.DataFrame:
     """One row per completion, in plan order; `rollout_id` is iteration-problem-slot."""
     by_id = problems.set_index("id")
-    prompts = [render_prompt(by_id.at[v.problem_id, "prompt"], v.texts) for v in variants]
+    renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
+    rows_of = {pid: {"id": pid, **row} for pid, row in by_id.to_dict("index").items()}
+    prompts = [renderer.render(rows_of[v.problem_id], v.texts) for v in variants]  # prompt.format (coevo/prompting.py)
+    if cfg.coevolver.update_context == "strip":
+        _check_strippable(renderer, rows_of.values())
     flat_prompts = [prompt for prompt, v in zip(prompts, variants) for _ in range(v.n)]
     generations = engine.generate(flat_prompts, 1, cfg.sampling, derive_seed(cfg.seed, iteration, "rollout"))
     rows, slots, cursor = [], {}, 0
@@ -56,3 +62,15 @@ def run_rollouts(
             )
         cursor += variant.n
     return pd.DataFrame(rows)
+
+
+def _check_strippable(renderer, rows) -> None:
+    """With `coevolver.update_context: strip` the update re-renders each row from its bare question;
+    a conversation whose other turns (its own system turn, earlier turns) change the prompt cannot be
+    re-rendered from the question alone, so it needs `update_context: keep`."""
+    for row in rows:
+        if conversation_of(row) and renderer.render(row) != renderer.render({"prompt": row["prompt"], "family": row["family"]}):
+            raise ValueError(
+                f"problem {row['id']!r}: its `messages` hold turns beyond the question, which coevolver.update_context: strip "
+                "cannot re-render in the policy update; set coevolver.update_context: keep"
+            )

@@ -50,6 +50,7 @@ from coevo.policy.retention import keep_set, prune_checkpoint, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
+from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import run_rollouts
 from coevo.sampler import ProblemSampler
@@ -143,6 +144,7 @@ def prepare_stage(cfg: Config) -> dict:
 
     The `rewards:` plugins are imported first and probed on the training split (coevo/rewards.py):
     a broken one stops the run before anything is written or any rollout is spent."""
+    check_prompt_format(cfg.prompt, cfg.policy.checkpoint)  # chat format: the tokenizer has a template
     reward_terms(cfg)
     check_targets(cfg)  # a LoRA target matching no module stops the run here, before anything is written
     train, _ = prepare_problems(cfg)

@@ -17,6 +17,20 @@ def _non_blank(error: str) -> pa.Check:
 
 
 EXTRA = "user_fields"  # the optional column of a user file's other fields
+MESSAGES = "messages"  # the optional column of conversational problems (TRL's format), as JSON text
+
+
+def _conversation() -> pa.Check:
+    def check(text: str) -> bool:
+        if text == "":
+            return True
+        try:
+            turns = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(turns, list) and bool(turns) and all(isinstance(t, dict) and {"role", "content"} == set(t) for t in turns)
+
+    return pa.Check(check, element_wise=True, error="not a JSON list of {role, content} turns (or empty)")
 
 
 def _json_object() -> pa.Check:
@@ -36,6 +50,7 @@ PROBLEMS_SCHEMA = pa.DataFrameSchema(
         "level": pa.Column(int, pa.Check.ge(0), description="Difficulty level (operand digits for arithmetic)."),
         "prompt": pa.Column(str, _non_blank("empty prompt"), description="The bare question shown to the policy."),
         "answer": pa.Column(str, _non_blank("empty answer"), description="The reference answer."),
+        MESSAGES: pa.Column(str, _conversation(), required=False, description="Optional: the problem as a conversation (TRL's conversational format: JSON list of {role, content}, ending in the user's question), or empty for a plain problem; rendered with the chat template (prompt.format: chat)."),
         EXTRA: pa.Column(str, _json_object(), required=False, description="Optional: a user file's other fields, as one JSON object per row; reward plugins receive each as a column (coevo/rewards.py)."),
     },
     strict=True,
@@ -62,5 +77,7 @@ def read_problems(path: str | Path) -> pd.DataFrame:
 
 
 def write_problems(path: str | Path, frame: pd.DataFrame) -> None:
-    arrow = PROBLEMS_ARROW.append(pyarrow.field(EXTRA, pyarrow.string())) if EXTRA in frame.columns else PROBLEMS_ARROW
+    arrow = PROBLEMS_ARROW
+    for optional in (MESSAGES, EXTRA):
+        arrow = arrow.append(pyarrow.field(optional, pyarrow.string())) if optional in frame.columns else arrow
     write_table(PROBLEMS_SCHEMA, arrow, path, frame)

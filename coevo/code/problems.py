@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from coevo.code.extract import extract_program
 from coevo.problems.loader import MAX_LINES, ProblemsFileError, jsonl_objects
 from schemas.code import validate_code_problems
 from schemas.problems import validate_problems
@@ -42,8 +43,10 @@ TESTER_CUE = "assert f("  # the tester role continues this; a generated test is 
 
 
 def program_of(prompt: str, completion: str) -> str:
-    """The program a completion stands for (HumanEval convention: the prompt is the code prefix)."""
-    return prompt + completion
+    """The program a completion stands for: `prompt + completion` (HumanEval convention: the prompt
+    is the code prefix), or the fenced ```python block an instruct model answers with
+    (coevo/code/extract.py)."""
+    return extract_program(prompt, completion)
 
 
 # ---- HumanEval layout (files and the built-in dataset) ----

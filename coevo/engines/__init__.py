@@ -86,6 +86,9 @@ class LiveEngine:
         self.starts = 0  # engines started by this process (a flow starts one)
 
     def get(self, cfg: Config, checkpoint: str | Path, version: str, policy: Callable[[], Policy]) -> Engine:
+        return with_prompt_format(self._get(cfg, checkpoint, version, policy), cfg)
+
+    def _get(self, cfg: Config, checkpoint: str | Path, version: str, policy: Callable[[], Policy]) -> Engine:
         builder = ENGINES[cfg.engine.kind]
         if not getattr(builder, "persistent", False):
             return builder(cfg, Path(checkpoint), policy)
@@ -118,6 +121,15 @@ class LiveEngine:
         if self.engine is not None:
             self.engine.close()
         self.engine, self.key, self.version = None, None, None
+
+
+def with_prompt_format(engine: Engine, cfg: Config) -> Engine:
+    """The engine encodes prompts as `prompt.format` renders them: a chat template writes BOS and
+    the role markers itself, so the tokenizer must add no special tokens (coevo/prompting.py)."""
+    from coevo.prompting import PROMPT_FORMATS
+
+    engine.add_special_tokens = PROMPT_FORMATS[cfg.prompt.format].add_special_tokens
+    return engine
 
 
 def engine_key(cfg: Config, checkpoint: str | Path) -> str:

@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM
 from coevo.config import SamplingConfig
 from coevo.policy.checkpoint import Policy, load_policy
 from coevo.policy.logprobs import pack_prompts, shared_prefill
+from coevo.prompting import encode_prompts
 from coevo.types import Generation
 
 
@@ -28,6 +29,11 @@ class HFEngine:
     def __init__(self, policy: Policy, batch_size: int = 512):
         self.policy = policy
         self.batch_size = batch_size
+        self.add_special_tokens = True  # False for chat-templated prompts (coevo/prompting.py): no double BOS
+
+    @property
+    def tokenizer(self):
+        return self.policy.tokenizer
 
     @property
     def model(self):
@@ -50,7 +56,7 @@ class HFEngine:
     @torch.no_grad()
     def generate(self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int) -> list[list[Generation]]:
         generator = torch.Generator(device=self.model.device).manual_seed(seed)
-        encoded = self.policy.tokenizer(list(prompts))["input_ids"]
+        encoded = encode_prompts(self.policy.tokenizer, prompts, self.add_special_tokens)
         flat = [ids for ids in encoded for _ in range(n)]
         outputs: list[Generation] = []
         for start in range(0, len(flat), self.batch_size):

@@ -50,6 +50,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from coevo.config import EngineConfig, SamplingConfig
+from coevo.prompting import encode_prompts
 from coevo.seeding import derive_seed
 from coevo.types import Generation
 
@@ -84,6 +85,7 @@ class VLLMEngine:
         self.checkpoint: Path | None = Path(checkpoint)  # the directory whose weights it serves
         self.config = config
         self.sleeping = False
+        self.add_special_tokens = True  # False for chat-templated prompts (coevo/prompting.py): no double BOS
         self._warned_top_p = False
         self.tokenizer = AutoTokenizer.from_pretrained(self.checkpoint, local_files_only=True)
         if self.tokenizer.pad_token_id is None:
@@ -129,7 +131,7 @@ class VLLMEngine:
             log.warning("vLLM reports logprobs after top-p (top_p=%s); the trainer's are before top-p", sampling.top_p)
             self._warned_top_p = True
         self.wake_up()
-        encoded = self.tokenizer(list(prompts))["input_ids"]
+        encoded = encode_prompts(self.tokenizer, prompts, self.add_special_tokens)
         params = [
             SamplingParams(
                 n=n,

@@ -44,8 +44,12 @@ def mismatch_stats(trainer: Tensor, sampler: Tensor, mask: Tensor) -> dict[str, 
     }
 
 
-def measured_rows(rollouts: pd.DataFrame) -> pd.DataFrame:
-    """The rollouts whose tokens are measured: those sampled on the bare question (module docstring)."""
+def measured_rows(rollouts: pd.DataFrame, sampled_bare: set[str] | None = None) -> pd.DataFrame:
+    """The rollouts whose tokens are measured: those sampled on the bare question (module docstring);
+    `sampled_bare` names them by rollout id when prompts are rendered (prompt.format: chat), else
+    they are the rows whose prompt is the question itself (plain)."""
+    if sampled_bare is not None:
+        return rollouts[rollouts["rollout_id"].isin(sampled_bare)]
     return rollouts[rollouts["prompt"] == rollouts["question"]]
 
 

@@ -1,7 +1,7 @@
 """The self-teacher's privileged context: what the same model sees, and the student never does.
 
 `objective.teacher.sources` lists the pieces, in order, each a list of lines placed before the bare
-question (`render_prompt`):
+question by the run's prompt renderer (coevo/prompting.py; inside the user turn under `prompt.format: chat`):
 - "answer": the problem's reference answer as a worked example of the question itself ("7*8=56"),
   the layout the tiny policy's warm start teaches it to read;
 - "feedback": the verifier's verdict on the student's own completion ("7*8=54 -> wrong

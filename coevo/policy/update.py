@@ -4,7 +4,8 @@
 2. Group advantages; groups whose rewards are all equal are dropped when configured, unless the
    objective has a token-level signal beyond the group advantage (self-distillation, opsa).
 3. Training prompts: with `coevolver.update_context = "strip"` the skills are removed and the bare
-   question is trained (the student runs without skills); the shift between the skill-conditioned
+   question is trained (the student runs without skills), rendered by `prompt.format` exactly as the
+   engine renders it (coevo/prompting.py); the shift between the skill-conditioned
    sampler and the bare-prompt trainer is corrected by the objective's truncated IS weight. For a
    self-distillation objective each row also gets a teacher prompt: the privileged context
    (coevo/policy/teacher.py) before the bare question.
@@ -44,7 +45,7 @@ from coevo.policy.logprobs import (
 )
 from coevo.policy.mismatch import measured_rows, mismatch_of
 from coevo.policy.teacher import TeacherContext
-from coevo.prompting import render_prompt
+from coevo.prompting import prompt_renderer
 
 
 @dataclass
@@ -57,6 +58,7 @@ class TrainingSet:
     advantages: Tensor  # [N]
     passed: Tensor  # [N] bool
     teacher_prompts: list[list[int]] | None = None  # privileged context + question, when a teacher is used
+    sampled_bare: set[str] | None = None  # ids of all rollouts sampled on the bare question as prompt.format renders it
 
 
 def build_training_set(
@@ -81,11 +83,11 @@ def build_training_set(
     advantages = group_advantages(reward_matrix, cfg.objective.std_normalize, cfg.objective.eps)  # [N, G]
     kept = pd.concat([g for g, k in zip(groups, keep.tolist()) if k]) if bool(keep.any()) else joined.iloc[:0]
     strip = cfg.coevolver.update_context == "strip"
-    if strip and len(kept):
-        prompts = policy.tokenizer(list(kept["question"]))["input_ids"]
-    else:
-        prompts = [list(ids) for ids in kept["prompt_ids"]]
-    as_sampled = (kept["prompt"] == kept["question"]).tolist() if strip else [True] * len(kept)
+    renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering (coevo/prompting.py)
+    bare_of = dict(zip(joined["rollout_id"], renderer.render_all([{"prompt": q, "family": f} for q, f in zip(joined["question"], joined["family"])])))
+    sampled_bare = {rid for rid, prompt in zip(joined["rollout_id"], joined["prompt"]) if prompt == bare_of[rid]}
+    prompts = renderer.encode([bare_of[rid] for rid in kept["rollout_id"]]) if strip else [list(ids) for ids in kept["prompt_ids"]]
+    as_sampled = [rid in sampled_bare for rid in kept["rollout_id"]] if strip else [True] * len(kept)
     stats = {
         "policy/groups_total": float(len(groups)),
         "policy/groups_kept": float(keep.sum()),
@@ -100,16 +102,18 @@ def build_training_set(
             as_sampled=as_sampled,
             advantages=advantages[keep].reshape(-1).float(),  # [N_kept * G]
             passed=torch.tensor(kept["passed"].to_numpy(dtype=bool)),
-            teacher_prompts=_teacher_prompts(policy, kept, teacher, answers) if teacher is not None else None,
+            teacher_prompts=_teacher_prompts(policy, kept, teacher, answers, cfg) if teacher is not None else None,
+            sampled_bare=sampled_bare,
         ),
         stats,
     )
 
 
-def _teacher_prompts(policy: Policy, kept: pd.DataFrame, teacher: TeacherContext, answers: pd.Series | None) -> list[list[int]]:
+def _teacher_prompts(policy: Policy, kept: pd.DataFrame, teacher: TeacherContext, answers: pd.Series | None, cfg: Config) -> list[list[int]]:
     rows = kept.assign(answer=kept["problem_id"].map(answers) if answers is not None else None).to_dict("records")
-    texts = [render_prompt(str(row["question"]), teacher(row)) for row in rows]
-    return policy.tokenizer(texts)["input_ids"] if texts else []
+    renderer = prompt_renderer(cfg.prompt, policy.tokenizer)
+    texts = [renderer.render({"prompt": str(row["question"]), "family": row.get("family")}, teacher(row)) for row in rows]
+    return renderer.encode(texts)
 
 
 @torch.no_grad()
@@ -142,7 +146,7 @@ def old_logprobs(
         for i, logprobs in zip(stripped, scored):
             old[i] = logprobs
         return old, {}
-    measured = measured_rows(rollouts)
+    measured = measured_rows(rollouts, data.sampled_bare)
     trained_as_sampled = {rid for rid, same in zip(data.rollout_ids, data.as_sampled) if same}
     extra = measured[~measured["rollout_id"].isin(trained_as_sampled)]
     prompts, completions = data.prompts + [list(p) for p in extra["prompt_ids"]], data.completions + [list(c) for c in extra["completion_ids"]]

@@ -1,6 +1,9 @@
 """Load a user's math problem file (jsonl or parquet) into a problems frame, and split it train/test.
 
-Required fields: id, prompt, answer; optional: family (default "math"), level (default 0). id and
+Required fields: id, prompt, answer; optional: family (default "math"), level (default 0), messages
+(TRL's conversational format: a list of {role, content}, roles system/user/assistant, ending in the
+user's question; `prompt` may then be omitted and is the last user turn; rendered under
+`prompt.format: chat` only, coevo/prompting.py). id and
 answer may be int or str and are normalised to str; any other type is an error. Other fields are
 kept, as one JSON object per row in the `user_fields` column (only when some row has one), and reach
 reward plugins as columns of their own (coevo/rewards.py); `completions` and `prompts` are reserved
@@ -18,11 +21,12 @@ import pandas as pd
 import pyarrow
 import pyarrow.parquet
 
-from schemas.problems import EXTRA, validate_problems
+from coevo.prompting import validate_messages
+from schemas.problems import EXTRA, MESSAGES, validate_problems
 
 REQUIRED = ("id", "prompt", "answer")
 DEFAULTS = {"family": "math", "level": 0}
-KNOWN = {*REQUIRED, *DEFAULTS}  # fields of the problems table; the others go to its `user_fields` column
+KNOWN = {*REQUIRED, *DEFAULTS, MESSAGES}  # fields of the problems table; the others go to its `user_fields` column
 RESERVED = {"completions", "prompts"}  # reward plugins' own arguments (coevo/rewards.py)
 MAX_LINES = 50  # errors listed in one message; the rest are counted
 
@@ -51,6 +55,8 @@ def load_problem_file(path: str | Path) -> pd.DataFrame:
         raise ProblemsFileError(_message(path, errors))
     if any(extra != "{}" for extra in extras):
         frame[EXTRA] = extras
+    if any(MESSAGES in record for record in records):
+        frame[MESSAGES] = [json.dumps(record[MESSAGES], ensure_ascii=False) if MESSAGES in record else "" for record in records]
     return validate_problems(frame, source=str(path))
 
 
@@ -112,7 +118,7 @@ def _missing_columns(records: list[dict], rows: list[str]) -> list[str]:
     """A required field absent from every row is one error; absent from some rows, one per row."""
     errors = []
     for field in REQUIRED:
-        lacking = [row for record, row in zip(records, rows) if field not in record]
+        lacking = [row for record, row in zip(records, rows) if field not in record and not (field == "prompt" and MESSAGES in record)]
         if records and len(lacking) == len(records):
             errors.append(f"field '{field}': missing column (absent from every row)")
         else:
@@ -178,8 +184,12 @@ def _normalise_record(record: dict) -> tuple[dict, list[tuple[str, str]]]:
         elif field in record and not str(value).strip():
             problems.append((field, f"empty {field}"))
         values[field] = str(value) if field in record else None
+    if MESSAGES in record:
+        problems += [(MESSAGES, problem) for problem in validate_messages(record[MESSAGES])]
     for field in ("prompt", "family"):
         value = record.get(field, DEFAULTS.get(field))
+        if field == "prompt" and field not in record and MESSAGES in record and not validate_messages(record[MESSAGES]):
+            value = [turn for turn in record[MESSAGES] if turn["role"] == "user"][-1]["content"]  # the question
         if field in record and not isinstance(value, str):
             problems.append((field, f"wrong type {_type_name(value)} (expected str)"))
         elif field in record and not value.strip():

@@ -1,0 +1,93 @@
+"""Prompt rendering (coevo/prompting.py): plain and chat formats, context inside the conversation,
+no double BOS, the missing-template error, and a tiny end-to-end run under the chat format."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from coevo.config import PromptConfig
+from coevo.policy.tokenizer import build_char_tokenizer
+from coevo.prompting import check_prompt_format, encode_prompts, prompt_renderer, render_prompt
+from coevo.stages import prepare_stage
+
+from .conftest import tiny_config
+
+# A chat template in the char vocabulary, written like real ones: BOS, role-tagged turns, generation prompt.
+TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def chat_tokenizer():
+    tok = build_char_tokenizer()
+    tok.chat_template = TEMPLATE
+    return tok
+
+
+def test_chat_puts_context_inside_the_user_turn_and_ends_with_the_generation_prompt():
+    cfg = PromptConfig(format="chat", system="Be brief.", context_header="Examples:")
+    tok = chat_tokenizer()
+    text = prompt_renderer(cfg, tok, "tiny").render({"id": "p", "prompt": "3+4=", "family": "add"}, ["1+1=2", "2+2=4"])
+    assert text == "<bos><system>Be brief.\n<user>Examples:\n1+1=2\n2+2=4\n\n3+4=\n\nReply with the number only.\n<assistant>"
+    ids = prompt_renderer(cfg, tok).encode([text])[0]
+    assert ids.count(tok.bos_token_id) == 1 and ids[0] == tok.bos_token_id  # the template's BOS only
+    assert encode_prompts(tok, [text], True)[0][:2] == [tok.bos_token_id] * 2  # what adding special tokens would do
+
+
+def test_chat_code_problem_puts_the_instruction_before_the_stub_and_a_conversation_keeps_its_turns():
+    cfg = PromptConfig(format="chat", instruction={"math": None, "code": "Fix it."}, context_header=None)
+    renderer = prompt_renderer(cfg, chat_tokenizer())
+    assert renderer.render({"prompt": "def f(x):\n", "family": "humaneval"}) == "<bos><user>Fix it.\n\n```python\ndef f(x):\n```\n<assistant>"
+    messages = json.dumps([{"role": "system", "content": "S"}, {"role": "user", "content": "a?"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c?"}])
+    text = renderer.render({"prompt": "c?", "family": "math", "messages": messages}, ["ctx"])
+    assert text == "<bos><system>S\n<user>a?\n<assistant>b\n<user>ctx\n\nc?\n<assistant>"
+
+
+def test_plain_is_the_tiny_layout_and_rejects_conversations():
+    renderer = prompt_renderer(PromptConfig(), build_char_tokenizer())
+    assert renderer.render({"prompt": "3+4="}, ["1+1=2"]) == render_prompt("3+4=", ["1+1=2"]) == "1+1=2\n3+4="
+    assert renderer.encode(["3+4="])[0][0] == build_char_tokenizer().bos_token_id
+    with pytest.raises(ValueError, match=r"problem 'q1'.*prompt.format: plain"):
+        renderer.render({"id": "q1", "prompt": "x", "messages": '[{"role": "user", "content": "x"}]'})
+
+
+def test_chat_without_a_template_names_the_setting_and_the_checkpoint(tmp_path, tiny_policy_dir):
+    with pytest.raises(ValueError, match=r"prompt.format: chat.*tiny-ckpt"):
+        prompt_renderer(PromptConfig(format="chat"), build_char_tokenizer(), "tiny-ckpt")
+    cfg = tiny_config(tmp_path, prompt={"format": "chat"}, policy={"checkpoint": str(tiny_policy_dir)})
+    with pytest.raises(ValueError, match=rf"prompt.format: chat.*{tiny_policy_dir}"):
+        prepare_stage(cfg)
+    assert not cfg.problems.data_dir.exists()  # nothing written
+    with pytest.raises(ValueError, match=r"prompt.format: chat needs policy.checkpoint"):
+        check_prompt_format(PromptConfig(format="chat"), None)
+
+
+def templated_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "tokenizer_config.json").read_text())
+    config["chat_template"] = TEMPLATE
+    (dst / "tokenizer_config.json").write_text(json.dumps(config))
+    return dst
+
+
+def test_tiny_run_under_chat_trains_on_the_exact_templated_tokens(tmp_path, tiny_policy_dir):
+    from schemas.rollouts import read_rollouts
+
+    from coevo.driver import train
+    from coevo.policy.checkpoint import load_policy
+
+    checkpoint = templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")
+    cfg = tiny_config(tmp_path, prompt={"format": "chat", "instruction": {"math": None}, "context_header": None}, policy={"checkpoint": str(checkpoint)})
+    summary = train(cfg)
+    assert summary["iterations"] == 2 and "eval/acc" in summary["final_eval"]
+    rollouts = read_rollouts(cfg.run.out_dir / "rollouts" / "iter_0002.parquet")
+    tok = load_policy(checkpoint, "cpu").tokenizer
+    for row in rollouts.itertuples():
+        assert row.prompt.startswith("<bos><user>") and row.prompt.endswith(f"{row.question}\n<assistant>")
+        assert list(row.prompt_ids) == tok(row.prompt, add_special_tokens=False)["input_ids"]  # the engine's tokens
+        assert list(row.prompt_ids).count(tok.bos_token_id) == 1
