@@ -113,7 +113,21 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "float32") 
     except (OSError, ValueError, SafetensorError) as exc:  # missing, truncated or corrupt weights file
         raise CheckpointError(f"{path}: cannot load the weights ({WEIGHTS} missing, truncated or corrupt): {_first_line(exc)}") from exc
     model.to(resolve_device(device))
+    realign(model)
     return Policy(model=model, tokenizer=tokenizer, path=path)
+
+
+def realign(model: torch.nn.Module, alignment: int = 64) -> None:
+    """Copy every parameter whose storage is not `alignment`-byte aligned into fresh memory.
+
+    Weights read from safetensors sit at arbitrary file offsets, while tensors torch allocates are
+    64-byte aligned, and a CPU matmul's rounding depends on its operands' alignment: without this,
+    a policy loaded from disk computes different low bits than the same weights still in memory
+    after the update that produced them, and a resumed run drifts from the uninterrupted one
+    (tests/policy/test_retention.py, tests/flows/test_resume.py)."""
+    for param in model.parameters():
+        if param.device.type == "cpu" and param.data_ptr() % alignment:
+            param.data = param.data.clone()
 
 
 def save_checkpoint(
