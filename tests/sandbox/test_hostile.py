@@ -188,7 +188,7 @@ def test_process_count_is_capped_by_nproc(mode):
     verdict = run(mode, program, limits=limits)
     found = re.search(r"fork refused EAGAIN (\d+)", verdict.output)
     assert verdict.passed and found, verdict.output
-    assert 0 < int(found[1]) < limits.nproc  # the harness itself is one of the user's processes
+    assert int(found[1]) < limits.nproc  # RLIMIT_NPROC counts every process of the user, the harness too (0 where it already has 16)
     assert run(mode, "x = 1", ("assert x == 1",)).passed  # the sleeping children went with the sample
 
 
@@ -214,7 +214,7 @@ def test_forked_processes_do_not_outlive_the_sample(mode):
         "    os.write(w, b'1' if ok else b'0')\n    os.close(1), os.close(2)\n    time.sleep(30)\n    os._exit(0)\n"
         "print('straggler', os.read(r, 1).decode())\n"
     )
-    verdict = run(mode, program)
+    verdict = run(mode, program, limits=dataclasses.replace(LIMITS, nproc=4096))  # a busy user may hold 32 processes already
     try:
         assert verdict.passed and "straggler 1" in verdict.output, verdict.output  # it ran, renamed, outside the group
         deadline = time.monotonic() + 2
