@@ -69,7 +69,7 @@ def test_accurate_and_inaccurate_stay_apart_with_no_wrong_solution():
 
 
 def test_shape_errors():
-    with pytest.raises(ValueError, match="same n"):
+    with pytest.raises(ValueError, match=r"with the same n; got \(3, 2\) and \(2, 2\)"):
         cure_rewards(np.ones((3, 2)), np.ones((2, 2)))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"B\* \[n, t>0\] with the same n; got \(3, 2\) and \(3, 0\)"):
         cure_rewards(np.ones((3, 2)), np.ones((3, 0)))

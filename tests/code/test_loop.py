@@ -7,7 +7,8 @@ import torch
 from safetensors.torch import load_file
 
 from coevo.code.loop import run_code_loop
-from coevo.code.test_bank import TestBank
+from coevo.code.problems import TESTER_CUE
+from coevo.code.test_bank import TESTER_SUFFIX, TestBank
 from coevo.config import CoevolverConfig
 from schemas.rewards import parse_details, read_rewards
 from schemas.rollouts import read_rollouts
@@ -17,7 +18,7 @@ from tests.conftest import tiny_config
 def test_code_loop_runs_end_to_end(tmp_path):
     cfg = tiny_config(
         tmp_path,
-        code={"iterations": 2, "problems_per_iter": 4, "group_size": 4, "warm_start_steps": 120, "warm_start_lr": 1e-2, "warm_start_batch": 16, "synth": {"n_train": 40, "n_test": 6}},
+        code={"iterations": 2, "problems_per_iter": 4, "group_size": 4, "warm_start_steps": 400, "warm_start_lr": 1e-2, "warm_start_batch": 16, "synth": {"n_train": 40, "n_test": 6}},
         sampling={"max_new_tokens": 8},
         policy={"shape": {"max_position": 96}},
         optim={"lr": 1e-3},
@@ -40,7 +41,23 @@ def test_code_loop_runs_end_to_end(tmp_path):
                 assert passed == (facts["verdict"] == "passed") and reward == k / n  # the ground-truth pass rate
             else:
                 assert passed == (facts["accurate"] == facts["decidable"] == "1")
-        TestBank.load(out / "test_bank" / f"iter_{it:04d}", CoevolverConfig(), 0)  # every version validates
+    banks = [TestBank.load(out / "test_bank" / f"iter_{it:04d}", CoevolverConfig(), 0) for it in (0, 1, 2)]  # every version validates
+    assert_bank_grows(banks, summary, out)
     assert set(summary["before"]) == set(summary["after"]) == {"eval/coder_pass_rate", "eval/tester_accuracy"}
     assert len(summary["history"]) == 2 and summary["sandbox_mode"] in ("namespaces", "rlimits")
     assert (out / "summary.json").is_file()
+
+
+def assert_bank_grows(banks: list[TestBank], summary: dict, out) -> None:
+    """The bank starts empty and grows by the tests it admits: each one a tester completion of its
+    iteration that the rewards marked accurate, decidable and rejecting a wrong solution."""
+    sizes = [bank.size() for bank in banks]
+    assert sizes[0] == 0 and sizes[1] > 0 and sizes[2] > sizes[1], sizes
+    assert [h["coevo/bank_size"] for h in summary["history"]] == sizes[1:] and summary["bank_size"] == sizes[2]
+    for it in (1, 2):
+        rollouts, rewards = read_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet"), read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
+        facts = dict(zip(rewards["rollout_id"], map(parse_details, rewards["details"])))
+        admitted = {TESTER_CUE + r.completion for r in rollouts.itertuples() if r.problem_id.endswith(TESTER_SUFFIX)
+                    and facts[r.rollout_id]["accurate"] == facts[r.rollout_id]["decidable"] == "1" and int(facts[r.rollout_id]["rejected"]) >= 1}  # fmt: skip
+        new = [e["test"] for entries in banks[it].tests.values() for e in entries if e["added_iter"] == it]
+        assert len(new) == summary["history"][it - 1]["coevo/admitted"] and set(new) <= admitted

@@ -8,6 +8,7 @@ from torch.testing import assert_close
 
 from coevo.config import ObjectiveConfig
 from coevo.objectives import (
+    GRPO,
     OPSA,
     ESSAdaptive,
     PolicyBatch,
@@ -82,23 +83,33 @@ def test_token_entropy_by_hand():
 
 
 def test_opsa_negative_advantage_scales_with_entropy():
-    probs = torch.tensor([[[0.5, 0.5], [0.9, 0.1]]], dtype=F64)
-    dist = probs.log().requires_grad_(True)
-    logprobs = dist[..., 0]
-    batch = PolicyBatch(
-        logprobs=logprobs,
-        old_logprobs=logprobs.detach(),
-        sampling_logprobs=logprobs.detach(),
-        advantages=torch.tensor([0.0], dtype=F64),
-        mask=torch.ones(1, 2, dtype=F64),
-        distributions=dist,
-    )
-    h = [math.log(2), -(0.9 * math.log(0.9) + 0.1 * math.log(0.1))]
-    mean_h = sum(h) / 2
-    loss, stats = OPSA(ObjectiveConfig(name="opsa", opsa_coef=0.1, grpo_weight=0.0)).loss(batch)
-    loss.backward()
-    # a_t = -0.1 * H_t / mean(H); at ratio 1 d pg / d logprob = -a_t, token-mean over 2 tokens
-    expected = torch.tensor([[0.1 * h[0] / mean_h, 0.1 * h[1] / mean_h]], dtype=F64) / 2
-    assert_close(dist.grad[..., 0], expected)
-    assert expected[0, 0] > expected[0, 1]  # the high-entropy position is pushed harder
-    assert stats["policy/negative_adv_mean"] == pytest.approx(-0.1)
+    """Against an independent computation: with grpo_weight = 0, OPSA's gradient equals plain GRPO's
+    on the same tokens, each made its own sequence with advantage -coef * H_t / mean(H), where H comes
+    from torch.distributions and the mean is over the unpadded tokens only. Then the properties the
+    method names: the push grows with entropy, and a token of average entropy gets exactly -coef."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 4, dtype=F64) * torch.tensor([0.2, 1.0, 3.0], dtype=F64)[None, :, None]  # [B, T, V] flat to peaked
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]], dtype=F64)  # one padded position
+    dist = logits.log_softmax(-1).requires_grad_(True)  # [B, T, V]
+    logprobs = dist[..., 0]  # [B, T] the sampled token is token 0
+    batch = PolicyBatch(logprobs=logprobs, old_logprobs=logprobs.detach(), sampling_logprobs=logprobs.detach(),
+                        advantages=torch.tensor([5.0, -5.0], dtype=F64), mask=mask, distributions=dist)  # fmt: skip
+    loss, stats = OPSA(ObjectiveConfig(name="opsa", opsa_coef=0.3, grpo_weight=0.0)).loss(batch)
+    (opsa_grad,) = torch.autograd.grad(loss, logprobs)  # [B, T]
+
+    valid = mask.bool()
+    h = torch.distributions.Categorical(logits=logits[valid]).entropy()  # [N] entropies of the 5 real tokens
+    flat = logits[valid].log_softmax(-1)[:, :1].requires_grad_(True)  # [N, 1] one token per sequence
+    reference = PolicyBatch(logprobs=flat, old_logprobs=flat.detach(), sampling_logprobs=flat.detach(),
+                            advantages=-0.3 * h / h.mean(), mask=torch.ones_like(flat))  # fmt: skip
+    grpo_loss, _ = GRPO(ObjectiveConfig(name="grpo")).loss(reference)
+    (grpo_grad,) = torch.autograd.grad(grpo_loss, flat)  # [N, 1]
+    assert_close(opsa_grad[valid], grpo_grad[:, 0])
+    assert opsa_grad[1, 2] == 0  # padding gets no push
+
+    push = opsa_grad[valid]  # [N] d loss / d logprob = how hard each sampled token is pushed down
+    assert (push > 0).all()
+    order = h.argsort()
+    assert (push[order].diff() > 0).all()  # strictly more push at every higher-entropy position
+    assert stats["policy/negative_adv_mean"] == pytest.approx(-0.3)  # a token of average entropy: -opsa_coef
+    assert push.sum().item() == pytest.approx(0.3)  # sum_t coef * H_t / mean(H) = coef * N, token-mean divides by N

@@ -107,11 +107,17 @@ def test_a_cell_does_not_depend_on_the_other_families():
 
 
 @pytest.mark.parametrize(
-    "args",
-    [([], [1], 1, 1), (["div"], [1], 1, 1), (["add"], [0], 1, 1), (["add"], [10], 1, 1), (["add", "add"], [1], 1, 1)],
+    ("args", "message"),
+    [
+        (([], [1], 1, 1), r"families must be a non-empty subset of \['add', 'mul', 'sub'\]; got \[\]"),
+        ((["div"], [1], 1, 1), r"families must be a non-empty subset of .*; got \['div'\]"),
+        ((["add"], [0], 1, 1), r"levels must be non-empty and within 1\.\.9; got \[0\]"),
+        ((["add"], [10], 1, 1), r"levels must be non-empty and within 1\.\.9; got \[10\]"),
+        ((["add", "add"], [1], 1, 1), r"families and levels must not repeat; got \['add', 'add'\]"),
+    ],
 )
-def test_bad_arguments_raise(args):
-    with pytest.raises(ValueError):
+def test_bad_arguments_raise(args, message):
+    with pytest.raises(ValueError, match=message):
         generate_arithmetic(*args, seed=0)
 
 

@@ -93,5 +93,5 @@ def test_math_verifier_scores_in_order_and_checks_lengths():
     rewards = verifier.score(["46", "-22", "7"], ["46", "= -22", ""])
     assert [r.passed for r in rewards] == [True, True, False]
     assert [r.reward for r in rewards] == [1.0, 1.0, 0.0]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="math_exact: 1 answers but 0 completions"):
         verifier.score(["1"], [])

@@ -1,25 +1,39 @@
 """Hostile programs in the sandbox: each is contained and reported with the right verdict, and the
-test process is unharmed. Runs under every mode this machine offers ("rlimits" always, "namespaces"
-when its probe passes); a containment a mode does not promise (coevo/sandbox/__init__.py) is skipped
-with the reason, never asserted vacuously."""
+test process is unharmed. Runs under "rlimits" and "namespaces" (the `mode` fixture, conftest.py:
+a namespaces case FAILS, naming the probe's reason, where that mode cannot run); a containment a
+mode does not promise (coevo/sandbox/__init__.py) is skipped with the reason, never asserted
+vacuously, and test_every_containment_is_checked_by_a_mode_here makes sure each containment is
+asserted by at least one mode on this machine (as root, "rlimits" promises no nproc, files,
+network, parent or fork; "namespaces" covers them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
+import secrets
+import signal
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
-from coevo.sandbox import Job, Limits, isolation_for, namespaces_available, run_job
+from coevo.sandbox import Job, Limits, isolation_for, run_job
 
-MODES = ["rlimits"] + (["namespaces"] if namespaces_available() else [])
+from .conftest import MODES, require_mode
+
 LIMITS = Limits(wall_s=4, cpu_s=2, per_test_s=1.5, memory_mb=256, nproc=32, output_bytes=16 * 1024)
+CONTAINMENTS = {"env", "cwd", "timeout", "memory", "output", "nofile", "nproc", "network", "files", "parent", "fork"}
 
 
-@pytest.fixture(params=MODES)
-def mode(request) -> str:
-    return request.param
+def test_every_containment_is_checked_by_a_mode_here():
+    """No containment is skipped under every mode: the union of what the modes promise on this
+    machine (as root "rlimits" drops nproc; only "namespaces" has network/files/parent/fork) is all."""
+    for mode in MODES:
+        require_mode(mode)
+    covered = set().union(*(isolation_for(mode).promises() for mode in MODES))
+    assert covered >= CONTAINMENTS, f"no sandbox mode on this machine contains {sorted(CONTAINMENTS - covered)}"
 
 
 def needs(mode: str, promise: str) -> None:
@@ -76,7 +90,8 @@ def test_fork_bomb_is_contained(mode):
 
 def test_memory_bomb_reports_memory(mode):
     assert run(mode, "x = bytearray(4 << 30)").status == "memory"
-    grow = run(mode, "def f():\n    chunks = []\n    while True:\n        chunks.append(bytearray(1 << 20))\n", ("f()",))
+    patient = dataclasses.replace(LIMITS, wall_s=12, per_test_s=8)  # on a loaded machine zero-filling 256 MiB can outlast 1.5 s
+    grow = run(mode, "def f():\n    chunks = []\n    while True:\n        chunks.append(bytearray(1 << 20))\n", ("f()",), patient)
     assert (grow.status, grow.failed_test) == ("memory", 0)
 
 
@@ -146,3 +161,66 @@ def test_parent_cannot_be_killed(mode):
     assert f"kill blocked {me}" in verdict.output
     assert verdict.status == "crashed"  # kill(-1) ended the sample itself, nothing outside it
     assert run(mode, "x = 1", ("assert x == 1",)).passed
+
+
+def test_open_files_are_capped_by_nofile(mode):
+    needs(mode, "nofile")
+    limits = dataclasses.replace(LIMITS, nofile=16)
+    program = (
+        "import errno, os\nfds = []\n"
+        "try:\n    while len(fds) < 4096:\n        fds.append(os.open('.', os.O_RDONLY))\n"
+        "except OSError as e:\n    print('open refused', errno.errorcode[e.errno], len(fds))\n"
+    )
+    verdict = run(mode, program, limits=limits)
+    found = re.search(r"open refused EMFILE (\d+)", verdict.output)
+    assert verdict.passed and found, verdict.output
+    assert 0 < int(found[1]) < limits.nofile  # the harness's own descriptors count too
+
+
+def test_process_count_is_capped_by_nproc(mode):
+    needs(mode, "nproc")
+    limits = dataclasses.replace(LIMITS, nproc=16)
+    program = (
+        "import errno, os, signal\nn = 0\n"
+        "try:\n    while n < 200:\n        if os.fork() == 0:\n            signal.pause()\n            os._exit(0)\n        n += 1\n"
+        "except OSError as e:\n    print('fork refused', errno.errorcode[e.errno], n)\n"
+    )
+    verdict = run(mode, program, limits=limits)
+    found = re.search(r"fork refused EAGAIN (\d+)", verdict.output)
+    assert verdict.passed and found, verdict.output
+    assert int(found[1]) < limits.nproc  # RLIMIT_NPROC counts every process of the user, the harness too (0 where it already has 16)
+    assert run(mode, "x = 1", ("assert x == 1",)).passed  # the sleeping children went with the sample
+
+
+def _processes_named(name: str) -> list[int]:
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == name:
+                pids.append(int(comm.parent.name))
+        except OSError:
+            pass  # exited meanwhile
+    return pids
+
+
+def test_forked_processes_do_not_outlive_the_sample(mode):
+    """A child that leaves the process group (setsid) escapes a group kill; the sandbox must still end it."""
+    needs(mode, "fork")
+    name = "sbx" + secrets.token_hex(6)  # /proc/<pid>/comm holds 15 characters
+    program = (
+        "import ctypes, os, time\nr, w = os.pipe()\n"
+        "if os.fork() == 0:\n    os.setsid()\n"
+        f"    ok = ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0) == 0\n"  # PR_SET_NAME
+        "    os.write(w, b'1' if ok else b'0')\n    os.close(1), os.close(2)\n    time.sleep(30)\n    os._exit(0)\n"
+        "print('straggler', os.read(r, 1).decode())\n"
+    )
+    verdict = run(mode, program, limits=dataclasses.replace(LIMITS, nproc=4096))  # a busy user may hold 32 processes already
+    try:
+        assert verdict.passed and "straggler 1" in verdict.output, verdict.output  # it ran, renamed, outside the group
+        deadline = time.monotonic() + 2
+        while _processes_named(name) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_named(name) == [], "a forked straggler outlived its sample"
+    finally:
+        for pid in _processes_named(name):
+            os.kill(pid, signal.SIGKILL)

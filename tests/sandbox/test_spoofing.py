@@ -1,5 +1,6 @@
 """Reward hacking against the code sandbox: every trick of bench/spoof_guards.py gets its verdict,
-in every mode this machine offers; a spoofed sample passes no test at all."""
+under "rlimits" and "namespaces" (the `mode` fixture, conftest.py: a namespaces case FAILS, naming
+the probe's reason, where that mode cannot run); a spoofed sample passes no test at all."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import importlib.util
 
 import pytest
 
-from coevo.sandbox import Job, Limits, namespaces_available, run_job
+from coevo.sandbox import Job, Limits, run_job
 from coevo.sandbox.runner import classify
 
 from ..conftest import ROOT
@@ -16,12 +17,10 @@ _spec = importlib.util.spec_from_file_location("spoof_guards", ROOT / "bench" / 
 guards = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(guards)
 
-MODES = ["rlimits"] + (["namespaces"] if namespaces_available() else [])
 LIMITS = Limits(wall_s=6, cpu_s=3, per_test_s=2, memory_mb=256)
 CLOSED = {name: case for name, case in guards.TRICKS.items() if "residual gap" not in name}
 
 
-@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("trick", sorted(CLOSED))
 def test_trick_gets_its_verdict(mode, trick):
     program, expected = CLOSED[trick]
