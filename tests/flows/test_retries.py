@@ -36,8 +36,8 @@ def reward(completions, **columns):
 '''
 
 
-def task_run_states(flow_run_id: UUID, name: str, until: str, deadline_s: float = 60.0) -> list[tuple[str, object]]:
-    """(state name, scheduled time) of a task run of the flow run, oldest first. Task-run states reach
+def task_run_states(flow_run_id: UUID, name: str, until: str, deadline_s: float = 60.0) -> list[tuple]:
+    """(state name, scheduled time, timestamp) of a task run of the flow run, oldest first. Task-run states reach
     the server in batches (README, "Watching a run"), so wait until the run's history ends in `until`."""
     started = time.monotonic()
     with get_client(sync_client=True) as client:
