@@ -24,33 +24,54 @@ def run(cfg) -> RunLayout:
     return RunLayout(cfg.run.out_dir)
 
 
+def metrics(cfg) -> list[dict]:
+    return [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def entries(layout: RunLayout, it: int) -> list[dict]:
+    """Co-evolver `it`'s memory entries (skills.jsonl), as saved."""
+    return [json.loads(line) for line in (layout.coevolver(it) / "skills.jsonl").read_text().splitlines()]
+
+
+def contents(layout: RunLayout, iterations: range) -> list[str]:
+    return [read_manifest(layout.coevolver(it))["content_hash"] for it in iterations]
+
+
 def test_frozen_policy_keeps_the_bootstrap_weights_while_memory_evolves(tmp_path):
     cfg = tiny_config(tmp_path, **PMD, policy={"frozen": True}, run={"iterations": 3})
     layout = run(cfg)
     weights = [read_meta(layout.checkpoint(it))["weights_sha256"] for it in range(4)]
     assert len(set(weights)) == 1
-    metrics = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [m["policy/steps"] for m in metrics] == [0.0, 0.0, 0.0]
-    assert all(json.loads(layout.report(it).read_text())["frozen"] is False for it in (1, 2, 3))
+    assert [m["policy/steps"] for m in metrics(cfg)] == [0.0, 0.0, 0.0]
+    assert entries(layout, 0) == [] and len(entries(layout, 1)) > 0
+    hashes = contents(layout, range(4))
+    assert len(set(hashes)) == 4, hashes  # every iteration changed the memory's content
 
 
 def test_frozen_coevolver_evolves_until_frozen_after_then_stays(tmp_path):
     frozen = {"kind": "memory", "frozen": True, "frozen_after": 1}
     cfg = tiny_config(tmp_path, objective=PMD["objective"], coevolver=frozen, run={"iterations": 3})
     layout = run(cfg)
-    frozen = [json.loads(layout.report(it).read_text())["frozen"] for it in (1, 2, 3)]
-    assert frozen == [False, True, True]
-    hashes = [read_manifest(layout.coevolver(it))["content_hash"] for it in (1, 2, 3)]
-    assert hashes[0] == hashes[1] == hashes[2]
+    assert [json.loads(layout.report(it).read_text())["frozen"] for it in (1, 2, 3)] == [False, True, True]
+    assert entries(layout, 0) == [] and len(entries(layout, 1)) > 0  # iteration 1 (<= frozen_after) evolves
+    hashes = contents(layout, range(4))
+    assert hashes[0] != hashes[1] and hashes[1] == hashes[2] == hashes[3]  # ... and from iteration 2 on, nothing
     weights = [read_meta(layout.checkpoint(it))["weights_sha256"] for it in range(4)]
     assert len(set(weights)) == 4  # the policy still trains
 
 
 def test_pmd_run_distils_from_its_memory(tmp_path):
-    cfg = tiny_config(tmp_path, **PMD, run={"iterations": 2}, rollout={"problems_per_iter": 8})
-    run(cfg)
-    metrics = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
-    assert all("policy/distill_divergence" in m and m["policy/steps"] > 0 for m in metrics)
+    """With an admission that takes every measured entry (one matched group, any gap), entries written
+    at iteration 1 are admitted at iteration 2 and reach the self-teacher: the divergence is exactly 0
+    while the memory holds no admitted entry (the teacher is the student) and positive once it does."""
+    admit_all = {"min_count": 1, "admit_threshold": -2.0, "retire_threshold": -2.0}
+    cfg = tiny_config(tmp_path, objective=PMD["objective"], coevolver={"kind": "memory", "skill_bank": admit_all}, rollout={"problems_per_iter": 8})
+    layout = run(cfg)
+    admitted = [[e["text"] for e in entries(layout, it) if e["status"] in ("active", "stable")] for it in (1, 2)]
+    assert admitted[0] == [] and len(admitted[1]) > 0
+    divergence = [m["policy/distill_divergence"] for m in metrics(cfg)]
+    assert divergence[0] == 0.0 and divergence[1] > 0.0, divergence
+    assert all(m["policy/steps"] > 0 for m in metrics(cfg))
 
 
 def test_memory_and_ablation_settings_reach_mlflow_params(tmp_path):

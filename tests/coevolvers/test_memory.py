@@ -4,6 +4,7 @@ and the policy itself as reflector (the real tiny checkpoint)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from coevo.coevolvers import (
     ProceduralMemory,
@@ -65,22 +66,62 @@ def test_a_pattern_on_trial_is_probed_on_any_family_and_admitted_by_its_gap():
     assert [a["id"] for a in report["admitted"]] == [pattern.id] and memory.skills[pattern.id].status == "active"
 
 
-def test_policy_reflector_writes_levels_two_and_three(tiny_cfg, tiny_policy_dir):
+REFLECTIONS = {"add": "Count on.\nmore", "mul": "Add tens.\nmore", "": "Check digits, then carry"}  # what the policy learns to write
+
+
+def reflector_policy(tiny_policy_dir, out_dir, prompts: dict[str, str]):
+    """The tiny checkpoint taught to continue each reflection prompt with its REFLECTIONS line (masked
+    NLL on the reflection and <eos> only): a real policy that reflects, served by the real engine."""
+    from coevo.policy.checkpoint import load_policy, save_checkpoint
+    from coevo.policy.supervised import supervised_steps
+
+    policy = load_policy(tiny_policy_dir, device="cpu")
+    tok = policy.tokenizer
+    sequences, masks = [], []
+    for family, prompt in prompts.items():
+        head, tail = tok(prompt)["input_ids"], tok(REFLECTIONS[family], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        sequences.append(head + tail)
+        masks.append([0.0] * len(head) + [1.0] * len(tail))
+    torch.manual_seed(0)
+    supervised_steps(policy.model, lambda: (sequences, masks), tok.pad_token_id, lr=1e-2, steps=150, warmup=5)
+    save_checkpoint(out_dir, policy, {"iteration": 0, "source": "test-reflector"})
+    return out_dir
+
+
+def test_policy_reflector_writes_levels_two_and_three(tiny_cfg, tiny_policy_dir, tmp_path):
     from coevo.stages import policy_generator
 
     cfg = memory_config(patterns_every=2, lessons_per_iter=2, max_chars=12)
-    memory = ProceduralMemory(cfg, seed=0, generate=policy_generator(tiny_cfg, tiny_policy_dir, 2))
     groups = [("m1", "solo", "", [1, 0, 0, 0]), ("a1", "solo", "", [1, 1, 0, 0])]
+    asked: dict[str, str] = {}  # the memory's own reflection prompts, keyed by the family they ask about
+
+    def record(batch: list[str], max_new_tokens: int) -> list[str]:
+        asked.update({p.rsplit("Lesson for ", 1)[1].rstrip(":") if "Lesson for " in p else "": p for p in batch})
+        return [""] * len(batch)
+
+    ProceduralMemory(cfg, seed=0, generate=record).update(2, PROBLEMS, *frames(groups, iteration=2))
+    assert set(asked) == {"add", "mul", ""}
+    checkpoint = reflector_policy(tiny_policy_dir, tmp_path / "reflector", asked)
+
+    policy = policy_generator(tiny_cfg, checkpoint, 2)
+    prompts: list[str] = []
+
+    def generate(batch: list[str], max_new_tokens: int) -> list[str]:
+        prompts.extend(batch)
+        return policy(batch, max_new_tokens)
+
+    memory = ProceduralMemory(cfg, seed=0, generate=generate)
     report = memory.update(2, PROBLEMS, *frames(groups, iteration=2))
     written = [memory.skills[sid] for sid in report["new_candidates"]]
-    assert {s.level for s in written if s.source == "worked_example"} == {1}
-    assert {s.text for s in written if s.level == 1} == {"7*8=56", "3+4=7"}
-    reflected = [s for s in written if s.source == "reflector:policy"]
-    assert {s.level for s in reflected} <= {2, 3}
-    assert all(len(s.text) <= 12 and "\n" not in s.text and s.text for s in reflected)
-    assert [s.family for s in reflected if s.level == 3] in ([], [""])
-    odd = memory.update(3, PROBLEMS, *frames(groups, iteration=3))  # no pattern on odd iterations
-    assert all(memory.skills[sid].level != 3 for sid in odd["new_candidates"])
+    assert {(s.level, s.family, s.key, s.text) for s in written if s.source == "worked_example"} == {(1, "mul", "7*8=", "7*8=56"), (1, "add", "3+4=", "3+4=7")}
+    reflected = {(s.level, s.family, s.key, s.text) for s in written if s.source == "reflector:policy"}
+    # first line only, cut to max_chars=12; a lesson keys on its family's question, a pattern on nothing
+    assert reflected == {(2, "add", "3+4=", "Count on."), (2, "mul", "7*8=", "Add tens."), (3, "", "", "Check digits")}
+    assert all(s.status == "trial" and s.created_iter == 2 for s in written)
+    assert sorted(prompts) == sorted(asked.values())
+    prompts.clear()
+    memory.update(3, PROBLEMS, *frames(groups, iteration=3))  # no pattern on odd iterations
+    assert len(prompts) == 2 and not any(p.endswith("Pattern:") for p in prompts)
 
 
 def test_reflector_prompts_show_attempts_and_outcomes():

@@ -1,0 +1,72 @@
+"""Rollout and verification retry with exponential backoff (README, "Resume"), on the real Prefect
+engine: a reward plugin that really fails on its first two verification calls and then works makes
+the verify task go AwaitingRetry -> Retrying twice, at delays retry_delay_s and 2 * retry_delay_s,
+then Completed, and the run finishes with the rewards of the attempt that worked."""
+
+from __future__ import annotations
+
+import time
+from uuid import UUID
+
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterFlowRunId, TaskRunFilterName
+
+from coevo.stages import RunLayout
+from flows.train import train_flow
+from schemas.rewards import read_rewards
+
+from ..conftest import ROOT, TINY
+
+FAILURES = 2  # verification calls that fail before the plugin works
+PLUGIN = f'''
+from pathlib import Path
+
+CALLS = Path(__file__).with_suffix(".calls")
+
+
+def reward(completions, **columns):
+    """0.0 per completion; fails on its first {FAILURES} calls of the verification stage: the calls on
+    more than 2 training problems (the prepare stage's check calls it on 2, the held-out evaluation
+    on test problems, whose ids start with "t-")."""
+    if len(completions) > 2 and not any(str(pid).startswith("t-") for pid in columns["id"]):
+        CALLS.open("a").write("call\\n")
+        if len(CALLS.read_text().splitlines()) <= {FAILURES}:
+            raise ConnectionError("transient: reward service unavailable")
+    return [0.0] * len(completions)
+'''
+
+
+def task_run_states(flow_run_id: UUID, name: str, until: str, deadline_s: float = 60.0) -> list[tuple]:
+    """(state name, scheduled time, timestamp) of a task run of the flow run, oldest first. Task-run states reach
+    the server in batches (README, "Watching a run"), so wait until the run's history ends in `until`."""
+    started = time.monotonic()
+    with get_client(sync_client=True) as client:
+        while True:
+            runs = client.read_task_runs(task_run_filter=TaskRunFilter(flow_run_id=TaskRunFilterFlowRunId(any_=[flow_run_id]), name=TaskRunFilterName(like_=name)))
+            states = sorted((s for run in runs for s in client.read_task_run_states(run.id)), key=lambda s: s.timestamp)
+            if (states and states[-1].name == until) or time.monotonic() - started > deadline_s:
+                return [(s.name, s.state_details.scheduled_time, s.timestamp) for s in states]
+            time.sleep(0.5)
+
+
+def test_verification_retries_a_transient_fault_with_exponential_backoff(prefect_server, tmp_path, monkeypatch):
+    (tmp_path / "flaky_reward_t18.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    overrides = {
+        **TINY,
+        "run": {**TINY["run"], "iterations": 1, "out_dir": str(tmp_path / "run")},
+        "problems": {**TINY["problems"], "data_dir": str(tmp_path / "data")},
+        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "retries"},
+        "pipeline": {"retries": FAILURES, "retry_delay_s": 0.2},
+        "rewards": [{"function": "verifier", "weight": 1.0}, {"function": "flaky_reward_t18:reward", "weight": 0.0, "name": "flaky"}],
+    }
+    state = train_flow(str(ROOT / "params.yaml"), overrides, return_state=True)
+    assert state.is_completed(), state
+    history = task_run_states(state.state_details.flow_run_id, "verify-", until="Completed")
+    names = [name for name, _, _ in history]
+    assert names == ["Pending", "Running", "AwaitingRetry", "Retrying", "AwaitingRetry", "Retrying", "Completed"], names
+    delays = [(scheduled - at).total_seconds() for name, scheduled, at in history if name == "AwaitingRetry"]
+    assert len(delays) == 2 and abs(delays[0] - 0.2) < 0.1 and abs(delays[1] - 0.4) < 0.1, delays  # scheduled, not measured
+    assert (tmp_path / "flaky_reward_t18.calls").read_text().splitlines() == ["call"] * (FAILURES + 1)
+    rewards = read_rewards(RunLayout(tmp_path / "run").rewards(1))
+    assert len(rewards) == TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
