@@ -67,8 +67,11 @@ def real_model(args: argparse.Namespace) -> dict:
     """Overrides of --model mode: examples/smollm2.yaml's model, LoRA, prompt and problem settings;
     8 prompts x 8 completions of up to 16 tokens, 2 optimizer steps of 32 per generation batch."""
     targets = args.lora_targets if args.lora_targets == "all-linear" else args.lora_targets.split(",")
+    lora = {"rank": args.lora_rank, "target_modules": targets, "lr": args.lora_lr}
+    if args.lora_rank:  # rank 0 = full fine-tuning: the (unused) alpha keeps its default
+        lora["alpha"] = args.lora_alpha or 2.0 * args.lora_rank
     return {
-        "policy": {"checkpoint": args.model, "lora": {"rank": args.lora_rank, "alpha": args.lora_alpha or 2.0 * args.lora_rank, "target_modules": targets, "lr": args.lora_lr}},
+        "policy": {"checkpoint": args.model, "lora": lora},
         "prompt": {"format": "chat", "instruction": {"math": "Put the final answer in \\boxed{}."}},
         "problems": {
             "families": ["add", "mul"],
