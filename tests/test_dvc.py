@@ -54,6 +54,7 @@ def test_repro_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
     data_md5 = next(out["md5"] for out in lock["stages"]["prepare"]["outs"] if out["path"] == "data/problems")
     lineage = json.loads((repo / "runs/default/checkpoints/iter_0002/coevo.json").read_text())["lineage"]
     assert lineage["data"]["dvc_md5"] == data_md5  # lineage names the data by its DVC hash
+    _assert_mlflow_dataset_digest_is(repo / "mlflow.db", data_md5)
 
     _sh("git", "add", "-A", cwd=repo)
     _sh("git", "commit", "-qm", "pipeline", cwd=repo)
@@ -64,6 +65,19 @@ def test_repro_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
     for path in ("data/problems/train.parquet", "runs/default/bootstrap/model.safetensors", "runs/default/coevolver/iter_0002/manifest.json"):
         assert (clone / path).read_bytes() == (repo / path).read_bytes()
     assert "up to date" in _sh(dvc, "status", cwd=clone, env=env).lower()
+
+
+def _assert_mlflow_dataset_digest_is(db: Path, data_md5: str) -> None:
+    """The README: the problem data is an MLflow dataset input whose digest is its DVC hash (here, the
+    hash `dvc repro` itself wrote into dvc.lock), for both splits of the flow's one run."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 1
+    inputs = runs[0].inputs.dataset_inputs
+    assert sorted(i.dataset.name for i in inputs) == ["problems", "problems-test"]
+    assert {i.dataset.digest for i in inputs} == {data_md5}
 
 
 def test_dvc_dir_hash_matches_what_dvc_records(tmp_path):
