@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,13 +38,40 @@ def _repo(tmp_path: Path) -> Path:
     return repo
 
 
-def test_repro_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
+def _repro_killed_at(dvc: str, repo: Path, env: dict, pause: str) -> None:
+    """`dvc repro` with the flow paused at `pause` (coevo/faults.py), then SIGKILLed with its stage."""
+    log = (repo.parent / "killed-repro.log").open("w")
+    process = subprocess.Popen([dvc, "repro"], cwd=repo, env={**env, "COEVO_PAUSE": f"{pause}:300"}, stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in process.stderr:
+        if line.strip() == f"coevo-pause {pause.replace(':', ' ')}":
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return
+    raise AssertionError(f"dvc repro ended (exit {process.wait()}) without reaching {pause}")
+
+
+def _stamps(repo: Path, paths: tuple[str, ...]) -> dict:
+    return {p: ((repo / p).stat().st_ino, (repo / p).stat().st_mtime_ns) for p in paths}
+
+
+def test_killed_repro_continues_on_the_next_repro_then_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
+    """The project's own dvc.yaml and .dvc/config: a `dvc repro` killed in iteration 2's policy update,
+    then `dvc repro` again continues the run (train's outputs `persist`; the flow restores iteration 1
+    from its task results instead of recomputing it), then push, a fresh clone, pull."""
     dvc = str(Path(sys.executable).with_name("dvc"))
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    repo, remote = _repo(tmp_path), tmp_path / "remote"
+    env.pop("COEVO_PAUSE", None)
+    repo = _repo(tmp_path)
     _sh(dvc, "init", "-q", cwd=repo)
-    _sh(dvc, "remote", "add", "-d", "local", str(remote), cwd=repo)
+    shutil.copy(ROOT / ".dvc" / "config", repo / ".dvc" / "config")  # the default remote as shipped
+    _repro_killed_at(dvc, repo, env, "update:2")
+    # what iteration 1's tasks wrote (a re-run task writes under a temporary name and renames: new inode);
+    # not the checkpoint's weights, which hard-link the bootstrap's when an update changes nothing, a
+    # link that DVC's "unprotect" of a persisted output replaces by a copy of the same bytes
+    first = _stamps(repo, tuple(f"runs/default/{p}" for p in ("rollouts/iter_0001.parquet", "rewards/iter_0001.parquet", "reports/iter_0001.json", "checkpoints/iter_0001/coevo.json")))
+    assert not (repo / "runs/default/checkpoints/iter_0002").exists()
     _sh(dvc, "repro", cwd=repo, env=env)
+    assert _stamps(repo, tuple(first)) == first  # iteration 1 restored, not written again
 
     lock = yaml.safe_load((repo / "dvc.lock").read_text())
     assert set(lock["stages"]) == {"prepare", "bootstrap", "train", "evaluate"}
@@ -54,6 +82,7 @@ def test_repro_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
     data_md5 = next(out["md5"] for out in lock["stages"]["prepare"]["outs"] if out["path"] == "data/problems")
     lineage = json.loads((repo / "runs/default/checkpoints/iter_0002/coevo.json").read_text())["lineage"]
     assert lineage["data"]["dvc_md5"] == data_md5  # lineage names the data by its DVC hash
+    _assert_mlflow_dataset_digest_is(repo / "mlflow.db", data_md5)
 
     _sh("git", "add", "-A", cwd=repo)
     _sh("git", "commit", "-qm", "pipeline", cwd=repo)
@@ -64,6 +93,19 @@ def test_repro_push_and_pull_in_a_fresh_clone(prefect_server, tmp_path):
     for path in ("data/problems/train.parquet", "runs/default/bootstrap/model.safetensors", "runs/default/coevolver/iter_0002/manifest.json"):
         assert (clone / path).read_bytes() == (repo / path).read_bytes()
     assert "up to date" in _sh(dvc, "status", cwd=clone, env=env).lower()
+
+
+def _assert_mlflow_dataset_digest_is(db: Path, data_md5: str) -> None:
+    """The README: the problem data is an MLflow dataset input whose digest is its DVC hash (here, the
+    hash `dvc repro` itself wrote into dvc.lock), for both splits of the flow's one run."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 1
+    inputs = runs[0].inputs.dataset_inputs
+    assert sorted(i.dataset.name for i in inputs) == ["problems", "problems-test"]
+    assert {i.dataset.digest for i in inputs} == {data_md5}
 
 
 def test_dvc_dir_hash_matches_what_dvc_records(tmp_path):
