@@ -71,6 +71,8 @@ def test_serve_runs_a_triggered_run_of_the_deployment(prefect_server, tmp_path):
             deployment = _until(lambda: _deployment(client), serving, f"deployment coevo-train/{DEPLOYMENT}", 120)
             assert deployment.parameters["continue_latest"] is True
             assert deployment.parameters["params_file"] == str(tmp_path / "params.yaml")
+            cron = yaml.safe_load((ROOT / "params.yaml").read_text())["pipeline"]["schedule_cron"]
+            assert [s.schedule.cron for s in deployment.schedules] == [cron]
             run = client.create_flow_run_from_deployment(deployment.id)
             final = _until(lambda: (s := client.read_flow_run(run.id).state) and s.is_final() and s, serving, "finished flow run")
             assert final.is_completed(), f"{final.name}: {final.message}"
