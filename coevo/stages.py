@@ -91,10 +91,11 @@ class RunLayout:
 
 
 def latest_complete(cfg: Config) -> int:
-    """The newest iteration whose checkpoint, co-evolver version and report all exist and whose
-    weights retention has not pruned (0 = bootstrap): a resume restarts there and re-runs the rest."""
+    """The newest iteration whose checkpoint (with its metadata), co-evolver version and report all
+    exist and whose weights retention has not pruned (0 = bootstrap): a resume restarts there and
+    re-runs the rest."""
     layout, k = RunLayout(cfg.run.out_dir), 0
-    while layout.checkpoint(k + 1).is_dir() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
+    while (layout.checkpoint(k + 1) / META).is_file() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
         k += 1
     while k > 0 and read_pruned(layout.checkpoint(k)) is not None:
         k -= 1

@@ -1,4 +1,10 @@
-"""SIGKILL the flow process mid-stage, run the same command again, and demand an exact resume."""
+"""SIGKILL the flow process mid-stage, run the same command again, and demand an exact resume.
+
+A restart from scratch would give the same final weights and catalog (every stage is deterministic
+and ingest/registration are idempotent), so the test also demands that the outputs of the stages
+completed before the kill were restored, not recomputed: each is still the same file (inode and
+modification time), where a recomputed stage replaces its output by an atomic rename.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +29,9 @@ from flows.train import train_flow
 from ..conftest import ROOT, TINY
 
 ITERATIONS = 3
+
+# the output the killed stage had already written, which the resumed flow must write again
+INTERRUPTED = {"coevolve:2": {"reports/iter_0002.json"}}
 
 
 def _params(tmp_path, name: str) -> tuple[str, dict]:
@@ -65,6 +74,15 @@ def _kill_at_pause(process: subprocess.Popen, pause: str) -> None:
     pytest.fail(f"the flow ended without reaching {pause}: exit {process.wait()}")
 
 
+def _stage_outputs(layout: RunLayout) -> dict[str, tuple[int, int]]:
+    """(inode, mtime_ns) of every finished stage output on disk: shards, reports, evaluations,
+    co-evolver versions and checkpoint metadata (temporary ".name.*.tmp" paths excluded)."""
+    root = layout.root
+    found = [*root.glob("rollouts/iter_*.parquet"), *root.glob("rewards/iter_*.parquet"), *root.glob("reports/iter_*.json")]
+    found += [*root.glob("evals/iter_*.json"), *root.glob("coevolver/iter_*/**/*"), *root.glob("checkpoints/iter_*/coevo.json")]
+    return {p.relative_to(root).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in found if p.is_file()}
+
+
 @pytest.fixture(scope="module")
 def reference(prefect_server, tmp_path_factory):
     """An uninterrupted run of the same configuration."""
@@ -80,10 +98,16 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     _kill_at_pause(_run(params, pause), pause)
     layout = RunLayout(tmp_path / "killed" / "run")
     assert not layout.checkpoint(ITERATIONS).exists()
+    done = {k: v for k, v in _stage_outputs(layout).items() if k not in INTERRUPTED.get(pause, set())}
+    # iteration 1 finished and iteration 2's rollout and verification did, in every case
+    assert {"rollouts/iter_0002.parquet", "rewards/iter_0002.parquet", "coevolver/iter_0001/manifest.json", "checkpoints/iter_0001/coevo.json"} <= set(done)
 
     finished = _run(params, None)
     out, err = finished.communicate(timeout=900)
     assert finished.returncode == 0, err[-3000:]
+    after = _stage_outputs(layout)
+    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp)
+    assert not rewritten, f"completed stages were recomputed, not restored: {rewritten}"
 
     per_iter = TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
     with Catalog(layout.root / "catalog.duckdb", read_only=True) as catalog:
