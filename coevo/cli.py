@@ -178,12 +178,13 @@ def eval_(
     set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Held-out greedy accuracy and pass@k per family (with skills when --coevolver is given)."""
+    """Held-out greedy accuracy and pass@k per family (with skills when --coevolver is given), generated
+    by engine.kind (the HF engine, or vLLM as in training)."""
     from coevo.coevolvers import load_coevolver
-    from coevo.engines.hf import HFEngine
+    from coevo.engines import LIVE
     from coevo.evaluate import evaluate
     from coevo.io import write_json
-    from coevo.policy.checkpoint import load_policy
+    from coevo.policy.checkpoint import load_policy, policy_version
     from coevo.problems.loader import load_problem_file
     from coevo.stages import RunLayout, latest_complete, prepare_stage
     from coevo.stages import problems as read_split
@@ -197,7 +198,10 @@ def eval_(
     policy = load_policy(path, cfg.policy.device, cfg.policy.dtype)
     bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
     context_for = load_coevolver(bank_dir, cfg.coevolver, cfg.seed).context_for if bank_dir else None
-    metrics = evaluate(HFEngine(policy, cfg.engine.batch_size), test, cfg, cfg.seed, context_for)
+    try:
+        metrics = evaluate(LIVE.get(cfg, path, policy_version(path), lambda: policy), test, cfg, cfg.seed, context_for)
+    finally:
+        LIVE.close()
     result = {"checkpoint": str(path), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}
     if out is not None:
         write_json(out, result)
