@@ -153,7 +153,7 @@ def train(
         if plain:
             from coevo.driver import train as run_training
 
-            summary = run_training(cfg, Console(soft_wrap=True, quiet=as_json))
+            summary = run_training(cfg, Console(soft_wrap=True, quiet=as_json), continue_latest)
         else:
             from flows.train import train_flow
 

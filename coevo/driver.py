@@ -69,16 +69,17 @@ def frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-def train(cfg: Config, console: Console | None = None) -> dict:
+def train(cfg: Config, console: Console | None = None, continue_latest: bool = False) -> dict:
     """Run the whole training with the plain driver, holding the run directory's lock
-    (coevo/runlock.py; RunLocked if another process holds it); returns (and writes) the run summary."""
+    (coevo/runlock.py; RunLocked if another process holds it); returns (and writes) the run summary.
+    `continue_latest`: run.iterations more after the newest complete iteration, as the flow does."""
     console = console or Console(soft_wrap=True)
     with run_lock(cfg.run.out_dir, "coevo.driver.train", log=console.print):
-        return _train(cfg, console)
+        return _train(cfg, console, continue_latest)
 
 
 @frozen_heap()
-def _train(cfg: Config, console: Console) -> dict:
+def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
     start = time.perf_counter()
     set_threads(cfg)
     setup = Timers()
@@ -86,13 +87,17 @@ def _train(cfg: Config, console: Console) -> dict:
         data = stages.prepare_stage(cfg)
     with setup.phase("bootstrap"):
         boot = stages.bootstrap_stage(cfg, data)
-    checkpoint, coevolver = boot["checkpoint"], boot["coevolver"]
-    curve = [{"iteration": 0, **stages.evaluate_stage(cfg, 0, checkpoint, coevolver, data["test"]["path"])["metrics"]}]
-    console.print(f"[bold]bootstrap[/]: {boot['bootstrap']} | eval/acc={curve[0]['eval/acc']:.3f}")
+    first = stages.latest_complete(cfg) + 1 if continue_latest else 1
+    last = first + cfg.run.iterations - 1
+    layout = stages.RunLayout(cfg.run.out_dir)
+    checkpoint, coevolver = str(layout.checkpoint(first - 1)), str(layout.coevolver(first - 1))
+    curve = [{"iteration": first - 1, **stages.evaluate_stage(cfg, first - 1, checkpoint, coevolver, data["test"]["path"])["metrics"]}]
+    console.print(f"[bold]iteration {first - 1}[/]: {boot['bootstrap'] if first == 1 else checkpoint} | eval/acc={curve[0]['eval/acc']:.3f}")
     metrics_path = Path(cfg.run.out_dir) / "metrics.jsonl"
-    metrics_path.unlink(missing_ok=True)
-    completed, stopped_by = 0, "iterations"
-    for it in range(1, cfg.run.iterations + 1):
+    if first == 1:
+        metrics_path.unlink(missing_ok=True)
+    completed, stopped_by = first - 1, "iterations"
+    for it in range(first, last + 1):
         timers, train_path = Timers(), data["train"]["path"]
         with timers.phase("rollout"):
             rollouts = stages.rollout_stage(cfg, it, checkpoint, coevolver, train_path)
@@ -104,7 +109,7 @@ def _train(cfg: Config, console: Console) -> dict:
             updated = stages.update_stage(cfg, it, checkpoint, rollouts["path"], rewards["path"], evolved["path"], data)
         checkpoint, coevolver = updated["checkpoint"], evolved["path"]
         metrics = {"iteration": float(it), **rollouts["metrics"], **rewards["metrics"], **evolved["metrics"], **updated["metrics"]}
-        if eval_due(cfg, it, cfg.run.iterations):
+        if eval_due(cfg, it, last):
             with timers.phase("eval"):
                 metrics.update(stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"])
             curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
@@ -116,13 +121,13 @@ def _train(cfg: Config, console: Console) -> dict:
         console.print(format_progress(metrics))
         completed = it
         budget = cfg.run.time_budget_s
-        if budget is not None and time.perf_counter() - start > budget and it < cfg.run.iterations:
+        if budget is not None and time.perf_counter() - start > budget and it < last:
             console.print(f"time budget {budget}s reached after iteration {it}; rerun with run.iterations={it} to reproduce")
             stopped_by = "time_budget"
             if curve[-1]["iteration"] != it:
                 curve.append({"iteration": it, **stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"]})
             break
-    return write_summary(cfg, curve, 1, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot, "stopped_by": stopped_by})
+    return write_summary(cfg, curve, first, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot, "stopped_by": stopped_by})
 
 
 def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: float, extra: dict) -> dict:

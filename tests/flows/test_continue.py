@@ -111,3 +111,28 @@ def test_cli_continue_numbers_after_the_newest_complete_iteration(prefect_server
     with Catalog(layout.root / "catalog.duckdb", read_only=True) as catalog:
         assert catalog.counts()["rollouts"] == 4 * per_iter
         assert sorted(catalog.pass_rate_by_family()["iteration"].unique()) == [1, 2, 3, 4]
+
+
+def test_plain_continue_after_a_kill_equals_the_straight_run(tmp_path):
+    """`coevo train --plain --continue` (the driver) continues as the flow does: a run stopped after
+    iteration 1 with a partial iteration 2 on disk, continued for one iteration, ends with the same
+    checkpoint 2 as a straight two-iteration run."""
+    def plain(run: str, *extra: str) -> None:
+        params = _params(tmp_path / run)
+        result = CliRunner().invoke(app, ["train", "--plain", "--params", params, *extra, "--json"])
+        assert result.exit_code == 0, result.output
+
+    (tmp_path / "straight").mkdir(), (tmp_path / "resumed").mkdir()
+    plain("straight")
+    plain("resumed", "--set", "run.iterations=1")
+    layout = RunLayout(tmp_path / "resumed" / "run")
+    _partial_iteration(layout, 2, ("shards", "coevolver"))  # iteration 1's files under iteration 2's names
+    plain("resumed", "--continue", "--set", "run.iterations=1")
+
+    summary = json.loads((layout.root / "summary.json").read_text())
+    assert summary["checkpoints"] == [str(layout.checkpoint(k)) for k in (1, 2)]
+    straight = RunLayout(tmp_path / "straight" / "run")
+    meta = {name: json.loads((lay.checkpoint(2) / META).read_text()) for name, lay in (("straight", straight), ("resumed", layout))}
+    assert meta["resumed"]["lineage"]["parent"]["path"] == "checkpoints/iter_0001"
+    assert meta["resumed"]["weights_sha256"] == meta["straight"]["weights_sha256"]
+    assert len((layout.root / "metrics.jsonl").read_text().splitlines()) == 2  # iteration 1's line kept, 2's appended
