@@ -203,7 +203,7 @@ def test_bootstrap_lineage_carries_the_import_record(tiny_import, tmp_path):
     lineage = read_record(Path(boot["checkpoint"]))
     assert lineage["source"] == {"path": str(out.resolve()), "import": record}
     assert verify_lineage(Path(boot["checkpoint"])) == []
-    shown = CliRunner().invoke(app, ["lineage", boot["checkpoint"]])
+    shown = CliRunner().invoke(app, ["lineage", boot["checkpoint"]], env={"COLUMNS": "400"})  # wide: the tree crops long tmp paths
     assert shown.exit_code == 0 and "imported from GGUF" in shown.output, shown.output  # the tree's source row
     copy = tmp_path / "copy"  # a source whose weights no longer match its import record
     copy.mkdir()
