@@ -15,7 +15,7 @@ the registered model stays servable after the local copy is pruned; with the def
 (keep_every = checkpoint_every = 50) the registered ones are kept locally as well.
 
 A pruned checkpoint keeps coevo.json (its lineage record, every file's sha256) and the small files
-(config, tokenizer), and gains `pruned.json`: the deleted files with their sha256. `coevo lineage`
+(configs, tokenizer config, chat template), and gains `pruned.json`: the deleted files with their sha256. `coevo lineage`
 walks through it and reports its weights as pruned; `--verify` accepts a listed file that is absent
 when pruned.json names it with the hash coevo.json recorded (anything else is still a mismatch).
 Pruning is idempotent and crash-safe: the marker is written (atomically) before any file is deleted,
@@ -36,6 +36,9 @@ from coevo.io import write_json
 from coevo.policy.checkpoint import META, PRUNED, PrunedCheckpointError, read_meta, read_pruned
 
 PRUNABLE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")  # weights (also sharded or adapters) and optimizer state
+# The tokenizer's vocabulary: 3.5 MB for SmolLM2 (7-11 MB for Qwen/Llama), which would otherwise be
+# most of what a LoRA run's pruned checkpoint keeps per iteration; nothing reads it from a pruned one.
+PRUNABLE_NAMES = ("tokenizer.json",)
 
 __all__ = ["PRUNED", "PrunedCheckpointError", "disk_bound_checkpoints", "keep_set", "prune_checkpoint", "read_pruned"]
 
@@ -68,8 +71,8 @@ def disk_bound_checkpoints(iterations: int, keep_last: int, keep_every: int, kee
 
 
 def prunable_files(checkpoint: Path) -> list[Path]:
-    """The weight and optimizer files in a checkpoint directory (recursively: adapters may sit in subdirs)."""
-    return sorted(p for p in Path(checkpoint).rglob("*") if p.is_file() and p.name.endswith(PRUNABLE_SUFFIXES))
+    """The weight, optimizer and vocabulary files in a checkpoint directory (recursively: adapters may sit in subdirs)."""
+    return sorted(p for p in Path(checkpoint).rglob("*") if p.is_file() and (p.name.endswith(PRUNABLE_SUFFIXES) or p.name in PRUNABLE_NAMES))
 
 
 def prune_checkpoint(checkpoint: Path, iteration: int) -> list[str]:

@@ -86,6 +86,7 @@ def test_pruning_leaves_metadata_and_a_marker(pruned_run):
             assert not (directory / WEIGHTS).exists() and not (directory / TRAINER_STATE).exists()
             assert marker["files"][WEIGHTS] == meta["weights_sha256"] == meta["files"][WEIGHTS]
             assert (directory / "config.json").is_file()  # small metadata stays
+            assert not (directory / "tokenizer.json").exists() and marker["files"]["tokenizer.json"] == meta["files"]["tokenizer.json"]  # the vocabulary goes
     assert (layout.checkpoint(4) / TRAINER_STATE).is_file()  # the newest keeps what a resume needs
     assert (layout.checkpoint(0) / WEIGHTS).is_file()
     assert retain_stage(cfg, 4)["pruned"] == []  # idempotent: nothing left to prune
