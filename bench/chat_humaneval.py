@@ -76,7 +76,7 @@ def score(problems, out: dict, cfg: Config, k: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="/work/models/smollm2-135m-instruct")
+    parser.add_argument("--model", default="models/smollm2-135m-instruct")
     parser.add_argument("--problems", type=int, default=40)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=0.8)

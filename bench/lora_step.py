@@ -10,7 +10,7 @@ the optimizer state, timed, and the bytes each checkpoint holds (weights or adap
 everything). JSON goes to bench/results/lora_step/. The arms run one after the other in one process. Arm `head` times a no-grad trainer
 pass with the LM head on the last prompt position only vs on every prompt position.
 
-    .venv/bin/python bench/lora_step.py [--model /work/models/smollm2-135m-instruct] [--steps 3]
+    .venv/bin/python bench/lora_step.py [--model models/smollm2-135m-instruct] [--steps 3]
         [--batch 16] [--prompt-len 32] [--completion-len 24] [--rank 8] [--arms full,lora,head]
 """
 
@@ -125,7 +125,7 @@ def head_arm(args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="/work/models/smollm2-135m-instruct")
+    parser.add_argument("--model", default="models/smollm2-135m-instruct")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--prompt-len", type=int, default=32)

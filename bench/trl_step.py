@@ -26,7 +26,7 @@ adapters (coevo: policy.lora; TRL: peft_config) and the chat format (coevo: prom
 conversational prompts built by coevo's chat renderer), on 1-digit add/mul asked in words; HF
 generation in both (coevo engine.kind hf, TRL without vLLM). Default arms: driver-grpo,trl.
 
-    .venv/bin/python bench/trl_step.py --model /work/models/smollm2-135m-instruct [--lora-rank 16]
+    .venv/bin/python bench/trl_step.py --model models/smollm2-135m-instruct [--lora-rank 16]
         [--lora-alpha 32] [--lora-targets all-linear] [--lora-lr 2e-4] [--iterations 4] [--repetitions 2]
 """
 
