@@ -102,6 +102,7 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
             "limits": _rlimits(limits) if iso.limits else None,
             "confine": {"root": os.path.join(box, "root"), "work": work, "ro_binds": iso.ro_binds, "drop_to": iso.drop_to} if iso.confine else None,
             "report_fd": write_report,
+            "seccomp": iso.seccomp.hex() if iso.seccomp else None,
         }
         if iso.confine:
             os.mkdir(payload["confine"]["root"])
