@@ -255,7 +255,8 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
             return Verdict(outcome, tuple(outcomes), failed_test=i)
         outcomes[i] = "timeout" if ran_out else ("memory" if "MemoryError" in text else "not-run")
         status = "timeout" if ran_out else ("memory" if "MemoryError" in text else "crashed")
-        return Verdict(status, tuple(outcomes), failed_test=i, detail=f"{ended} rc={returncode}")
+        sigsys = " SIGSYS: the seccomp filter killed it (a syscall through a foreign ABI)" if _signal_of(returncode) == signal.SIGSYS else ""
+        return Verdict(status, tuple(outcomes), failed_test=i, detail=f"{ended} rc={returncode}{sigsys}")
     return Verdict("passed", tuple(outcomes))
 
 
