@@ -8,12 +8,12 @@ Arms (alternated within each round, so all see the same machine):
     confinement (mode "none"): the cost of a process alone;
   - rlimits: the sandbox's fallback mode;
   - namespaces: the sandbox's full mode (when this machine allows it), seccomp filter included;
-  - namespaces, no seccomp: the same mode with the seccomp filter removed (coevo/sandbox/seccomp.py),
+  - namespaces no-seccomp: the same mode with the seccomp filter removed (coevo/sandbox/seccomp.py),
     so namespaces minus this arm is the filter's cost per sample.
 Subprocess arms use `--workers` sandboxes at a time (default: one per core). Reports the median over
 rounds of verdicts/s and the overhead of each arm against in-process and against the bare process.
 
-    .venv/bin/python bench/sandbox.py [--rounds 3] [--workers 2] [--arms namespaces,"namespaces, no seccomp"] [--out F]
+    .venv/bin/python bench/sandbox.py [--rounds 3] [--workers 2] [--arms namespaces,"namespaces no-seccomp"] [--out F]
 """
 
 from __future__ import annotations
@@ -74,6 +74,27 @@ def namespaces_without_seccomp(workers: int):
     return run
 
 
+SYSCALLS = 200_000
+SYSCALL_PROGRAM = f"""import os, time
+start = time.perf_counter_ns()
+for _ in range({SYSCALLS}):
+    os.getppid()
+ns = (time.perf_counter_ns() - start) / {SYSCALLS}
+"""
+
+
+def syscall_ns(repeats: int = 5) -> dict[str, float]:
+    """Median ns per cheap syscall (getppid, Python loop included) in the namespaces mode with and without
+    the filter, alternated: the filter runs its BPF on every syscall, so this is its per-call price."""
+    on = isolation_for("namespaces")
+    times: dict[str, list[float]] = {"seccomp": [], "no seccomp": []}
+    for _ in range(repeats):
+        for name, iso in (("seccomp", on), ("no seccomp", dataclasses.replace(on, seccomp=b""))):
+            verdict = run_job_with(iso, Job(SYSCALL_PROGRAM, ("print('NS', ns)",)), LIMITS)
+            times[name].append(float(verdict.output.split("NS ")[1].split()[0]))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -86,7 +107,7 @@ def main() -> None:
     arms = {"in-process": in_process, "bare process": sandboxed("none", args.workers), "rlimits": sandboxed("rlimits", args.workers)}
     if namespaces_available():
         arms["namespaces"] = sandboxed("namespaces", args.workers)
-        arms["namespaces, no seccomp"] = namespaces_without_seccomp(args.workers)
+        arms["namespaces no-seccomp"] = namespaces_without_seccomp(args.workers)
     if args.arms:
         keep = {"in-process", "bare process", *(a.strip() for a in args.arms.split(","))}
         if unknown := keep - set(arms):
@@ -113,9 +134,10 @@ def main() -> None:
         for name in arms
     }
     result = {"n": len(jobs), "workers": args.workers, "cores": os.cpu_count(), "machine": platform.platform(), "arms": rows}
-    if "namespaces" in rows and "namespaces, no seccomp" in rows:  # paired by round: both saw the same machine
-        cost = [1000 * args.workers * (1 / on - 1 / off) for on, off in zip(rates["namespaces"], rates["namespaces, no seccomp"])]
+    if "namespaces" in rows and "namespaces no-seccomp" in rows:  # paired by round: both saw the same machine
+        cost = [1000 * args.workers * (1 / on - 1 / off) for on, off in zip(rates["namespaces"], rates["namespaces no-seccomp"])]
         result["seccomp_ms_per_sample_per_worker"] = {"median": statistics.median(cost), "rounds": cost}
+        result["getppid_ns"] = syscall_ns()
     write_json(Path(args.out), result)
     print(f"{len(jobs)} HumanEval canonical solutions, {args.workers} workers, median of {args.rounds} rounds")
     print(f"{'arm':<24}{'verdicts/s':>12}{'ms/verdict/worker':>19}{'x in-proc':>11}{'x bare':>9}{'passed':>8}")
@@ -124,6 +146,8 @@ def main() -> None:
     if "seccomp_ms_per_sample_per_worker" in result:
         cost = result["seccomp_ms_per_sample_per_worker"]
         print(f"seccomp filter: {cost['median']:+.1f} ms per sample per worker (median of paired rounds: {', '.join(f'{c:+.1f}' for c in cost['rounds'])})")
+        ns = result["getppid_ns"]
+        print(f"one getppid() from Python: {ns['seccomp']:.0f} ns with the filter, {ns['no seccomp']:.0f} ns without (median of 5 alternated runs)")
     print(f"written: {args.out}")
 
 
