@@ -40,8 +40,17 @@ Mode "namespaces" (chosen by "auto" when a probe passes; see isolation.py) adds:
   /proc, /dev and the project are not there to read, write or delete;
 - started as real root, it switches to uid/gid 65534 (nobody) after the chroot (no capabilities;
   RLIMIT_NPROC binds); as an unprivileged user it runs in a new user namespace as mapped root,
-  which has no more rights over host files than the user.
-What "namespaces" does NOT protect: kernel exploits (no seccomp filter); the shared read-only
+  which has no more rights over host files than the user;
+- a seccomp filter (seccomp.py; libseccomp through pyseccomp, required: without it building this
+  mode raises) installed with no_new_privs right before the program is compiled: default allow, but
+  mount/umount2/pivot_root/chroot/unshare/setns and the new mount API, clone with namespace flags
+  (clone3: ENOSYS), ptrace, process_vm_readv/writev, open_by_handle_at, keyctl/add_key/request_key,
+  bpf, perf_event_open, userfaultfd, io_uring, kexec, module loading, reboot, swap, personality,
+  clock/time setting, acct, quotactl, syslog and socket/socketpair of any family but AF_UNIX answer
+  EPERM (the program sees PermissionError; the verdict's detail names it); a syscall through a
+  foreign ABI (x32, int 0x80) kills the process (SIGSYS, named in the detail).
+What "namespaces" does NOT protect: kernel exploits through the syscalls the filter still allows
+(open, mmap, ioctl, futex, ...: a deny-list, not an allow-list); the shared read-only
 system directories stay readable; CPU and memory contention between parallel samples; the verdict
 protocol itself (a program that walks the interpreter -- sys._getframe, gc, the report function's
 __closure__ -- can find the report pipe and its nonce and forge "pass" lines; bench/spoof_guards.py

@@ -1,11 +1,13 @@
 """The code that runs INSIDE the sandboxed process (passed to `python -I -S -B -c`); stdlib only.
 
 Protocol: the parent writes one JSON object to stdin {nonce, program, tests, per_test_s, limits,
-confine, report_fd}; the harness reads it and closes stdin, then
+confine, report_fd, seccomp}; the harness reads it and closes stdin, then
 1. confines itself when `confine` says so (namespaces mode): a private tmpfs root holding read-only
    bind mounts of the system directories Python needs plus the private working directory at /work,
    chroot into it, and, when it was started as real root, drops to uid/gid 65534 (nobody);
-2. applies the resource limits (CPU, address space, processes, open files, file size);
+2. applies the resource limits (CPU, address space, processes, open files, file size) and, when
+   `seccomp` holds a compiled filter (namespaces mode; coevo/sandbox/seccomp.py), installs it with
+   no_new_privs: from here on the refused syscalls answer EPERM to the program and to the harness;
 3. compiles and executes the program (SyntaxError -> "invalid"; an exception -> "load-error");
 4. wraps every function, bound method and callable instance the program defined so each value it
    returns must be plain data (exact built-in types, recursively) and fingerprints builtins and
@@ -69,6 +71,21 @@ def confine(c):
         os.setgroups([])
         os.setgid(c["drop_to"])
         os.setuid(c["drop_to"])
+
+
+def install_seccomp(bpf):
+    """Load the parent's compiled filter (struct sock_filter[]) for this process and its children, for good."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    code = ctypes.create_string_buffer(bpf, len(bpf))
+    prog = Fprog(len(bpf) // 8, ctypes.addressof(code))
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter not installed")
 
 
 class TestTimeout(BaseException):
@@ -140,6 +157,8 @@ try:
     for name, value in () if not lim else (("RLIMIT_CPU", lim["cpu_s"]), ("RLIMIT_AS", lim["memory_bytes"]), ("RLIMIT_NPROC", lim["nproc"]),
                         ("RLIMIT_NOFILE", lim["nofile"]), ("RLIMIT_FSIZE", lim["fsize_bytes"]), ("RLIMIT_CORE", 0)):
         resource.setrlimit(getattr(resource, name), (value, value))
+    if cfg["seccomp"]:
+        install_seccomp(bytes.fromhex(cfg["seccomp"]))
 except Exception as exc:
     report("setup", type(exc).__name__, exc)
     sys.exit(3)

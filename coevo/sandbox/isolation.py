@@ -3,7 +3,9 @@
 - "namespaces": `unshare` (util-linux) puts the child in new network, mount and pid namespaces; as
   an unprivileged user also a new user namespace (`--user --map-root-user`), which needs
   unprivileged user namespaces enabled. The harness then builds a private root (see harness.py),
-  chroots into it and, if it started as real root, drops to nobody; rlimits on top.
+  chroots into it and, if it started as real root, drops to nobody; rlimits on top; last, right
+  before the program runs, a seccomp filter refusing syscalls a test program never needs (seccomp.py;
+  no libseccomp here is a loud RuntimeError, not a silent fallback).
 - "rlimits": the documented fallback where namespaces are unavailable: rlimits, a new session,
   a scrubbed environment and an empty private working directory; the child runs as the caller.
 - "none": a bare child process (no limits, caller's environment); for the benchmark's overhead
@@ -19,7 +21,9 @@ import functools
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from coevo.sandbox.seccomp import filter_bpf
 
 NOBODY = 65534
 
@@ -34,6 +38,7 @@ class Isolation:
     scrub_env: bool
     ro_binds: tuple[str, ...] = ()
     drop_to: int | None = None  # uid/gid the confined child switches to
+    seccomp: bytes = field(default=b"", repr=False)  # classic BPF the harness installs before the program runs (seccomp.py); b"": none
 
     def promises(self) -> set[str]:
         """What this mode contains, as the hostile-program tests check it."""
@@ -42,6 +47,8 @@ class Isolation:
             base.add("nproc")  # RLIMIT_NPROC does not bind real root
         if self.confine:
             base |= {"network", "files", "parent", "fork"}
+        if self.seccomp:
+            base.add("syscalls")
         return base
 
 
@@ -69,7 +76,7 @@ def _namespaces() -> Isolation | None:
         flags = ["--user", "--map-root-user", *flags]
     return Isolation(
         name="namespaces", prefix=(unshare, *flags), python=python_executable(), confine=True, limits=True,
-        scrub_env=True, ro_binds=_ro_binds(), drop_to=NOBODY if root else None,
+        scrub_env=True, ro_binds=_ro_binds(), drop_to=NOBODY if root else None, seccomp=filter_bpf(),
     )  # fmt: skip
 
 

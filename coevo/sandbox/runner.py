@@ -102,6 +102,7 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
             "limits": _rlimits(limits) if iso.limits else None,
             "confine": {"root": os.path.join(box, "root"), "work": work, "ro_binds": iso.ro_binds, "drop_to": iso.drop_to} if iso.confine else None,
             "report_fd": write_report,
+            "seccomp": iso.seccomp.hex() if iso.seccomp else None,
         }
         if iso.confine:
             os.mkdir(payload["confine"]["root"])
@@ -254,7 +255,8 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
             return Verdict(outcome, tuple(outcomes), failed_test=i)
         outcomes[i] = "timeout" if ran_out else ("memory" if "MemoryError" in text else "not-run")
         status = "timeout" if ran_out else ("memory" if "MemoryError" in text else "crashed")
-        return Verdict(status, tuple(outcomes), failed_test=i, detail=f"{ended} rc={returncode}")
+        sigsys = " SIGSYS: the seccomp filter killed it (a syscall through a foreign ABI)" if _signal_of(returncode) == signal.SIGSYS else ""
+        return Verdict(status, tuple(outcomes), failed_test=i, detail=f"{ended} rc={returncode}{sigsys}")
     return Verdict("passed", tuple(outcomes))
 
 
