@@ -1,5 +1,10 @@
 """Fault matrix (issue 17, item 3): the servers a run talks to fail under it, on the real components.
 
+- The MLflow tracking server (a real `mlflow server` process on loopback: SQLite store, served
+  artifacts in a temp dir) SIGKILLed between two requests of one iteration's logging and restarted
+  on the same port and store. Behaviour chosen: the logging call fails (after MLflow's own HTTP
+  retries, about 4 minutes by default; none here) with an error naming the server, the flow stops,
+  and the same command run again resumes the same MLflow run and logs what was missing, nothing twice.
 - A co-evolver endpoint (skill writer, memory reflector) that is down, slow past its timeout or
   answers garbage: retried with backoff, then the co-evolution stage fails with EndpointError naming
   the URL, and no co-evolver version (nor report) is written for that iteration. The endpoint is a
@@ -10,10 +15,15 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
+import signal
 import socket
+import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -25,6 +35,128 @@ from schemas.rewards import write_rewards
 from schemas.rollouts import write_rollouts
 
 from .conftest import tiny_config
+
+MLFLOW = Path(os.sys.executable).with_name("mlflow")
+STARTUP_S = 180  # `mlflow server` imports and starts uvicorn: ~20 s on a loaded 2-core machine
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def closed_port_url() -> str:
+    return f"http://127.0.0.1:{free_port()}/v1"  # nobody listens there once the probe socket is closed
+
+
+# ---- MLflow tracking server ----
+
+
+class MlflowServer:
+    """`mlflow server` on 127.0.0.1:port, SQLite store and artifacts under root; SIGKILL and restart."""
+
+    def __init__(self, root: Path, port: int):
+        self.root, self.port, self.process = root, port, None
+        self.url = f"http://127.0.0.1:{port}"
+
+    def start(self) -> None:
+        command = [str(MLFLOW), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        command += ["--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}", "--artifacts-destination", str(self.root / "artifacts")]
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job workers to start (or to orphan on SIGKILL)
+        log = (self.root / "server.log").open("a")
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + STARTUP_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"mlflow server exited with {self.process.returncode}; see {self.root / 'server.log'}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        pytest.fail(f"mlflow server not up after {STARTUP_S}s; see {self.root / 'server.log'}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)  # the CLI and its uvicorn process together
+            self.process.wait()
+
+
+@pytest.fixture
+def mlflow_server(tmp_path, monkeypatch) -> Iterator[MlflowServer]:
+    import mlflow
+
+    root = tmp_path / "mlflow-server"
+    root.mkdir()
+    mlflow.MlflowClient(f"sqlite:///{root / 'mlflow.db'}").search_experiments()  # migrate the store here: the server starts faster
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # fail at once rather than after ~4 minutes of retries
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    server = MlflowServer(root, free_port())
+    server.start()
+    yield server
+    server.kill()
+
+
+def test_mlflow_server_killed_mid_iteration_then_rerun_logs_the_rest_once(mlflow_server, tiny_policy_dir, tmp_path):
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from coevo.coevolvers import build_coevolver
+    from coevo.tracking.mlflow_tracker import Tracker
+    from tasks.tracking import FlowTracking
+
+    cfg = tiny_config(tmp_path, tracking={"mlflow_uri": mlflow_server.url, "experiment": "faults", "model_name": "tiny"})
+    results, layout = tmp_path / "results", RunLayout(cfg.run.out_dir)
+    checkpoints = _checkpoints(tiny_policy_dir, layout)
+    build_coevolver(cfg.coevolver, cfg.seed).save(layout.coevolver(1))
+    metrics = {it: {"eval/acc": 0.1 * (it + 1), "eval/pass@2": 0.2 * it} for it in (0, 1, 2)}
+    calls = [
+        (0, metrics[0], None, None, False),
+        (1, metrics[1], {"path": str(checkpoints[0])}, {"path": str(layout.coevolver(1))}, False),
+        (2, metrics[2], {"path": str(checkpoints[1])}, {"path": str(layout.coevolver(1))}, True),
+    ]
+
+    track = FlowTracking(cfg, results)  # the first flow run
+    for it, m, checkpoint, coevolver, final in calls[:2]:
+        track(it, m, checkpoint, coevolver, final=final)
+    # iteration 2: its metrics request went through, then the server died before the checkpoint's
+    partial = Tracker(cfg.tracking, layout.root)
+    partial.start(cfg.model_dump(mode="json"), run_name="run")  # resumes the same (unfinished) run
+    partial.log_iteration(2, metrics[2])
+    mlflow_server.kill()
+    with pytest.raises(MlflowException, match=rf"127.0.0.1:{mlflow_server.port}"):
+        track(*calls[2][:4], final=True)
+
+    mlflow_server.start()  # same port, same store
+    rerun = FlowTracking(cfg, results)  # the same command again: a new flow run, a new process
+    for it, m, checkpoint, coevolver, final in calls:
+        rerun(it, m, checkpoint, coevolver, final=final)
+
+    client = mlflow.MlflowClient(mlflow_server.url)
+    [run] = client.search_runs([client.get_experiment_by_name("faults").experiment_id])
+    assert run.info.status == "FINISHED"  # the rerun continued the killed flow's MLflow run and ended it
+    for key in ("eval/acc", "eval/pass_at_2"):
+        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == [0, 1, 2]  # one point per iteration
+    versions = client.search_model_versions("name='tiny'")
+    assert sorted(int(v.tags["coevo.iteration"]) for v in versions) == [1, 2]  # each checkpoint registered once
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")] == ["checkpoints/iter_0001", "checkpoints/iter_0002"]
+
+
+def _checkpoints(tiny_policy_dir: Path, layout: RunLayout) -> list[Path]:
+    """Checkpoints 1 and 2: the tiny bootstrap's weights, nudged (distinct weights hashes)."""
+    import torch
+
+    from coevo.policy.checkpoint import load_policy, save_checkpoint
+
+    policy = load_policy(tiny_policy_dir, device="cpu")
+    found = []
+    for it in (1, 2):
+        with torch.no_grad():
+            next(policy.model.parameters()).add_(0.01)
+        save_checkpoint(layout.checkpoint(it), policy, {"iteration": it})
+        found.append(layout.checkpoint(it))
+    return found
 
 # ---- co-evolver endpoints ----
 
@@ -88,12 +220,6 @@ def serve() -> Iterator:
     for server in servers:
         server.shutdown()
         server.server_close()
-
-
-def closed_port_url() -> str:
-    with socket.socket() as sock:  # a port nobody listens on once closed
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
 @pytest.mark.parametrize("garbage", sorted(GARBAGE))
