@@ -279,3 +279,114 @@ def test_coevolution_stage_fails_without_writing_a_version(serve, tmp_path, who,
     assert not layout.coevolver(1).exists()
     assert not layout.report(1).exists()
     assert not list(layout.root.glob("coevolver/.*"))  # no temporary half-written version either
+
+
+# ---- Prefect API server ----
+
+
+class PrefectServer:
+    """`prefect server start` on 127.0.0.1:port with its SQLite database under root; SIGKILL and restart."""
+
+    def __init__(self, root: Path, port: int):
+        self.root, self.port, self.process = root, port, None
+        self.api = f"http://127.0.0.1:{port}/api"
+
+    def start(self) -> None:
+        command = [str(MLFLOW.with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port", str(self.port), "--no-services"]
+        env = {**os.environ, "PREFECT_HOME": str(self.root), "PREFECT_UI_ENABLED": "false", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        env.pop("PREFECT_API_URL", None)
+        log = (self.root / "server.log").open("a")
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + STARTUP_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"prefect server exited with {self.process.returncode}; see {self.root / 'server.log'}")
+            try:
+                with urllib.request.urlopen(f"{self.api}/health", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        pytest.fail(f"prefect server not up after {STARTUP_S}s; see {self.root / 'server.log'}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def _flow_params(tmp_path: Path) -> str:
+    import yaml
+
+    from .conftest import ROOT, TINY
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    overrides = {
+        **TINY,
+        "run": {**TINY["run"], "iterations": 2, "out_dir": str(tmp_path / "run")},
+        "problems": {**TINY["problems"], "data_dir": str(tmp_path / "data")},
+        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "faults", "model_name": "tiny"},
+        "pipeline": {"retries": 0, "retry_delay_s": 0.1},
+    }
+    for section, values in overrides.items():
+        raw[section].update(values)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def _train(params: str, api: str, pause: str | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PREFECT_API_URL": api}
+    env.pop("COEVO_PAUSE", None)
+    if pause:
+        env["COEVO_PAUSE"] = pause
+    command = [os.sys.executable, "-m", "coevo.cli", "train", "--params", params, "--json"]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _weights(run: Path) -> dict[str, str]:
+    return {p.parent.name: json.loads(p.read_text())["weights_sha256"] for p in sorted(run.glob("checkpoints/iter_*/coevo.json"))}
+
+
+def _outputs(run: Path) -> dict[str, tuple[int, int]]:
+    """(inode, mtime_ns) of the stage outputs: a stage run again replaces its output by a rename."""
+    found = [*run.glob("rollouts/*.parquet"), *run.glob("rewards/*.parquet"), *run.glob("reports/*.json"), *run.glob("evals/*.json")]
+    found += [*run.glob("coevolver/iter_*/manifest.json"), *run.glob("checkpoints/iter_*/coevo.json")]
+    return {p.relative_to(run).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in found}
+
+
+def test_prefect_server_restarted_mid_run_then_rerun_restores_every_stage(tmp_path):
+    """The flow, frozen (SIGSTOP) inside iteration 2's co-evolution stage while its API server is
+    SIGKILLed and restarted on the same port and database, goes on and completes; the same command
+    run again restores every stage from the result cache and ends with the weights of a run alone."""
+    from coevo.driver import train
+
+    root = tmp_path / "prefect"
+    root.mkdir()
+    server = PrefectServer(root, free_port())
+    server.start()
+    try:
+        (tmp_path / "flow").mkdir()
+        params = _flow_params(tmp_path / "flow")
+        flow = _train(params, server.api, pause="coevolve:2:1")
+        for line in flow.stderr:
+            if line.strip() == "coevo-pause coevolve 2":
+                os.killpg(flow.pid, signal.SIGSTOP)  # frozen while its API server goes away and comes back
+                break
+        else:
+            pytest.fail(f"the flow ended without reaching the pause: exit {flow.wait()}")
+        server.kill()
+        server.start()
+        os.killpg(flow.pid, signal.SIGCONT)
+        _, err = flow.communicate(timeout=600)
+        assert flow.returncode == 0, err[-3000:]  # the flow went on against the restarted server
+        run = tmp_path / "flow" / "run"
+        done = _outputs(run)
+        rerun = _train(params, server.api)
+        _, err = rerun.communicate(timeout=600)
+        assert rerun.returncode == 0, err[-3000:]
+    finally:
+        server.kill()
+    assert _outputs(run) == done  # every stage restored from the Prefect result cache, none recomputed
+    alone = tiny_config(tmp_path / "alone", run={"iterations": 2, "checkpoint_every": 1})
+    train(alone)  # the plain driver computes what the flow does (tests/flows/test_plain_equals_flow.py)
+    assert _weights(run) == _weights(alone.run.out_dir) and len(_weights(run)) == 2
