@@ -5,6 +5,11 @@
   on the same port and store. Behaviour chosen: the logging call fails (after MLflow's own HTTP
   retries, about 4 minutes by default; none here) with an error naming the server, the flow stops,
   and the same command run again resumes the same MLflow run and logs what was missing, nothing twice.
+- The Prefect API server (a real `prefect server start`) SIGKILLed and restarted on the same port and
+  database while the flow is frozen (SIGSTOP) inside a stage: the flow goes on and completes, and a
+  rerun restores every stage from the result cache, ending with the weights of a run alone. Not
+  tested here: a flow that calls the API while the server is still down (Prefect's client retries;
+  what the flow does after them is not checked).
 - A co-evolver endpoint (skill writer, memory reflector) that is down, slow past its timeout or
   answers garbage: retried with backoff, then the co-evolution stage fails with EndpointError naming
   the URL, and no co-evolver version (nor report) is written for that iteration. The endpoint is a
@@ -19,6 +24,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -36,8 +42,9 @@ from schemas.rollouts import write_rollouts
 
 from .conftest import tiny_config
 
-MLFLOW = Path(os.sys.executable).with_name("mlflow")
-STARTUP_S = 180  # `mlflow server` imports and starts uvicorn: ~20 s on a loaded 2-core machine
+MLFLOW = Path(sys.executable).with_name("mlflow")
+PREFECT = Path(sys.executable).with_name("prefect")
+STARTUP_S = 180  # `mlflow server` starts in ~20 s on a loaded 2-core machine, `prefect server start` in ~8 s
 
 
 def free_port() -> int:
@@ -102,7 +109,6 @@ def test_mlflow_server_killed_mid_iteration_then_rerun_logs_the_rest_once(mlflow
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from coevo.coevolvers import build_coevolver
     from coevo.tracking.mlflow_tracker import Tracker
     from tasks.tracking import FlowTracking
 
@@ -292,7 +298,7 @@ class PrefectServer:
         self.api = f"http://127.0.0.1:{port}/api"
 
     def start(self) -> None:
-        command = [str(MLFLOW.with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port", str(self.port), "--no-services"]
+        command = [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(self.port), "--no-services"]
         env = {**os.environ, "PREFECT_HOME": str(self.root), "PREFECT_UI_ENABLED": "false", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         env.pop("PREFECT_API_URL", None)
         log = (self.root / "server.log").open("a")
@@ -339,7 +345,7 @@ def _train(params: str, api: str, pause: str | None = None) -> subprocess.Popen:
     env.pop("COEVO_PAUSE", None)
     if pause:
         env["COEVO_PAUSE"] = pause
-    command = [os.sys.executable, "-m", "coevo.cli", "train", "--params", params, "--json"]
+    command = [sys.executable, "-m", "coevo.cli", "train", "--params", params, "--json"]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
