@@ -21,6 +21,9 @@ Departures from the papers:
    most `MAX_EXAMPLES` trajectories each), so one call to `write` yields at most one skill per family.
    A reply longer than `MAX_SKILL_CHARS` is cut to that length. No temperature or token limit is sent
    (reasoning models reject both); the prompt asks for one line and only the first line is kept.
+4. A reply that is not a chat completion with text (not JSON, another JSON shape, empty content) is
+   retried like a transient error, then fails as EndpointError naming the URL: an endpoint that
+   answers garbage never yields a silently empty co-evolver update.
 """
 
 from __future__ import annotations
@@ -108,6 +111,10 @@ class EndpointError(RuntimeError):
     """A co-evolver endpoint (skill writer, reflector) that still failed after its retries; names the URL."""
 
 
+class GarbageReply(RuntimeError):
+    """A reply that is not a chat completion with text (not JSON, wrong shape, empty): retried like a transient error."""
+
+
 class ChatEndpoint:
     """One-line answers from an OpenAI-compatible chat endpoint, with tenacity's retries on transient errors."""
 
@@ -127,20 +134,34 @@ class ChatEndpoint:
         return cls(base_url=cfg.base_url, model=cfg.model, api_key=api_key, timeout_s=cfg.timeout_s)
 
     def ask(self, system: str, prompt: str) -> str:
-        """The first non-empty line of the reply (cut to MAX_SKILL_CHARS), or "" for an empty reply."""
+        """The first non-empty line of the reply, cut to MAX_SKILL_CHARS. Transient errors and garbage
+        replies (not JSON, not a chat completion, no text) are retried; then EndpointError."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         retrying = Retrying(
             stop=stop_after_attempt(ATTEMPTS),
             wait=wait_exponential(multiplier=self.backoff_s, max=8 * self.backoff_s),
-            retry=retry_if_exception_type(TRANSIENT),
+            retry=retry_if_exception_type((*TRANSIENT, GarbageReply)),
             reraise=True,
         )
         try:
-            reply = retrying(self.client.chat.completions.create, model=self.model, messages=messages)
-        except openai.OpenAIError as exc:
+            return retrying(self._ask_once, messages)
+        except (openai.OpenAIError, GarbageReply) as exc:
             tries = retrying.statistics.get("attempt_number", 1)  # transient errors are retried, others fail at once
-            raise EndpointError(f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient errors retried with backoff): {exc}") from exc
-        return _first_line(reply.choices[0].message.content or "") if reply.choices else ""
+            raise EndpointError(f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient errors and garbage replies retried with backoff): {exc}") from exc
+
+    def _ask_once(self, messages: list[dict]) -> str:
+        try:
+            reply = self.client.chat.completions.create(model=self.model, messages=messages)
+        except ValueError as exc:  # a 200 whose body is not JSON (json.JSONDecodeError)
+            raise GarbageReply(f"the reply is not JSON: {exc}") from exc
+        choices = getattr(reply, "choices", None)  # the client does not validate: a str, a list or any JSON object comes back as is
+        if not isinstance(choices, list) or not choices:
+            raise GarbageReply(f"the reply is not a chat completion with choices: {str(reply)[:200]!r}")
+        content = getattr(getattr(choices[0], "message", None), "content", None)
+        text = _first_line(content) if isinstance(content, str) else ""
+        if not text:
+            raise GarbageReply(f"the reply has no text in choices[0].message.content: {str(choices[0])[:200]!r}")
+        return text
 
 
 class OpenAIChatWriter:
@@ -163,9 +184,8 @@ class OpenAIChatWriter:
         by_family.sort(key=lambda item: (fmean(float(ex["pass_rate"]) for ex in item[1]), item[0]))
         drafts: list[SkillDraft] = []
         for family, shown in by_family[: max(n, 0)]:
-            text = self.endpoint.ask(SYSTEM_PROMPT, self._prompt(family, shown))
-            if text:
-                drafts.append(SkillDraft(text=text, family=family, key=str(shown[0]["question"]), source=self.kind))
+            text = self.endpoint.ask(SYSTEM_PROMPT, self._prompt(family, shown))  # never empty: EndpointError instead
+            drafts.append(SkillDraft(text=text, family=family, key=str(shown[0]["question"]), source=self.kind))
         return drafts
 
     @staticmethod
