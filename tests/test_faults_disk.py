@@ -16,23 +16,32 @@ Each test runs the real plain driver (coevo.driver.train) or the real Prefect fl
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import warnings
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
+import yaml
+from typer.testing import CliRunner
+
+from coevo.cli import app
 
 from coevo.driver import train
 from coevo.io import hash_file
 from coevo.policy.checkpoint import META, WEIGHTS, read_meta
 from coevo.stages import RunLayout, damaged_files, latest_complete
+from coevo.store.catalog import Catalog, IterationFiles
+from flows.train import train_flow
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
-from .conftest import tiny_config
+from .conftest import ROOT, TINY, tiny_config
 
 
 def truncate(path: Path) -> None:
@@ -81,6 +90,25 @@ def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shar
     read_rollouts(layout.rollouts(2)), read_rewards(layout.rewards(2))
 
 
+def test_flow_rerun_remakes_a_damaged_checkpoint_and_shards_its_cache_points_at(prefect_server, tmp_path):
+    """The same flow command re-run over a finished run: cached task results point at checkpoint 2
+    (weights truncated), rollouts shard 2 (truncated) and rewards shard 1 (schema-violating); each is
+    made again, bit-identically, instead of being trusted."""
+    params = str(cli_params(tmp_path, 2))
+    train_flow(params)
+    run, layout = tmp_path / "run", RunLayout(tmp_path / "run")
+    before = {it: digests(run, it) for it in (1, 2)}
+    truncate(layout.checkpoint(2) / WEIGHTS)
+    truncate(layout.rollouts(2))
+    violate_schema(layout.rewards(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        train_flow(params)
+    assert {it: digests(run, it) for it in (1, 2)} == before
+    assert damaged_files(layout.checkpoint(2)) == []
+    read_rewards(layout.rewards(1)), read_rollouts(layout.rollouts(2))
+
+
 # --- disk full -------------------------------------------------------------------------------------
 
 
@@ -108,25 +136,59 @@ def fill(directory: Path, leave: int) -> Path:
     return filler
 
 
-FULL_AT = {  # bytes left free before iteration 2 -> the write that runs out of space
-    "shard": (16 * 1024, "rollouts/iter_0002.parquet"),
-    "checkpoint": (64 * 1024, "checkpoints/iter_0002"),
+FULL_AT = {  # bytes left free before iteration 2 -> the write that runs out of space (tmpfs counts 4 KiB pages)
+    "shard": (16 * 1024, r"/run/(rollouts|rewards)/iter_0002\.parquet'"),  # 12-20 KiB: one of the two shards
+    "checkpoint": (64 * 1024, r"/run/checkpoints/iter_0002'"),  # 32-96 KiB: the shards fit, the weights do not
 }
+
+
+def cli_params(tmp_path: Path, iterations: int) -> Path:
+    """params.yaml for the CLI: the project's, shrunk to the tiny config, outputs under tmp_path."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, values in {**TINY, "run": {**TINY["run"], "iterations": iterations}}.items():
+        raw[section].update(values)
+    raw["run"]["out_dir"], raw["problems"]["data_dir"] = str(tmp_path / "run"), str(tmp_path / "data")
+    raw["tracking"].update({"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "faults-disk", "model_name": "tiny"})
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
 
 
 @pytest.mark.parametrize("case", sorted(FULL_AT))
 def test_disk_full_stops_cleanly_and_continue_resumes(reference, small_disk, tmp_path, case):
     leave, failing = FULL_AT[case]
-    train(tiny_config(tmp_path, run={"iterations": 1}))
     cfg = tiny_config(tmp_path, run={"iterations": 1})
+    train(cfg)
     filler = fill(small_disk, leave)
-    with pytest.raises(OSError, match="No space left on device") as err:
-        train(cfg, continue_latest=True)
-    assert failing in str(err.value)
+    result = CliRunner().invoke(app, ["train", "--plain", "--continue", "--params", str(cli_params(tmp_path, 1))])
+    assert result.exit_code == 1, result.output
+    message = " ".join(result.output.split())  # rich wraps long lines
+    assert "No space left on device while writing it" in message and re.search(failing, message.replace(" ", ""))
     leftovers = [p for p in small_disk.rglob("*") if p.name.endswith((".tmp", ".old"))]
-    assert leftovers == []  # nothing half-written: no temporary file or directory
-    assert not RunLayout(small_disk).checkpoint(2).exists()
-    assert latest_complete(cfg) == 1
+    assert leftovers == []  # nothing half-written: no temporary file or directory, every final name whole
+    [json.loads(p.read_text()) for p in small_disk.rglob("*.json")], [json.loads(line) for line in (small_disk / "metrics.jsonl").read_text().splitlines()]
+    [pd.read_parquet(p) for p in small_disk.rglob("*.parquet")]
+    assert not RunLayout(small_disk).checkpoint(2).exists() and latest_complete(cfg) == 1
     filler.unlink()  # space freed
     train(cfg, continue_latest=True)
-    assert digests(small_disk, 2) == digests(reference, 2)
+    assert digests(small_disk, 2) == digests(reference, 2)  # as if the disk had never filled
+
+
+def test_catalog_ingest_on_a_full_disk_changes_nothing_and_succeeds_after(reference, small_disk):
+    """The catalog's single writer (the flow's ingest task) on a full disk: DuckDB's commit fails
+    naming its write-ahead log and the cause; the catalog keeps exactly its committed iterations,
+    and the same ingest succeeds once space is freed."""
+    layout = RunLayout(reference)
+    files = [IterationFiles(k, layout.rollouts(k), layout.rewards(k), layout.report(k)) for k in (1, 2)]
+    with Catalog(small_disk / "catalog.duckdb") as catalog:
+        catalog.ingest(files[:1])
+        before = catalog.counts()
+    filler = fill(small_disk, 0)
+    with pytest.raises(duckdb.Error, match=r'catalog\.duckdb\.wal": No space left on device'):
+        with Catalog(small_disk / "catalog.duckdb") as catalog:
+            catalog.ingest(files[1:])
+    filler.unlink()
+    with Catalog(small_disk / "catalog.duckdb") as catalog:
+        assert catalog.counts() == before  # the failed transaction left nothing behind
+        catalog.ingest(files[1:])
+        assert catalog.counts()["rollouts"] == 2 * before["rollouts"]
