@@ -104,7 +104,7 @@ def latest_complete(cfg: Config) -> int:
             damaged = damaged_files(layout.checkpoint(k))
             if not damaged:
                 break
-            warnings.warn(f"{layout.checkpoint(k)}: {', '.join(damaged)} no longer match the sha256 in its {META} (truncated or overwritten); resuming before iteration {k}", stacklevel=2)
+            warnings.warn(f"{layout.checkpoint(k)}: files whose sha256 differs from its {META} (truncated or overwritten): {', '.join(damaged)}; not resuming from it", stacklevel=2)
         k -= 1
     return k
 

@@ -79,7 +79,7 @@ def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shar
     truncate(layout.rollouts(2))
     violate_schema(layout.rewards(2))
     assert damaged_files(layout.checkpoint(2)) == [WEIGHTS]
-    with pytest.warns(UserWarning, match=rf"iter_0002: {WEIGHTS} no longer match the sha256 in its {META}"):
+    with pytest.warns(UserWarning, match=rf"iter_0002: files whose sha256 differs from its {META} \(truncated or overwritten\): {WEIGHTS}; not resuming from it"):
         assert latest_complete(cfg) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
