@@ -38,6 +38,7 @@ from coevo.policy.checkpoint import META, WEIGHTS, read_meta
 from coevo.stages import RunLayout, damaged_files, latest_complete
 from coevo.store.catalog import Catalog, IterationFiles
 from flows.train import train_flow
+from schemas.errors import SchemaError
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
@@ -78,6 +79,9 @@ def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shar
     truncate(layout.checkpoint(2) / WEIGHTS)
     truncate(layout.rollouts(2))
     violate_schema(layout.rewards(2))
+    for reader, shard in ((read_rollouts, layout.rollouts(2)), (read_rewards, layout.rewards(2))):
+        with pytest.raises(SchemaError, match=shard.name):
+            reader(shard)
     assert damaged_files(layout.checkpoint(2)) == [WEIGHTS]
     with pytest.warns(UserWarning, match=rf"iter_0002: files whose sha256 differs from its {META} \(truncated or overwritten\): {WEIGHTS}; not resuming from it"):
         assert latest_complete(cfg) == 1
@@ -87,7 +91,7 @@ def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shar
     assert summary["checkpoints"][0].endswith("checkpoints/iter_0001")  # resumed from checkpoint 1, iteration 2 redone
     assert digests(tmp_path / "run", 2) == digests(reference, 2)  # redone bit-identically, shards re-made
     assert damaged_files(layout.checkpoint(2)) == [] and latest_complete(cfg) == 2
-    read_rollouts(layout.rollouts(2)), read_rewards(layout.rewards(2))
+    read_rollouts(layout.rollouts(2)), read_rewards(layout.rewards(2))  # valid again (each raises otherwise)
 
 
 def test_flow_rerun_remakes_a_damaged_checkpoint_and_shards_its_cache_points_at(prefect_server, tmp_path):
@@ -106,7 +110,7 @@ def test_flow_rerun_remakes_a_damaged_checkpoint_and_shards_its_cache_points_at(
         train_flow(params)
     assert {it: digests(run, it) for it in (1, 2)} == before
     assert damaged_files(layout.checkpoint(2)) == []
-    read_rewards(layout.rewards(1)), read_rollouts(layout.rollouts(2))
+    read_rewards(layout.rewards(1)), read_rollouts(layout.rollouts(2))  # valid again (each raises otherwise)
 
 
 # --- disk full -------------------------------------------------------------------------------------
