@@ -57,6 +57,7 @@ def fail_cleanly(command):
 
     from coevo.coevolvers.writers import EndpointError
     from coevo.errors import InputError
+    from coevo.io import DiskFullError
     from coevo.policy.import_model import ModelImportError
     from coevo.policy.lora import LoraTargetError
     from coevo.problems.loader import ProblemsFileError
@@ -69,7 +70,7 @@ def fail_cleanly(command):
         except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError, InputError, LoraTargetError) as exc:
             console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(2) from exc
-        except EndpointError as exc:  # not bad input: the endpoint failed after its retries; rerunning resumes
+        except (EndpointError, DiskFullError) as exc:  # not bad input: an endpoint failed after its retries, or the disk filled; rerunning resumes
             console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(1) from exc
 

@@ -1,12 +1,14 @@
 """Atomic writes and content hashes.
 
 Every artifact is written to a temporary sibling and renamed into place, so a crash mid-write never
-leaves a half-written file or directory under the final name. Content hashes (sha256) identify
+leaves a half-written file or directory under the final name; a write that fills the disk raises
+DiskFullError naming the artifact, after its temporary sibling is removed. Content hashes (sha256) identify
 artifacts in manifests and, later, in lineage records.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -21,6 +23,25 @@ import pandas as pd
 from coevo.faults import pause_point
 
 
+class DiskFullError(OSError):
+    """A write that ran out of disk space (ENOSPC, however the writing library reported it), naming
+    the artifact; its temporary files are removed, so nothing is left under its final name."""
+
+    def __init__(self, final: Path):
+        super().__init__(
+            errno.ENOSPC,
+            "No space left on device while writing it; nothing was written under this name. "
+            "Free space on that filesystem (or move run.out_dir) and rerun with --continue: the run resumes from its newest complete iteration",
+            str(final),
+        )
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether `exc` is a full disk: an OSError with ENOSPC, or a library's wrapped one (safetensors
+    raises SafetensorError "... No space left on device (os error 28)")."""
+    return (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "No space left on device" in str(exc)
+
+
 @contextmanager
 def atomic_path(final: str | Path, is_dir: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside `final`; on success rename it to `final`, else remove it.
@@ -32,7 +53,12 @@ def atomic_path(final: str | Path, is_dir: bool = False) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     target = tmp if is_dir else tmp / final.name
     try:
-        yield target
+        try:
+            yield target
+        except Exception as exc:
+            if out_of_space(exc) and not isinstance(exc, DiskFullError):
+                raise DiskFullError(final) from exc
+            raise
         pause_point("write", f"{final.parent.name}/{final.name}")
         if is_dir:
             if final.exists():

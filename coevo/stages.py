@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,14 +93,34 @@ class RunLayout:
 
 def latest_complete(cfg: Config) -> int:
     """The newest iteration whose checkpoint (with its metadata), co-evolver version and report all
-    exist and whose weights retention has not pruned (0 = bootstrap): a resume restarts there and
-    re-runs the rest."""
+    exist, whose weights retention has not pruned and whose files still have the sha256 coevo.json
+    records (0 = bootstrap): a resume restarts there and re-runs the rest. Only the candidates
+    walked down from the newest are hashed, so a resume hashes one checkpoint unless it is damaged."""
     layout, k = RunLayout(cfg.run.out_dir), 0
     while (layout.checkpoint(k + 1) / META).is_file() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
         k += 1
-    while k > 0 and read_pruned(layout.checkpoint(k)) is not None:
+    while k > 0:
+        if read_pruned(layout.checkpoint(k)) is None:
+            damaged = damaged_files(layout.checkpoint(k))
+            if not damaged:
+                break
+            warnings.warn(f"{layout.checkpoint(k)}: files whose sha256 differs from its {META} (truncated or overwritten): {', '.join(damaged)}; not resuming from it", stacklevel=2)
         k -= 1
     return k
+
+
+def damaged_files(checkpoint: str | Path) -> list[str]:
+    """The files of `checkpoint` whose content no longer has the sha256 its coevo.json records
+    (truncated, overwritten or missing; the optimizer state is not listed); [] for an intact one."""
+    listed = read_meta(checkpoint).get("files", {})
+    return [name for name, sha in sorted(listed.items()) if not (Path(checkpoint) / name).is_file() or hash_file(Path(checkpoint) / name) != sha]
+
+
+def intact(record: dict) -> bool:
+    """Whether a stage's {"path", "sha256"} output record still describes the file on disk (a task
+    result restored from the cache may point at a shard truncated or overwritten since)."""
+    path = Path(record["path"])
+    return path.is_file() and hash_file(path) == record["sha256"]
 
 
 _POLICIES: dict[str, Policy] = {}

@@ -9,7 +9,8 @@ from its persisted result (cache keys: inputs' content hashes + task source) and
 interrupted stage. With `continue_latest` (the nightly deployment) the flow starts from the newest
 complete iteration of the run directory instead of the bootstrap. Either way the newest checkpoint
 whose weights retention kept (`latest_complete`) bounds what the cache may stand in for: a cached
-policy update after it whose checkpoint has been pruned since is run again (`run_iteration`).
+policy update after it whose checkpoint has been pruned or damaged since is run again (`run_iteration`),
+and a cached rollout or verify result whose shard no longer has its recorded sha256 is re-made (`remade`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from coevo.coevolvers.base import read_manifest
 from coevo.config import Config, load_config
 from coevo.driver import Timers, eval_due, format_progress, frozen_heap, set_threads, write_summary
 from coevo.io import write_text
-from coevo.policy.checkpoint import policy_version, read_pruned
+from coevo.policy.checkpoint import META, policy_version, read_pruned
 from coevo.runlock import RunLocked, run_lock
-from coevo.stages import RunLayout, latest_complete
+from coevo.stages import RunLayout, damaged_files, intact, latest_complete
 from tasks.stages import configured, results_dir
 from tasks.tracking import FlowTracking
 
@@ -49,19 +50,21 @@ def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: 
     catalog) and the iteration's metrics. The catalog ingests every pipeline.ingest_every iterations."""
     timers, checkpoint, coevolver = Timers(), state["checkpoint"], state["coevolver"]
     with timers.phase("rollout"):
-        rollouts = t["rollout"](params, it, checkpoint, coevolver, data)
+        rollouts = remade(t["rollout"], params, it, checkpoint, coevolver, data, possible=read_pruned(checkpoint["path"]) is None)
     with timers.phase("verify"):
-        rewards = t["verify"](params, it, rollouts, data)
+        rewards = remade(t["verify"], params, it, rollouts, data)
     with timers.phase("coevolve"):
         evolved = t["coevolve"](params, it, coevolver, rollouts, rewards, data)
     with timers.phase("update"):
         updated = t["policy-update"](params, it, checkpoint, rollouts, rewards, evolved, data)
-        if it > state["resume_from"] and read_pruned(updated["checkpoint"]) is not None:
-            # a cached result whose weights retention has pruned since, past the newest kept checkpoint:
-            # train again (from the kept checkpoint it-1, bit-identically) rather than go on without them
+        if it > state["resume_from"] and (read_pruned(updated["checkpoint"]) is not None or (it <= state["on_disk"] and damaged_files(updated["checkpoint"]))):
+            # a cached result whose weights retention has pruned since, or (a checkpoint there before this
+            # flow started: only those are hashed) whose files no longer match coevo.json's sha256, past the
+            # newest intact kept checkpoint: train again (from the kept checkpoint it-1, bit-identically)
             updated = t["policy-update"].with_options(refresh_cache=True)(params, it, checkpoint, rollouts, rewards, evolved, data)
     state = {
         "resume_from": state["resume_from"],
+        "on_disk": state["on_disk"],
         "checkpoint": {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
         "coevolver": {"path": evolved["path"], "content_hash": evolved["content_hash"]},
         "report": evolved["report"],
@@ -121,6 +124,7 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
     layout = RunLayout(cfg.run.out_dir)
     state = {"checkpoint": record(layout.checkpoint(first - 1), "checkpoint"), "coevolver": record(layout.coevolver(first - 1), "coevolver")}
     state["resume_from"] = latest_complete(cfg)  # newest kept checkpoint: cached updates after it must have their weights
+    state["on_disk"] = max((k for k in range(first, last + 1) if (layout.checkpoint(k) / META).is_file()), default=0)
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
     curve, history = [{"iteration": first - 1, **initial}], []
     track(first - 1, initial, data=data)
@@ -135,6 +139,18 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
         get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
     write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
     return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last, "bootstrap": boot.get("bootstrap", {})})
+
+
+def remade(stage_task, params: str, *args, possible: bool = True) -> dict:
+    """A shard-writing task's result; one restored from the cache whose shard was truncated or
+    overwritten since (its sha256 differs from the recorded one) is computed again (seeded: the same
+    shard) when `possible` (rollouts of a checkpoint retention pruned cannot be re-made: the catalog
+    ingest then names the damaged shard if it still needs it)."""
+    result = stage_task(params, *args)
+    if possible and not intact(result):
+        get_run_logger().warning(f"{result['path']}: differs from the sha256 its cached {stage_task.name} result records; re-making it")
+        result = stage_task.with_options(refresh_cache=True)(params, *args)
+    return result
 
 
 def shard(stage: dict) -> dict:
