@@ -119,11 +119,12 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
     track = FlowTracking(cfg, results_dir(cfg))
     data = t["prepare"](params)
     boot = t["bootstrap"](params, data)
-    first = latest_complete(cfg) + 1 if continue_latest else 1
+    newest = latest_complete(cfg)  # hashes the newest checkpoint: once per flow
+    first = newest + 1 if continue_latest else 1
     last = first + cfg.run.iterations - 1
     layout = RunLayout(cfg.run.out_dir)
     state = {"checkpoint": record(layout.checkpoint(first - 1), "checkpoint"), "coevolver": record(layout.coevolver(first - 1), "coevolver")}
-    state["resume_from"] = latest_complete(cfg)  # newest kept checkpoint: cached updates after it must have their weights
+    state["resume_from"] = newest  # newest intact kept checkpoint: cached updates after it must have their weights
     state["on_disk"] = max((k for k in range(first, last + 1) if (layout.checkpoint(k) / META).is_file()), default=0)
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
     curve, history = [{"iteration": first - 1, **initial}], []

@@ -60,3 +60,22 @@ def tiny_policy_dir(tmp_path_factory) -> Path:
     train, _ = prepare_problems(cfg)
     bootstrap_policy(cfg, train)
     return cfg.bootstrap_dir
+
+
+@pytest.fixture
+def loopback():
+    """Start an HTTP server (bound to 127.0.0.1) in a thread: `loopback(server)` returns it; every
+    server started is shut down and closed at teardown."""
+    import threading
+
+    servers = []
+
+    def start(server):
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

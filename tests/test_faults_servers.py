@@ -25,7 +25,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -213,19 +212,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def serve() -> Iterator:
-    servers: list[Endpoint] = []
+def serve(loopback):
+    """Start a Endpoint on loopback (shut down at teardown)."""
 
     def start(reply: tuple[str, bytes], delay_s: float = 0.0) -> Endpoint:
-        server = Endpoint(reply, delay_s)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        servers.append(server)
-        return server
+        return loopback(Endpoint(reply, delay_s))
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 @pytest.mark.parametrize("garbage", sorted(GARBAGE))

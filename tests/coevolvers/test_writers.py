@@ -4,8 +4,6 @@ HTTP server on 127.0.0.1 (the real openai client talks to it over loopback)."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -101,19 +99,13 @@ class ChatHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def serve() -> Iterator:
-    servers: list[ChatServer] = []
+def serve(loopback):
+    """Start a ChatServer on loopback (shut down at teardown)."""
 
     def start(reply: str, failures: int = 0) -> ChatServer:
-        server = ChatServer(reply, failures)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        servers.append(server)
-        return server
+        return loopback(ChatServer(reply, failures))
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 def writer_for(server: ChatServer) -> OpenAIChatWriter:
