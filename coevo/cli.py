@@ -196,11 +196,10 @@ def eval_(
     layout, newest = RunLayout(cfg.run.out_dir), latest_complete(cfg)
     path = layout.checkpoint(newest) if checkpoint == "latest" else resolve_checkpoint(checkpoint, cfg.tracking.mlflow_uri)
     test = load_problem_file(problems) if problems else read_split(prepare_stage(cfg)["test"]["path"])  # as `coevo prepare` writes it, any source
-    policy = load_policy(path, cfg.policy.device, cfg.policy.dtype)
     bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
     context_for = load_coevolver(bank_dir, cfg.coevolver, cfg.seed).context_for if bank_dir else None
-    try:
-        metrics = evaluate(LIVE.get(cfg, path, policy_version(path), lambda: policy), test, cfg, cfg.seed, context_for)
+    try:  # the policy is loaded only if the engine needs it (HF; vLLM loads a full checkpoint itself)
+        metrics = evaluate(LIVE.get(cfg, path, policy_version(path), lambda: load_policy(path, cfg.policy.device, cfg.policy.dtype)), test, cfg, cfg.seed, context_for)
     finally:
         LIVE.close()
     result = {"checkpoint": str(path), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}
