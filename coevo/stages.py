@@ -54,7 +54,6 @@ from coevo.prepare import prepare_problems
 from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import run_rollouts
-from coevo.sampler import ProblemSampler
 from coevo.seeding import derive_seed
 from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
@@ -230,8 +229,9 @@ def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenera
 
 
 def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str) -> dict:
-    batch = ProblemSampler(problems(train), cfg.rollout.problems_per_iter, cfg.seed).batch(it)
-    variants = coevolver_at(cfg, it, coevolver).plan(batch, cfg.rollout.group_size)
+    evolver = coevolver_at(cfg, it, coevolver)
+    batch = evolver.choose(problems(train), cfg.rollout.problems_per_iter, it)
+    variants = evolver.plan(batch, cfg.rollout.group_size)
     frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, cfg, it, policy_version(checkpoint))
     path = RunLayout(cfg.run.out_dir).rollouts(it)
     write_rollouts(path, frame)

@@ -1,6 +1,7 @@
 """The co-evolver contract, its registry, and the manifest every saved co-evolver carries.
 
-A co-evolver says which context variants to roll out per problem (`plan`), which context the policy
+A co-evolver chooses each iteration's training problems (`choose`: the uniform sampler unless the
+co-evolver is a curriculum), says which context variants to roll out per problem (`plan`), which context the policy
 sees at evaluation and the self-teacher sees in training (`context_for`, `teacher_context`), evolves
 from one iteration's rollouts and rewards (`update`), and saves itself as a directory whose
 `manifest.json` names its kind, its files' sha256 and a content hash over them. Variants are registry
@@ -20,6 +21,7 @@ from coevo.config import CoevolverConfig
 from coevo.errors import InputError
 from coevo.io import atomic_path, hash_bytes
 from coevo.registry import Registry
+from coevo.sampler import ProblemSampler
 from coevo.types import ContextVariant
 
 MANIFEST = "manifest.json"
@@ -45,6 +47,11 @@ class CoEvolver(Protocol):
         """Context variants per problem; their `n` sum to `group_size` for each problem."""
         ...
 
+    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
+        """The `n` training problems iteration `iteration` rolls out (a pure function of the saved
+        co-evolver, the seed and the iteration, so a resumed run draws the same batch)."""
+        ...
+
     def context_for(self, problem: Mapping) -> list[str]:
         """Texts prepended at evaluation "with skills" (retrieval only, no probes)."""
         ...
@@ -65,6 +72,11 @@ class CoEvolver(Protocol):
 COEVOLVERS = Registry("co-evolver", name_attribute="kind")
 register_coevolver = COEVOLVERS.register  # built as cls(cfg, seed, generate), loaded with cls.load(directory, cfg, seed, generate)
 coevolver_kinds = COEVOLVERS.names
+
+
+def uniform_batch(train: pd.DataFrame, n: int, seed: int, iteration: int) -> pd.DataFrame:
+    """The default `choose`: iteration `iteration`'s batch of the seeded shuffles (coevo/sampler.py)."""
+    return ProblemSampler(train, n, seed).batch(iteration)
 
 
 def build_coevolver(cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> CoEvolver:
