@@ -306,6 +306,7 @@ class Config(Strict):
     objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig, description="Policy-update objective.")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer of the policy update.")
     coevolver: CoevolverConfig = Field(default_factory=CoevolverConfig, description="The co-evolving artifact.")
+    coevolvers: list[CoevolverConfig] | None = Field(None, description="Several co-evolvers in one run (e.g. a curriculum and a skill bank), each with its own settings, artifact and version; they evolve in this order in the co-evolution stage. null = the single `coevolver` (which must then keep its defaults).")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule.")
@@ -328,7 +329,33 @@ class Config(Strict):
             seen[entry.label] = i
         return rewards
 
+    @model_validator(mode="after")
+    def _check_coevolvers(self) -> Config:
+        if self.coevolvers is None:
+            return self
+        if self.coevolver != CoevolverConfig():  # params.yaml spells out the defaults; anything else is a second choice
+            raise ValueError("set either `coevolver` (one co-evolver) or `coevolvers` (a list), not both: `coevolver` differs from its defaults")
+        kinds = [entry.kind for entry in self.coevolvers]
+        if len(kinds) < 2:
+            raise ValueError(f"coevolvers: list at least two co-evolvers (got {kinds}); for one, use `coevolver`")
+        for i, kind in enumerate(kinds):
+            if kind == "none":
+                raise ValueError(f"coevolvers[{i}].kind: 'none' cannot be combined with other co-evolvers; leave it out")
+            if kind in kinds[:i]:
+                raise ValueError(f"coevolvers[{i}].kind: {kind!r} is already coevolvers[{kinds.index(kind)}]; each kind at most once")
+        return self
+
     # ---- derived (the only place values are computed from several fields) ----
+    @property
+    def coevolver_list(self) -> list[CoevolverConfig]:
+        """The run's co-evolvers in update order: `coevolvers`, or the single `coevolver`."""
+        return self.coevolvers or [self.coevolver]
+
+    @property
+    def update_context(self) -> Literal["strip", "keep"]:
+        """coevolver.update_context, or "keep" when any listed co-evolver keeps its context in the update."""
+        return "keep" if any(entry.update_context == "keep" for entry in self.coevolver_list) else "strip"
+
     @property
     def rollouts_per_iter(self) -> int:
         """Completions sampled per iteration: problems_per_iter x group_size."""

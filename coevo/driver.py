@@ -25,6 +25,7 @@ from pathlib import Path
 from rich.console import Console
 
 from coevo import stages
+from coevo.coevolvers.composite import member_reports
 from coevo.config import Config
 from coevo.io import write_json
 from coevo.runlock import run_lock
@@ -151,9 +152,10 @@ def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: f
 
 
 def skill_summary(reports: list[dict]) -> dict:
-    admitted = [entry for r in reports for entry in r.get("admitted", [])]
-    rejected = [entry for r in reports for entry in r.get("rejected", [])]
-    retired = [entry for r in reports for entry in r.get("retired", [])]
+    members = [member for report in reports for member in member_reports(report)]  # a list of co-evolvers: each member's
+    admitted = [entry for r in members for entry in r.get("admitted", [])]
+    rejected = [entry for r in members for entry in r.get("rejected", [])]
+    retired = [entry for r in members for entry in r.get("retired", [])]
     return {"admitted": admitted, "rejected": rejected, "retired": retired, "n_admitted": len(admitted), "n_rejected": len(rejected)}
 
 

@@ -31,7 +31,7 @@ def run_rollouts(
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
     rows_of = {pid: {"id": pid, **row} for pid, row in by_id.to_dict("index").items()}
     prompts = [renderer.render(rows_of[v.problem_id], v.texts) for v in variants]  # prompt.format (coevo/prompting.py)
-    if cfg.coevolver.update_context == "strip":
+    if cfg.update_context == "strip":
         _check_strippable(renderer, rows_of.values())
     flat_prompts = [prompt for prompt, v in zip(prompts, variants) for _ in range(v.n)]
     generations = engine.generate(flat_prompts, 1, cfg.sampling, derive_seed(cfg.seed, iteration, "rollout"))

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from coevo.coevolvers import CoEvolver, TextGenerator, build_coevolver, load_coevolver
+from coevo.coevolvers import CoEvolver, TextGenerator
+from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_reports, members_of
 from coevo.config import Config, SamplingConfig
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
@@ -168,6 +169,7 @@ def prepare_stage(cfg: Config) -> dict:
     check_prompt_format(cfg.prompt, cfg.policy.checkpoint)  # chat format: the tokenizer has a template
     reward_terms(cfg)
     check_targets(cfg)  # a LoRA target matching no module stops the run here, before anything is written
+    check_coevolvers(cfg)  # so do two listed co-evolvers that would both choose the problems or both shape the context
     train, _ = prepare_problems(cfg)
     check_rewards(cfg, train)
     data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}
@@ -193,7 +195,7 @@ def bootstrap_stage(cfg: Config, data: dict) -> dict:
     """
     layout, key = RunLayout(cfg.run.out_dir), bootstrap_key(cfg, data)
     coevolver_dir = layout.coevolver(0)
-    content_hash = build_coevolver(cfg.coevolver, cfg.seed).save(coevolver_dir)
+    content_hash = build_coevolvers(cfg).save(coevolver_dir)
     meta = read_meta(cfg.bootstrap_dir)
     weights = cfg.bootstrap_dir / WEIGHTS
     if meta.get("bootstrap_key") != key or not weights.is_file() or hash_file(weights) != meta.get("weights_sha256"):
@@ -211,9 +213,11 @@ def bootstrap_stage(cfg: Config, data: dict) -> dict:
 
 
 def coevolver_at(cfg: Config, it: int, directory: str | Path, generate: TextGenerator | None = None) -> CoEvolver:
-    """The co-evolver saved in `directory`, as iteration `it` sees it (frozen once frozen_after has passed)."""
-    coevolver = load_coevolver(directory, cfg.coevolver, cfg.seed, generate)
-    coevolver.frozen = cfg.coevolver.frozen_at(it)
+    """The co-evolver (or list) saved in `directory`, as iteration `it` sees it (each one frozen once
+    its frozen_after has passed)."""
+    coevolver = load_coevolvers(directory, cfg, generate)
+    for member, member_cfg in zip(members_of(coevolver), cfg.coevolver_list):
+        member.frozen = member_cfg.frozen_at(it)
     return coevolver
 
 
@@ -302,8 +306,8 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
 
 
 def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: str) -> dict:
-    with_skills = cfg.eval.with_skills and cfg.coevolver.kind != "none"
-    context_for = coevolver_at(cfg, it, coevolver).context_for if with_skills else None
+    evolver = coevolver_at(cfg, it, coevolver)
+    context_for = evolver.context_for if cfg.eval.with_skills and "context" in evolver.roles else None
     engine = live_engine(cfg, checkpoint)
     metrics = evaluate(engine, problems(test), cfg, derive_seed(cfg.seed, it, "eval"), context_for)
     record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics}
@@ -367,6 +371,11 @@ def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
 
 
 def coevo_metrics(report: dict) -> dict[str, float]:
-    metrics = {f"coevo/{key}": float(len(report.get(key, []))) for key in ("admitted", "rejected", "promoted", "retired", "new_candidates")}
-    metrics.update({f"coevo/n_{status}": float(n) for status, n in report.get("counts", {}).items()})
+    """Counts of skill events and of skills by status, summed over a list's members."""
+    metrics: dict[str, float] = {}
+    for member in member_reports(report):
+        counts = {f"coevo/{key}": len(member.get(key, [])) for key in ("admitted", "rejected", "promoted", "retired", "new_candidates")}
+        counts.update({f"coevo/n_{status}": n for status, n in member.get("counts", {}).items()})
+        for name, n in counts.items():
+            metrics[name] = metrics.get(name, 0.0) + float(n)
     return metrics

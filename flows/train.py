@@ -25,6 +25,7 @@ from prefect.artifacts import create_table_artifact
 from rich.text import Text
 
 from coevo.coevolvers.base import read_manifest
+from coevo.coevolvers.composite import member_reports
 from coevo.config import Config, load_config
 from coevo.driver import Timers, eval_due, format_progress, frozen_heap, set_threads, write_summary
 from coevo.io import write_text
@@ -41,7 +42,7 @@ def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
     """The iteration's Prefect table artifact: rewards, accuracy, stage times, skills admitted/retired."""
     report = json.loads(Path(report_path).read_text())
     rows = [{"metric": k, "value": round(v, 4)} for k, v in sorted(metrics.items())]
-    rows += [{"metric": f"skills/{key}", "value": len(report.get(key, []))} for key in ("admitted", "rejected", "retired")]
+    rows += [{"metric": f"skills/{key}", "value": sum(len(member.get(key, [])) for member in member_reports(report))} for key in ("admitted", "rejected", "retired")]
     create_table_artifact(table=rows, key="coevo-iteration", description=f"coevo iteration {it}")
 
 

@@ -42,6 +42,7 @@ TextGenerator = Callable[[list[str], int], list[str]]
 class CoEvolver(Protocol):
     kind: str
     frozen: bool
+    roles: frozenset[str]  # what it decides in a list of co-evolvers: "problems" (choose), "context" (plan, context_for)
 
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         """Context variants per problem; their `n` sum to `group_size` for each problem."""
@@ -107,6 +108,7 @@ def save_artifact(directory: str | Path, kind: str, files: Mapping[str, bytes], 
     manifest = {"kind": kind, "format": FORMAT, **(extra or {}), "files": hashes, "content_hash": content_hash(hashes)}
     with atomic_path(directory, is_dir=True) as tmp:
         for name, data in files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)  # a list of co-evolvers keeps each member in a subdirectory
             (tmp / name).write_bytes(data)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest["content_hash"]

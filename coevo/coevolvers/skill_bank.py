@@ -122,6 +122,7 @@ def _family(problem: Mapping) -> str:
 @register_coevolver("skill_bank")
 class SkillBank:
     kind: str
+    roles: frozenset[str] = frozenset({"context"})  # plans the probes, gives evaluation and teacher their context
 
     def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None, writer: SkillWriter | None = None):
         self.cfg = cfg

@@ -82,7 +82,7 @@ def build_training_set(
     keep = nonzero_variance_groups(reward_matrix) if drop else torch.ones(len(groups), dtype=torch.bool)  # [N]
     advantages = group_advantages(reward_matrix, cfg.objective.std_normalize, cfg.objective.eps)  # [N, G]
     kept = pd.concat([g for g, k in zip(groups, keep.tolist()) if k]) if bool(keep.any()) else joined.iloc[:0]
-    strip = cfg.coevolver.update_context == "strip"
+    strip = cfg.update_context == "strip"
     renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering (coevo/prompting.py)
     bare_of = dict(zip(joined["rollout_id"], renderer.render_all([{"prompt": q, "family": f} for q, f in zip(joined["question"], joined["family"])])))
     sampled_bare = {rid for rid, prompt in zip(joined["rollout_id"], joined["prompt"]) if prompt == bare_of[rid]}

@@ -346,7 +346,10 @@ def report_events(path: str | Path, iteration: int) -> pd.DataFrame:
         raise SchemaError(f"{path}: the evolution report is not a JSON object")
     if report.get("iteration", iteration) != iteration:
         raise SchemaError(f"{path}: field 'iteration': expected {iteration} (got {report['iteration']})")
-    return skill_events_from_report(report, iteration, str(path))
+    if not isinstance(report.get("members", {}), dict):
+        raise SchemaError(f"{path}: field 'members': expected an object of member reports")
+    parts = [skill_events_from_report(member, iteration, f"{path} {name}") for name, member in report.get("members", {}).items()]
+    return pd.concat(parts, ignore_index=True) if parts else skill_events_from_report(report, iteration, str(path))
 
 
 def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd.DataFrame:

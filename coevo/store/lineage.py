@@ -139,7 +139,10 @@ def _coevolver_entry(run_dir: Path, directory: Path | None) -> dict | None:
     if directory is None:
         return None
     manifest = read_manifest(directory)
-    return {"path": _store(run_dir, directory), "content_hash": manifest["content_hash"], "kind": manifest["kind"]}
+    entry = {"path": _store(run_dir, directory), "content_hash": manifest["content_hash"], "kind": manifest["kind"]}
+    if "members" in manifest:  # a list of co-evolvers: each member's kind and version
+        entry["members"] = [{"kind": member["kind"], "content_hash": member["content_hash"]} for member in manifest["members"]]
+    return entry
 
 
 def _source_entry(run_dir: Path, directory: Path) -> dict:

@@ -68,6 +68,8 @@ def chain_tree(ref: str, chain: list[dict]) -> Tree:
 def _details(record: dict) -> list[tuple[str, str]]:
     coevolver, code = record.get("coevolver"), record["code"]
     rows = [("co-evolver", f"{coevolver['kind']} {_short(coevolver['content_hash'])}  {coevolver['path']}" if coevolver else "none")]
+    for i, member in enumerate((coevolver or {}).get("members", [])):  # a list of co-evolvers
+        rows.append((f"  member {i}", f"{member['kind']} {_short(member['content_hash'])}"))
     for key in ("rollouts", "rewards"):
         rows.append((key, f"{_short(record[key]['sha256'])}  {record[key]['path']}" if record.get(key) else "none"))
     for name, entry in sorted(record["data"].items()):
