@@ -58,6 +58,28 @@ class ProblemsConfig(Strict):
         return self
 
 
+class ProposerConfig(Strict):
+    """The curriculum's problem proposer (coevo/problems/proposer.py). Not attached to a parent yet:
+    meant to sit at coevolver.curriculum.proposer."""
+
+    enabled: bool = Field(False, description="Write new training problems at the solver's frontier each iteration (arithmetic source only); false = the training problems stay those of data/problems.")
+    band: float = Field(0.25, gt=0, lt=0.5, description="A category (family, level) is at the frontier when |pass_rate - 0.5| <= band; the proposer writes more problems of it.")
+    promote_above: float = Field(0.9, gt=0.5, le=1, description="A category whose pass rate is at least this is solved: the proposer writes its family's next level (and the add_families).")
+    drop_below: float = Field(0.05, ge=0, lt=0.5, description="A category whose pass rate is below this is hopeless for now: nothing is proposed for it.")
+    per_iter: int = Field(32, ge=1, description="Most problems accepted per proposer call (split evenly over the chosen categories).")
+    min_samples: int = Field(8, ge=1, description="Rollouts a category needs in the latest stats before its pass rate is trusted; fewer = the category is skipped.")
+    max_level: int = Field(4, ge=1, le=9, description="Highest level (operand digits) a promotion may reach; combinations stop at their own top level (addmul: 6).")
+    add_families: list[Literal["add", "sub", "mul", "addmul"]] = Field([], description="Families (or combinations such as addmul = a+b*c) the proposer may add at level 1 once some category is solved and the family is not yet in the stats; [] = none.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ProposerConfig:
+        if not self.drop_below <= 0.5 - self.band or not 0.5 + self.band <= self.promote_above:
+            raise ValueError("proposer: need drop_below <= 0.5 - band and 0.5 + band <= promote_above (the frontier band must not overlap the solved or dropped ranges)")
+        if len(set(self.add_families)) != len(self.add_families):
+            raise ValueError(f"proposer.add_families must not repeat; got {self.add_families}")
+        return self
+
+
 class ModelShape(Strict):
     hidden_size: int = Field(128, ge=8, description="Width of the tiny Llama model.")
     num_layers: int = Field(4, ge=1, description="Transformer blocks.")
