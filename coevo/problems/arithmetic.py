@@ -99,7 +99,7 @@ def _check_args(families: list[str], levels: list[int], n_train: int, n_test: in
     known = sorted(FAMILIES) + sorted(COMBINATIONS)
     unknown = [f for f in families if f not in known]
     if not families or unknown:
-        raise ValueError(f"arithmetic families must be a non-empty subset of {known}; got {families}")
+        raise ValueError(f"arithmetic families must be a non-empty subset of {sorted(FAMILIES)}; got {families} (combinations also allowed: {sorted(COMBINATIONS)})")
     if not levels or any(not 1 <= int(level) <= MAX_LEVEL for level in levels):
         raise ValueError(f"arithmetic levels must be non-empty and within 1..{MAX_LEVEL}; got {levels}")
     too_high = [(f, int(level)) for f in families for level in levels if int(level) > max_level(f)]

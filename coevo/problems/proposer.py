@@ -154,11 +154,13 @@ class _Index:
     def validate(self, candidates: pd.DataFrame, limit: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Check candidates in order until `limit` are accepted (the rest are left unused, in neither frame)."""
         reasons: list[str | None] = []
+        n_ok = 0
         for row in candidates.itertuples(index=False):
-            if limit is not None and reasons.count(None) >= limit:
+            if limit is not None and n_ok >= limit:
                 break
             reason = self._reason(row)
             if reason is None:  # accepted: later candidates (this batch, later rounds) must differ from it
+                n_ok += 1
                 parsed = parse_question(row.prompt)
                 self.seen_prompts.add(row.prompt)
                 self.seen_keys.add(problem_key(parsed[1], parsed[2]))
