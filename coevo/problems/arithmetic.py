@@ -117,10 +117,6 @@ def _operand_range(level: int) -> tuple[int, int]:
     return low, 10**level - low
 
 
-def _pair_space(level: int) -> int:
-    return _operand_range(level)[1] ** 2
-
-
 def _space(family: str, level: int) -> int:
     """Operand tuples of a cell: count**2 pairs for a binary family, count**arity for a combination."""
     return _operand_range(level)[1] ** arity(family)

@@ -120,8 +120,8 @@ def choose_targets(stats: pd.DataFrame, settings: ProposerConfig) -> list[Target
     frontier, promote = [], []
     for row in trusted.itertuples():
         family, level, p = row.family, int(row.level), float(row.pass_rate)
-        if family not in _FAMILY_CODE:
-            continue  # not a generator family (a user file's label): nothing to generate
+        if family not in _FAMILY_CODE or level > max_level(family):
+            continue  # not a generator category (a user file's label): nothing to generate
         if abs(p - 0.5) <= settings.band:
             frontier.append(Target(family, level, "frontier", p))
         elif p >= settings.promote_above:

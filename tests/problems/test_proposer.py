@@ -147,6 +147,8 @@ def test_frontier_categories_get_problems_and_others_do_not(splits):
             ("mul", 3, 0.02, 64),  # hopeless: dropped
             ("sub", 3, 0.45, 4),  # too few samples to trust
             ("add", 3, 0.90, 64),  # solved, and add 4 is within max_level: promoted
+            ("algebra", 1, 0.50, 64),  # a user file's label: the generator cannot write it
+            ("addmul", 7, 0.50, 64),  # above the combination's top level
         ]
     )
     targets = choose_targets(stats, SETTINGS)
