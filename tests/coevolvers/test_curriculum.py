@@ -15,6 +15,8 @@ from coevo.coevolvers.curriculum import boltzmann, categories, zero_variance_sha
 from coevo.config import CoevolverConfig, CurriculumConfig
 from coevo.errors import InputError
 from coevo.problems.arithmetic import generate_arithmetic
+from coevo.store.catalog import Catalog, IterationFiles
+from schemas import SchemaError
 
 from ..conftest import tiny_config
 
@@ -144,6 +146,16 @@ def test_plain_driver_runs_curriculum(tmp_path):
     assert all(0.0 <= m["coevo/zero_var_share"] <= 1.0 for m in metrics)
     state = json.loads((cfg.run.out_dir / "coevolver" / "iter_0002" / "state.json").read_text())
     assert sum(arm["cursor"] for arm in state["arms"].values()) == 2 * cfg.rollout.problems_per_iter
+    out = cfg.run.out_dir
+    with Catalog(tmp_path / "catalog.duckdb") as catalog:  # the report lands in the curriculum_values view
+        catalog.ingest([IterationFiles(it, out / "rollouts" / f"iter_{it:04d}.parquet", out / "rewards" / f"iter_{it:04d}.parquet", out / "reports" / f"iter_{it:04d}.json") for it in (1, 2)])
+        values = catalog.curriculum_values()
+    last = values[values["iteration"] == 2].set_index("category")
+    assert last["value"].to_dict() == {a["category"]: a["value"] for a in report["arms"]}
+    report["arms"][0]["count"] = "many"
+    (out / "reports" / "iter_0002.json").write_text(json.dumps(report))
+    with Catalog(tmp_path / "catalog.duckdb") as catalog, pytest.raises(SchemaError, match="iter_0002.json"):
+        catalog.ingest_iteration(2, out / "rollouts" / "iter_0002.parquet", out / "rewards" / "iter_0002.parquet", out / "reports" / "iter_0002.json")
 
 
 def test_zero_variance_share_counts_constant_groups():
