@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from coevo.coevolvers import Curriculum, build_coevolver, load_coevolver
 from coevo.coevolvers.base import CoevolverDirError
@@ -16,6 +17,7 @@ from coevo.config import CoevolverConfig, CurriculumConfig
 from coevo.errors import InputError
 from coevo.problems.arithmetic import generate_arithmetic
 from coevo.store.catalog import Catalog, IterationFiles
+from coevo.store.query_cli import query_app
 from schemas import SchemaError
 
 from ..conftest import tiny_config
@@ -152,6 +154,8 @@ def test_plain_driver_runs_curriculum(tmp_path):
         values = catalog.curriculum_values()
     last = values[values["iteration"] == 2].set_index("category")
     assert last["value"].to_dict() == {a["category"]: a["value"] for a in report["arms"]}
+    shown = CliRunner().invoke(query_app, ["curriculum", "--catalog", str(tmp_path / "catalog.duckdb"), "--json"])
+    assert shown.exit_code == 0 and len(json.loads(shown.stdout)) == len(values)
     report["arms"][0]["count"] = "many"
     (out / "reports" / "iter_0002.json").write_text(json.dumps(report))
     with Catalog(tmp_path / "catalog.duckdb") as catalog, pytest.raises(SchemaError, match="iter_0002.json"):
