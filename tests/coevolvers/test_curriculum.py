@@ -165,3 +165,14 @@ def test_plain_driver_runs_curriculum(tmp_path):
 def test_zero_variance_share_counts_constant_groups():
     _, rollouts, rewards = frames({ADD1[0]: [0, 0], ADD1[1]: [1, 0], ADD1[2]: [1, 1], ADD1[3]: [0, 1]})
     assert zero_variance_share(rollouts, rewards) == 0.5
+
+
+def test_config_rejects_bad_curriculum_settings():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="temperature"):
+        CurriculumConfig(temperature=0)
+    with pytest.raises(ValidationError, match="categry"):
+        CurriculumConfig(categry=["family"])
+    with pytest.raises(ValidationError, match="category"):
+        CurriculumConfig(category=[])
