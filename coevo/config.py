@@ -214,14 +214,22 @@ class MemoryConfig(Strict):
     max_chars: int = Field(120, ge=8, description="Longest entry the policy reflector writes (characters).")
 
 
+class CurriculumConfig(Strict):
+    alpha: float = Field(0.5, gt=0, le=1, description="TD(0) step of the arm values: value <- (1 - alpha) * value + alpha * (mean |advantage| of the arm's groups this iteration).")
+    temperature: float = Field(0.2, gt=0, description="Boltzmann temperature of the arm distribution softmax(value / temperature); mean |advantage| lies in [0, 0.5] for 0/1 rewards, so lower is greedier.")
+    epsilon: float = Field(0.05, ge=0, le=1, description="Uniform floor mixed into the arm distribution, (1 - epsilon) * softmax + epsilon / arms, so no category starves.")
+    category: list[str] = Field(["family", "level"], min_length=1, description="Problem columns whose values name an arm (a user file's own fields are looked up too); a column the problems lack is an error.")
+
+
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "memory", "none"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), or none (plain GRPO).")
+    kind: Literal["skill_bank", "memory", "none", "curriculum"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), or curriculum (a bandit over problem categories chooses each batch; SEC).")
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
     frozen_after: int = Field(0, ge=0, description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).")
     update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Where candidate skills come from.")
     skill_bank: SkillBankConfig = Field(default_factory=SkillBankConfig, description="Admission, lifecycle and retrieval of the skill bank (the memory's entries use the same machinery).")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="The procedural memory (kind=memory).")
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="The curriculum bandit (kind=curriculum).")
 
     def frozen_at(self, iteration: int) -> bool:
         """Whether the co-evolver is frozen when iteration `iteration` runs (rollout and update)."""
