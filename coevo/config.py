@@ -58,6 +58,28 @@ class ProblemsConfig(Strict):
         return self
 
 
+class ProposerConfig(Strict):
+    """The curriculum's problem proposer (coevo/problems/proposer.py). Not attached to a parent yet:
+    meant to sit at coevolver.curriculum.proposer."""
+
+    enabled: bool = Field(False, description="Write new training problems at the solver's frontier each iteration (arithmetic source only); false = the training problems stay those of data/problems.")
+    band: float = Field(0.25, gt=0, lt=0.5, description="A category (family, level) is at the frontier when |pass_rate - 0.5| <= band; the proposer writes more problems of it.")
+    promote_above: float = Field(0.9, gt=0.5, le=1, description="A category whose pass rate is at least this is solved: the proposer writes its family's next level (and the add_families).")
+    drop_below: float = Field(0.05, ge=0, lt=0.5, description="A category whose pass rate is below this is hopeless for now: nothing is proposed for it.")
+    per_iter: int = Field(32, ge=1, description="Most problems accepted per proposer call (split evenly over the chosen categories).")
+    min_samples: int = Field(8, ge=1, description="Rollouts a category needs in the latest stats before its pass rate is trusted; fewer = the category is skipped.")
+    max_level: int = Field(4, ge=1, le=9, description="Highest level (operand digits) a promotion may reach; combinations stop at their own top level (addmul: 6).")
+    add_families: list[Literal["add", "sub", "mul", "addmul"]] = Field([], description="Families (or combinations such as addmul = a+b*c) the proposer may add at level 1 once some category is solved and the family is not yet in the stats; [] = none.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ProposerConfig:
+        if not self.drop_below <= 0.5 - self.band or not 0.5 + self.band <= self.promote_above:
+            raise ValueError("proposer: need drop_below <= 0.5 - band and 0.5 + band <= promote_above (the frontier band must not overlap the solved or dropped ranges)")
+        if len(set(self.add_families)) != len(self.add_families):
+            raise ValueError(f"proposer.add_families must not repeat; got {self.add_families}")
+        return self
+
+
 class ModelShape(Strict):
     hidden_size: int = Field(128, ge=8, description="Width of the tiny Llama model.")
     num_layers: int = Field(4, ge=1, description="Transformer blocks.")
@@ -192,14 +214,22 @@ class MemoryConfig(Strict):
     max_chars: int = Field(120, ge=8, description="Longest entry the policy reflector writes (characters).")
 
 
+class CurriculumConfig(Strict):
+    alpha: float = Field(0.5, gt=0, le=1, description="TD(0) step of the arm values: value <- (1 - alpha) * value + alpha * (mean |advantage| of the arm's groups this iteration).")
+    temperature: float = Field(0.2, gt=0, description="Boltzmann temperature of the arm distribution softmax(value / temperature); mean |advantage| lies in [0, 0.5] for 0/1 rewards, so lower is greedier.")
+    epsilon: float = Field(0.05, ge=0, le=1, description="Uniform floor mixed into the arm distribution, (1 - epsilon) * softmax + epsilon / arms, so no category starves.")
+    category: list[str] = Field(["family", "level"], min_length=1, description="Problem columns whose values name an arm (a user file's own fields are looked up too); a column the problems lack is an error.")
+
+
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "memory", "none"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), or none (plain GRPO).")
+    kind: Literal["skill_bank", "memory", "none", "curriculum"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), or curriculum (a bandit over problem categories chooses each batch; SEC).")
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
     frozen_after: int = Field(0, ge=0, description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).")
     update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Where candidate skills come from.")
     skill_bank: SkillBankConfig = Field(default_factory=SkillBankConfig, description="Admission, lifecycle and retrieval of the skill bank (the memory's entries use the same machinery).")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="The procedural memory (kind=memory).")
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="The curriculum bandit (kind=curriculum).")
 
     def frozen_at(self, iteration: int) -> bool:
         """Whether the co-evolver is frozen when iteration `iteration` runs (rollout and update)."""

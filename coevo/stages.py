@@ -26,6 +26,7 @@ import pandas as pd
 
 from coevo.coevolvers import CoEvolver, TextGenerator
 from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_reports, members_of
+from coevo.coevolvers.curriculum import zero_variance_share
 from coevo.config import Config, SamplingConfig
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
@@ -234,7 +235,9 @@ def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenera
 
 def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str) -> dict:
     evolver = coevolver_at(cfg, it, coevolver)
-    batch = evolver.choose(problems(train), cfg.rollout.problems_per_iter, it)
+    split = problems(train)
+    split.attrs["path"] = str(train)  # a curriculum's missing category column names the file
+    batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)
     variants = evolver.plan(batch, cfg.rollout.group_size)
     frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, cfg, it, policy_version(checkpoint))
     path = RunLayout(cfg.run.out_dir).rollouts(it)
@@ -260,7 +263,8 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
     write_json(layout.report(it), report)
     pause_point("coevolve", it)  # between the report and the new version: a crash here must not matter
     content_hash = bank.save(layout.coevolver(it))
-    return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": coevo_metrics(report)}
+    metrics = {**coevo_metrics(report), "coevo/zero_var_share": zero_variance_share(frame, table(read_rewards, rewards))}
+    return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": metrics}
 
 
 def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict) -> dict:

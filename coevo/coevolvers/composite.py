@@ -153,4 +153,8 @@ def members_of(coevolver: CoEvolver) -> list[CoEvolver]:
 
 def member_reports(report: Mapping) -> list[Mapping]:
     """Each member's evolution report from a list's report, or the report itself."""
-    return list(report["members"].values()) if "members" in report else [report]
+    if "members" not in report:
+        return [report]
+    if not isinstance(report["members"], Mapping) or not all(isinstance(member, Mapping) for member in report["members"].values()):
+        raise InputError("field 'members': expected an object of member reports (JSON objects)")
+    return list(report["members"].values())
