@@ -1,5 +1,6 @@
 """Checkpoint retention (run.retention): the keep rules, pruning to metadata, lineage through pruned
-checkpoints, clear errors on loading one, and a flow resume past a pruned checkpoint that ends bit-identical."""
+checkpoints, clear errors on loading one, and a flow resume past a pruned checkpoint that ends bit-identical.
+Co-evolver versions are pruned with their checkpoints (manifest kept, same marker)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import json
 import pytest
 from safetensors.torch import load_file
 
+from coevo.coevolvers.base import MANIFEST, PrunedCoevolverError, content_hash, load_coevolver, read_manifest
 from coevo.config import ConfigError
 from coevo.driver import train
 from coevo.io import hash_file
 from coevo.policy.checkpoint import PRUNED, TRAINER_STATE, WEIGHTS, PrunedCheckpointError, load_optimizer_state, load_policy, read_meta
-from coevo.policy.retention import disk_bound_checkpoints, keep_set, prune_checkpoint
+from coevo.policy.retention import disk_bound_checkpoints, keep_set, prune_checkpoint, prune_coevolver
 from coevo.stages import RunLayout, cached_policy, latest_complete, retain_stage
 from coevo.store.lineage import lineage_chain, verify_lineage
 
@@ -198,3 +200,81 @@ def test_coevo_lineage_shows_pruned_weights_and_verifies(pruned_run):
     result = CliRunner().invoke(app, ["lineage", str(layout.checkpoint(4)), "--verify"])
     assert result.exit_code == 0, result.output
     assert "weights pruned by retention" in result.output and "every hash matches" in result.output
+
+
+# ---- co-evolver versions go with their checkpoints ----
+
+
+def test_coevolver_versions_are_pruned_with_their_checkpoints(pruned_run):
+    cfg, layout = pruned_run
+    for it in range(0, 5):
+        version, manifest = layout.coevolver(it), read_manifest(layout.coevolver(it))
+        present = {p.relative_to(version).as_posix() for p in version.rglob("*") if p.is_file()}
+        if (layout.checkpoint(it) / PRUNED).is_file():
+            assert present == {MANIFEST, PRUNED}, it
+            assert json.loads((version / PRUNED).read_text())["files"] == manifest["files"]
+            with pytest.raises(PrunedCoevolverError, match=rf"{version}: this co-evolver version's files were pruned by retention"):
+                load_coevolver(version, cfg.coevolver, cfg.seed)
+        else:  # the bootstrap's version and those of kept checkpoints stay whole and loadable
+            assert present == {MANIFEST, *manifest["files"]}, it
+            load_coevolver(version, cfg.coevolver, cfg.seed)
+    assert any((layout.coevolver(it) / PRUNED).is_file() for it in (1, 2))
+    assert retain_stage(cfg, 4)["coevolver_pruned"] == []  # idempotent
+    with pytest.raises(ValueError, match="never pruned"):
+        prune_coevolver(layout.coevolver(0), 0)
+
+
+def test_prune_coevolver_deletes_listed_files_at_any_depth(tmp_path):
+    """A list of co-evolvers saves each member in a subdirectory: every listed file goes, and the
+    subdirectories it empties; a crash after the marker is finished by the next call."""
+    version = tmp_path / "iter_0003"
+    files = {"0-curriculum/values.json": b"[1, 2]", "1-skill_bank/deep/skills.json": b"{}", "top.json": b"1"}
+    for name, data in files.items():
+        (version / name).parent.mkdir(parents=True, exist_ok=True)
+        (version / name).write_bytes(data)
+    (version / "1-skill_bank" / "notes.txt").write_text("not listed")
+    hashes = {name: hash_file(version / name) for name in files}
+    (version / MANIFEST).write_text(json.dumps({"kind": "list", "format": 1, "files": hashes, "content_hash": content_hash(hashes)}))
+    (version / "top.json").unlink()  # as if a kill came between the marker and the deletions ...
+    (version / PRUNED).write_text(json.dumps({"iteration": 3, "files": {"top.json": hashes["top.json"]}}))
+    assert prune_coevolver(version, 3) == ["0-curriculum/values.json", "1-skill_bank/deep/skills.json"]
+    assert sorted(p.relative_to(version).as_posix() for p in version.rglob("*")) == ["1-skill_bank", "1-skill_bank/notes.txt", MANIFEST, PRUNED]
+    assert json.loads((version / PRUNED).read_text())["files"] == hashes  # ... the marker lists all three
+    assert prune_coevolver(version, 3) == []
+    (version / MANIFEST).write_text(json.dumps({"kind": "list", "format": 1, "files": {"../outside.json": "0" * 64}}))
+    with pytest.raises(ValueError, match=r"manifest.json: lists '../outside.json', not a file inside the version"):
+        prune_coevolver(version, 3)
+
+
+def test_verify_reports_pruned_coevolvers_as_pruned_and_catches_tampered_ones(pruned_run, tmp_path):
+    import shutil
+
+    _, layout = pruned_run
+    chain = lineage_chain(layout.checkpoint(4))
+    assert [entry["coevolver_pruned"] for entry in chain] == [(layout.coevolver(it) / PRUNED).is_file() for it in (4, 3, 2, 1, 0)]
+    assert any(entry["coevolver_pruned"] for entry in chain)
+    copy = tmp_path / "run"
+    shutil.copytree(layout.root, copy, ignore=shutil.ignore_patterns(".prefect-results"))
+    tampered = RunLayout(copy)
+    kept = tampered.coevolver(3)  # checkpoint 3 is kept (every 3rd): so is its co-evolver version
+    name = sorted(read_manifest(kept)["files"])[0]
+    (kept / name).write_bytes((kept / name).read_bytes() + b" ")
+    pruned = next(it for it in (1, 2) if (tampered.coevolver(it) / PRUNED).is_file())
+    marker = json.loads((tampered.coevolver(pruned) / PRUNED).read_text())
+    first = sorted(marker["files"])[0]
+    marker["files"][first] = "0" * 64  # a marker that does not match the manifest
+    (tampered.coevolver(pruned) / PRUNED).write_text(json.dumps(marker))
+    found = {(m.what, m.path) for m in verify_lineage(tampered.checkpoint(4))}
+    assert {("co-evolver file", str(kept / name)), ("pruned file", str(tampered.coevolver(pruned) / first))} <= found
+    assert {path.rsplit("/", 1)[0] for _, path in found} == {str(kept), str(tampered.coevolver(pruned))}  # the other pruned versions pass
+
+
+def test_coevo_lineage_shows_pruned_coevolver_versions(pruned_run):
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+
+    _, layout = pruned_run
+    result = CliRunner().invoke(app, ["lineage", str(layout.checkpoint(4)), "--verify"])
+    assert result.exit_code == 0, result.output
+    assert "(files pruned by retention)" in result.output
