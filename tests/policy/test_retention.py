@@ -278,3 +278,38 @@ def test_coevo_lineage_shows_pruned_coevolver_versions(pruned_run):
     result = CliRunner().invoke(app, ["lineage", str(layout.checkpoint(4)), "--verify"])
     assert result.exit_code == 0, result.output
     assert "(files pruned by retention)" in result.output
+
+
+def test_flow_resume_past_pruned_coevolver_versions_remakes_them_bit_identically(prefect_server, tmp_path):
+    """keep_last 1: checkpoints and co-evolver versions 1-2 are pruned; checkpoint 3's weights are then
+    truncated, so the newest intact kept checkpoint is the bootstrap. The same flow again re-makes
+    co-evolver versions 1-2 (their cached results point at pruned versions) and re-trains 1-3 from
+    the bootstrap: the same versions and the same final weights."""
+    from flows.train import train_flow
+
+    overrides = {
+        "run": {"iterations": 3, "checkpoint_every": 3, "out_dir": str(tmp_path / "run"), "retention": {"keep_last": 1, "keep_best": False}},
+        "problems": {"data_dir": str(tmp_path / "data")},
+        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "retention-coevolver", "model_name": "tiny"},
+        "pipeline": {"retries": 0, "retry_delay_s": 0.1},
+    }
+    cfg = tiny_config(tmp_path, **overrides)
+    params = tmp_path / "params.yaml"
+    params.write_text(json.dumps(cfg.model_dump(mode="json")))  # JSON is YAML
+    train_flow(str(params))
+    layout = RunLayout(cfg.run.out_dir)
+    assert [(layout.coevolver(it) / PRUNED).is_file() for it in (0, 1, 2, 3)] == [False, True, True, False]
+    versions = {it: read_manifest(layout.coevolver(it))["content_hash"] for it in (1, 2, 3)}
+    recorded = hash_file(layout.checkpoint(3) / WEIGHTS)
+    weights = layout.checkpoint(3) / WEIGHTS
+    weights.write_bytes(weights.read_bytes()[:-8])  # truncated: not resumable from
+    with pytest.warns(UserWarning, match="not resuming from it"):
+        assert latest_complete(cfg) == 0
+
+    train_flow(str(params))
+    assert hash_file(layout.checkpoint(3) / WEIGHTS) == recorded
+    for it in (1, 2):  # re-made whole (the cached retain does not prune them again until a later iteration)
+        assert not (layout.coevolver(it) / PRUNED).exists()
+        assert load_coevolver(layout.coevolver(it), cfg.coevolver, cfg.seed).save(tmp_path / f"again{it}") == versions[it]
+    assert read_manifest(layout.coevolver(3))["content_hash"] == versions[3]
+    assert verify_lineage(layout.checkpoint(3)) == []
