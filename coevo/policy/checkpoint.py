@@ -192,13 +192,13 @@ def linkable_weights(source: str | Path, model: torch.nn.Module) -> Path | None:
         return None
     state = model.state_dict()
     with safe_open(str(path), framework="pt") as f:
-        for key in f.keys():
+        names = set(f.keys())
+        for key in names:
             tensor, stored = state.get(key), f.get_slice(key)
             if tensor is None or tuple(stored.get_shape()) != tuple(tensor.shape) or _SAFETENSORS_DTYPES.get(stored.get_dtype()) != tensor.dtype:
                 return None
-        stored = set(f.keys())
-    stored_ptrs = {state[key].data_ptr() for key in stored}
-    return path if all(key in stored or tensor.data_ptr() in stored_ptrs for key, tensor in state.items()) else None
+    stored_ptrs = {state[key].data_ptr() for key in names}
+    return path if all(key in names or tensor.data_ptr() in stored_ptrs for key, tensor in state.items()) else None
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
