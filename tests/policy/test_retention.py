@@ -313,3 +313,17 @@ def test_flow_resume_past_pruned_coevolver_versions_remakes_them_bit_identically
         assert load_coevolver(layout.coevolver(it), cfg.coevolver, cfg.seed).save(tmp_path / f"again{it}") == versions[it]
     assert read_manifest(layout.coevolver(3))["content_hash"] == versions[3]
     assert verify_lineage(layout.checkpoint(3)) == []
+
+
+def test_coevo_eval_with_a_pruned_coevolver_version_exits_cleanly_naming_it(pruned_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+
+    cfg, layout = pruned_run
+    pruned = next(it for it in (1, 2) if (layout.coevolver(it) / PRUNED).is_file())
+    params = tmp_path / "params.yaml"
+    params.write_text(json.dumps(cfg.model_dump(mode="json")))
+    result = CliRunner().invoke(app, ["eval", str(layout.checkpoint(4)), "--params", str(params), "--coevolver", str(layout.coevolver(pruned))], env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    assert "files were pruned by retention" in result.output and f"coevolver/iter_{pruned:04d}" in result.output
