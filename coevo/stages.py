@@ -27,6 +27,7 @@ import pandas as pd
 from coevo.coevolvers import CoEvolver, TextGenerator
 from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_reports, members_of
 from coevo.coevolvers.curriculum import zero_variance_share
+from coevo.coevolvers.base import MANIFEST
 from coevo.config import Config, SamplingConfig
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
@@ -49,7 +50,7 @@ from coevo.policy.checkpoint import (
     save_checkpoint,
 )
 from coevo.policy.lora import apply_lora, check_targets, is_adapter_dir, is_lora
-from coevo.policy.retention import keep_set, prune_checkpoint, read_evals
+from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
@@ -321,7 +322,8 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
 
 def retain_stage(cfg: Config, it: int) -> dict:
     """Checkpoint retention after iteration `it` (run.retention, coevo/policy/retention.py): the weights
-    and optimizer files of checkpoints 1..it that no rule keeps are deleted, their metadata stays.
+    and optimizer files of checkpoints 1..it that no rule keeps are deleted, their metadata stays; so
+    are the files of the co-evolver versions of those iterations (their manifests stay).
     Idempotent; re-running it for an earlier iteration never prunes what a later one kept."""
     rules, layout = cfg.run.retention, RunLayout(cfg.run.out_dir)
     present = [k for k in range(it + 1) if (layout.checkpoint(k) / META).is_file()]
@@ -329,8 +331,15 @@ def retain_stage(cfg: Config, it: int) -> dict:
     accs = read_evals(layout.root / "evals", present, weights) if rules.keep_best else {}
     kept = keep_set(present, accs, rules.keep_last, rules.keep_every, rules.keep_best)
     pruned = {k: prune_checkpoint(layout.checkpoint(k), k) for k in present if k not in kept and k > 0}
+    # co-evolver version k goes with checkpoint k: a resume from a kept checkpoint k reads version k only
+    versions = {k: prune_coevolver(layout.coevolver(k), k) for k in pruned if (layout.coevolver(k) / MANIFEST).is_file()}
     best = max(accs, key=lambda k: (accs[k], -k)) if accs else None
-    return {"kept": sorted(kept), "pruned": sorted(k for k, files in pruned.items() if files), "best": best}
+    return {
+        "kept": sorted(kept),
+        "pruned": sorted(k for k, files in pruned.items() if files),
+        "coevolver_pruned": sorted(k for k, files in versions.items() if files),
+        "best": best,
+    }
 
 
 def with_lora(policy: Policy, cfg: Config, checkpoint: Path) -> None:

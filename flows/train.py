@@ -9,7 +9,8 @@ from its persisted result (cache keys: inputs' content hashes + task source) and
 interrupted stage. With `continue_latest` (the nightly deployment) the flow starts from the newest
 complete iteration of the run directory instead of the bootstrap. Either way the newest checkpoint
 whose weights retention kept (`latest_complete`) bounds what the cache may stand in for: a cached
-policy update after it whose checkpoint has been pruned or damaged since is run again (`run_iteration`),
+policy update after it whose checkpoint has been pruned or damaged since is run again (`run_iteration`;
+so is a cached co-evolution whose version retention pruned),
 and a cached rollout or verify result whose shard no longer has its recorded sha256 is re-made (`remade`).
 """
 
@@ -56,6 +57,10 @@ def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: 
         rewards = remade(t["verify"], params, it, rollouts, data)
     with timers.phase("coevolve"):
         evolved = t["coevolve"](params, it, coevolver, rollouts, rewards, data)
+        if it > state["resume_from"] and read_pruned(evolved["path"]) is not None:
+            # a cached co-evolver version retention has pruned since (with its checkpoint), past the newest
+            # kept checkpoint: evolve again from version it-1 (kept or just re-made; seeded: the same version)
+            evolved = t["coevolve"].with_options(refresh_cache=True)(params, it, coevolver, rollouts, rewards, data)
     with timers.phase("update"):
         updated = t["policy-update"](params, it, checkpoint, rollouts, rewards, evolved, data)
         if it > state["resume_from"] and (read_pruned(updated["checkpoint"]) is not None or (it <= state["on_disk"] and damaged_files(updated["checkpoint"]))):
