@@ -153,16 +153,7 @@ def test_flow_resume_retrains_after_the_newest_kept_checkpoint_bit_identically(p
     from checkpoint 3 instead of trusting its cached result, and writes the same weights."""
     from flows.train import train_flow
 
-    overrides = {
-        "run": {"iterations": 4, "checkpoint_every": 4, "out_dir": str(tmp_path / "run"), "retention": {"keep_last": 2, "keep_best": False}},
-        "problems": {"data_dir": str(tmp_path / "data")},
-        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "retention", "model_name": "tiny"},
-        "pipeline": {"retries": 0, "retry_delay_s": 0.1},
-    }
-    cfg = tiny_config(tmp_path, **overrides)
-    params = tmp_path / "params.yaml"
-    params.write_text(json.dumps(cfg.model_dump(mode="json")))  # JSON is YAML
-    train_flow(str(params))
+    cfg, params = _flow_run(tmp_path, iterations=4, keep_last=2, experiment="retention")
     layout = RunLayout(cfg.run.out_dir)
     assert [(layout.checkpoint(it) / PRUNED).is_file() for it in (1, 2, 3, 4)] == [True, True, False, False]
     expected = load_file(layout.checkpoint(4) / WEIGHTS)
@@ -287,16 +278,7 @@ def test_flow_resume_past_pruned_coevolver_versions_remakes_them_bit_identically
     the bootstrap: the same versions and the same final weights."""
     from flows.train import train_flow
 
-    overrides = {
-        "run": {"iterations": 3, "checkpoint_every": 3, "out_dir": str(tmp_path / "run"), "retention": {"keep_last": 1, "keep_best": False}},
-        "problems": {"data_dir": str(tmp_path / "data")},
-        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "retention-coevolver", "model_name": "tiny"},
-        "pipeline": {"retries": 0, "retry_delay_s": 0.1},
-    }
-    cfg = tiny_config(tmp_path, **overrides)
-    params = tmp_path / "params.yaml"
-    params.write_text(json.dumps(cfg.model_dump(mode="json")))  # JSON is YAML
-    train_flow(str(params))
+    cfg, params = _flow_run(tmp_path, iterations=3, keep_last=1, experiment="retention-coevolver")
     layout = RunLayout(cfg.run.out_dir)
     assert [(layout.coevolver(it) / PRUNED).is_file() for it in (0, 1, 2, 3)] == [False, True, True, False]
     versions = {it: read_manifest(layout.coevolver(it))["content_hash"] for it in (1, 2, 3)}
@@ -327,3 +309,21 @@ def test_coevo_eval_with_a_pruned_coevolver_version_exits_cleanly_naming_it(prun
     result = CliRunner().invoke(app, ["eval", str(layout.checkpoint(4)), "--params", str(params), "--coevolver", str(layout.coevolver(pruned))], env={"COLUMNS": "400"})
     assert result.exit_code == 2, result.output
     assert "files were pruned by retention" in result.output and f"coevolver/iter_{pruned:04d}" in result.output
+
+
+def _flow_run(tmp_path, iterations: int, keep_last: int, experiment: str):
+    """A finished flow run of `iterations` (checkpoint logged at the end) under retention keep_last;
+    returns its config and the params file a resume re-runs."""
+    from flows.train import train_flow
+
+    overrides = {
+        "run": {"iterations": iterations, "checkpoint_every": iterations, "out_dir": str(tmp_path / "run"), "retention": {"keep_last": keep_last, "keep_best": False}},
+        "problems": {"data_dir": str(tmp_path / "data")},
+        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": experiment, "model_name": "tiny"},
+        "pipeline": {"retries": 0, "retry_delay_s": 0.1},
+    }
+    cfg = tiny_config(tmp_path, **overrides)
+    params = tmp_path / "params.yaml"
+    params.write_text(json.dumps(cfg.model_dump(mode="json")))  # JSON is YAML
+    train_flow(str(params))
+    return cfg, params
