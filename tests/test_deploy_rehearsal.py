@@ -1,10 +1,12 @@
-"""The cluster deployment of docs/deploy.md rehearsed on one machine, loopback only: a Ray head
+"""The cluster deployment of docs/deploy.md rehearsed on one machine: a Ray head
 (`ray start --head`, 2 worker CPUs: 2 Ray worker processes), a `prefect server start` and an
 `mlflow server` (SQL backend store, artifact store) started as separate processes on free loopback
 ports, and `coevo train` (1 iteration, 2 shards on the Ray cluster) run against them with
 PREFECT_API_URL, tracking.mlflow_uri and pipeline.ray.address pointing at them. The run's MLflow run
 (with its checkpoint artifacts in the artifact store) and its Prefect flow run must exist on those
-servers. Every process started is torn down (its own process group, by id). Select it with
+servers. Prefect and MLflow listen on loopback; Ray's GCS on this machine's own address (Ray
+resolves 127.0.0.1 in an address to it: ray/_private/services.py resolve_ip_for_localhost). Every
+process started is torn down (its own process group, by id). Select it with
 `pytest -m deploy`."""
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import ExitStack
@@ -71,12 +75,15 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, deadline_s: float = 1
 
 def test_the_flow_runs_through_separate_prefect_mlflow_and_ray_processes(tmp_path):
     ray_port, prefect_port, mlflow_port = free_port(), free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p), "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p), "PREFECT_HOME": str(tmp_path / "prefect-home"),
+           "RAY_AUTH_MODE": "token"}  # Ray's token auth (~/.ray/auth_token): the head and the flow's driver both use it
     env.pop("PREFECT_API_URL", None)
     prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
     with ExitStack() as stack:
-        ray_head = started(stack, [str(BIN / "ray"), "start", "--head", "--block", f"--port={ray_port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-                                   "--object-store-memory=100000000", "--include-dashboard=false", f"--temp-dir={tmp_path / 'ray'}"], env, tmp_path / "ray.log")
+        ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+        stack.callback(shutil.rmtree, ray_tmp, ignore_errors=True)
+        ray_head = started(stack, [str(BIN / "ray"), "start", "--head", "--block", f"--port={ray_port}", "--num-cpus=2",
+                                   "--object-store-memory=100000000", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env, tmp_path / "ray.log")
         prefect = started(stack, [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port)], env, tmp_path / "prefect.log")
         mlflow = started(stack, [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--artifacts-destination",
                                  str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(mlflow_port), "--workers", "1"], env, tmp_path / "mlflow.log")
