@@ -36,7 +36,7 @@ def task_runner(cfg: Config) -> Iterator[object | None]:
         yield None
         return
     from prefect_ray import RayTaskRunner  # imported only here: the local default never loads Ray
-    from prefect_ray.context import remote_options
+    from prefect_ray.context import RemoteOptionsContext, remote_options
 
     settings = cfg.pipeline.ray
     if settings.address is None:  # "local": a new cluster even where this machine belongs to one
@@ -44,8 +44,20 @@ def task_runner(cfg: Config) -> Iterator[object | None]:
     else:
         init = {"address": "auto"} if settings.address == "auto" else {}
     runner = RayTaskRunner(address=settings.address if settings.address not in (None, "auto") else None, init_kwargs=init)
-    with runner, remote_options(num_cpus=1, max_retries=cfg.pipeline.retries):
+    with runner, remote_options(num_cpus=1, max_retries=cfg.pipeline.retries, runtime_env=same_threads(RemoteOptionsContext.get().current_remote_options)):
         yield runner
+
+
+def same_threads(options: dict) -> dict:
+    """The Ray tasks' runtime_env (any the caller set, kept) with this process's torch thread count:
+    Ray starts workers with OMP_NUM_THREADS=1, and float32 CPU kernels give other low bits with other
+    thread counts, so a shard sampled there would not be the shard sampled here (policy.threads, when
+    set, is applied in the task as well)."""
+    import torch
+
+    env = dict(options.get("runtime_env", {}))
+    env["env_vars"] = {**env.get("env_vars", {}), "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    return env
 
 
 def rollout_and_verify(t: dict, runner, params: str, cfg: Config, it: int, state: dict, data: dict, timers: Timers, possible: bool) -> tuple[dict, dict]:
