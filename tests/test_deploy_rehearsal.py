@@ -11,7 +11,6 @@ process started is torn down (its own process group, by id). Select it with
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import shutil
