@@ -248,12 +248,28 @@ class TrackingConfig(Strict):
     model_name: str = Field("coevo-policy", description="Registered model name; 'best' is set by held-out accuracy, '@latest' resolves to the newest version.")
 
 
+class RayConfig(Strict):
+    address: str | None = Field(None, description="The Ray cluster: null = start a local one for the run (num_workers), auto = the cluster this machine belongs to (`ray start`), or ray://host:port (Ray Client).")
+    num_workers: int = Field(2, ge=1, description="Worker processes (CPUs) of the local cluster started when address is null.")
+    object_store_mb: int = Field(100, ge=75, description="Object store of the local cluster, in MiB (tasks pass paths and hashes, so it stays small).")
+
+    @field_validator("address")
+    @classmethod
+    def _known_address(cls, value: str | None) -> str | None:
+        if value is None or value == "auto" or value.startswith("ray://") or re.fullmatch(r"[\w.-]+:\d+", value):
+            return value
+        raise ValueError(f"pipeline.ray.address {value!r}: expected null (a local cluster), auto, ray://host:port or host:port")
+
+
 class PipelineConfig(Strict):
     retries: int = Field(2, ge=0, description="Retries of the rollout and verification tasks on transient errors (the policy update resumes from its saved state instead).")
     retry_delay_s: float = Field(2.0, ge=0, description="First retry delay in seconds; doubles with each retry (exponential backoff).")
     ingest_every: int = Field(10, ge=1, description="Ingest the finished iterations' shards into the DuckDB catalog every this many iterations (and after the last).")
     schedule_cron: str = Field("0 2 * * *", description="Cron schedule of the nightly deployment served by `coevo serve`.")
     deployment_name: str = Field("nightly", description="Name of the Prefect deployment served by `coevo serve`.")
+    task_runner: Literal["local", "ray"] = Field("local", description="Where the rollout and verification shards run: local (in the flow's process, one after another; Ray is neither imported nor started) or ray (Prefect's RayTaskRunner, pipeline.ray).")
+    shards: int = Field(1, ge=1, description="Rollout and verification shards per iteration (split by problem; shard j is seeded from (seed, iteration, j)); 1 = one shard, exactly the unsharded run.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="The Ray cluster of task_runner: ray.")
 
 
 class SandboxConfig(Strict):

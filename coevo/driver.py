@@ -100,10 +100,7 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
     completed, stopped_by = first - 1, "iterations"
     for it in range(first, last + 1):
         timers, train_path = Timers(), data["train"]["path"]
-        with timers.phase("rollout"):
-            rollouts = stages.rollout_stage(cfg, it, checkpoint, coevolver, train_path)
-        with timers.phase("verify"):
-            rewards = stages.verify_stage(cfg, it, rollouts["path"], train_path)
+        rollouts, rewards = rollout_and_verify(cfg, it, checkpoint, coevolver, train_path, timers)
         with timers.phase("coevolve"):
             evolved = stages.coevolve_stage(cfg, it, coevolver, rollouts["path"], rewards["path"], train_path)
         with timers.phase("update"):
@@ -129,6 +126,20 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
                 curve.append({"iteration": it, **stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"]})
             break
     return write_summary(cfg, curve, first, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot, "stopped_by": stopped_by})
+
+
+def rollout_and_verify(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, timers: Timers) -> tuple[dict, dict]:
+    """Rollout and verification in pipeline.shards shards, one after another, merged when more than
+    one (coevo/sharding.py): the flow computes the same shards, locally or on Ray workers."""
+    k = cfg.pipeline.shards
+    with timers.phase("rollout"):
+        rolled = [stages.rollout_stage(cfg, it, checkpoint, coevolver, train, j, k) for j in range(k)]
+    with timers.phase("verify"):
+        scored = [stages.verify_stage(cfg, it, r["path"], train, j, k) for j, r in enumerate(rolled)]
+        if k == 1:
+            return rolled[0], scored[0]
+        merged = stages.merge_stage(cfg, it, [r["path"] for r in rolled], [r["path"] for r in scored])
+    return merged["rollouts"], merged["rewards"]
 
 
 def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: float, extra: dict) -> dict:

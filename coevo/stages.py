@@ -58,6 +58,7 @@ from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import run_rollouts
 from coevo.seeding import derive_seed
+from coevo.sharding import seed_stage, shard_of, shard_path
 from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
 from coevo.verify import verify_rollouts
@@ -234,24 +235,41 @@ def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenera
     return generate
 
 
-def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str) -> dict:
+def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, shard: int = 0, shards: int = 1) -> dict:
+    """The iteration's rollouts, or shard `shard` of `shards` of them (coevo/sharding.py)."""
     evolver = coevolver_at(cfg, it, coevolver)
     split = problems(train)
     split.attrs["path"] = str(train)  # a curriculum's missing category column names the file
     batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)
-    variants = evolver.plan(batch, cfg.rollout.group_size)
-    frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, cfg, it, policy_version(checkpoint))
-    path = RunLayout(cfg.run.out_dir).rollouts(it)
+    batch, variants = shard_of(batch, evolver.plan(batch, cfg.rollout.group_size), shard, shards)
+    pause_point("rollout", f"{it}.{shard}")  # a shard's rollout before it samples (the Ray worker-kill test)
+    frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, cfg, it, policy_version(checkpoint), seed_stage(shard, shards))
+    path = shard_path(RunLayout(cfg.run.out_dir).rollouts(it), shard, shards)
     write_rollouts(path, frame)
     return {"path": str(path), "sha256": hash_file(path), "metrics": rollout_metrics(frame)}
 
 
-def verify_stage(cfg: Config, it: int, rollouts: str, train: str) -> dict:
+def verify_stage(cfg: Config, it: int, rollouts: str, train: str, shard: int = 0, shards: int = 1) -> dict:
+    """Rewards of the iteration's rollouts, or of shard `shard` of `shards` of them."""
     frame = table(read_rollouts, rollouts)
     rewards = verify_rollouts(frame, problems(train), cfg)
-    path = RunLayout(cfg.run.out_dir).rewards(it)
+    path = shard_path(RunLayout(cfg.run.out_dir).rewards(it), shard, shards)
     write_rewards(path, rewards)
     return {"path": str(path), "sha256": hash_file(path), "metrics": reward_metrics(frame, rewards)}
+
+
+def merge_stage(cfg: Config, it: int, rollouts: list[str], rewards: list[str]) -> dict:
+    """The iteration's rollouts and rewards tables from its shards, concatenated in shard order
+    (pipeline.shards > 1; coevo/sharding.py): {"rollouts"|"rewards": {"path", "sha256", "metrics"}}."""
+    layout = RunLayout(cfg.run.out_dir)
+    frame = pd.concat([table(read_rollouts, path) for path in rollouts], ignore_index=True)
+    scored = pd.concat([table(read_rewards, path) for path in rewards], ignore_index=True)
+    write_rollouts(layout.rollouts(it), frame)
+    write_rewards(layout.rewards(it), scored)
+    return {
+        "rollouts": {"path": str(layout.rollouts(it)), "sha256": hash_file(layout.rollouts(it)), "metrics": rollout_metrics(frame)},
+        "rewards": {"path": str(layout.rewards(it)), "sha256": hash_file(layout.rewards(it)), "metrics": reward_metrics(frame, scored)},
+    }
 
 
 def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards: str, train: str) -> dict:
