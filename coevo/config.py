@@ -80,6 +80,12 @@ class LoraSettings(Strict):
     lr: float | None = Field(None, gt=0, description="AdamW learning rate of the adapters; null = optim.lr (LoRA usually wants ~10x the full fine-tuning rate).")
 
 
+class DistributedSettings(Strict):
+    world_size: int = Field(1, ge=1, description="Processes of the policy update; 1 = in the stage's own process (nothing of torch.distributed is imported). > 1: torchrun runs that many DDP ranks on this node (coevo/policy/distributed.py); each takes its share of every minibatch and the gradient is the single-process one.")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="torch.distributed backend: 'auto' = nccl when CUDA is available and policy.device is not cpu, else gloo; nccl needs one GPU per rank.")
+    master_port: int = Field(0, ge=0, le=65535, description="Loopback port of torchrun's c10d rendezvous; 0 = a free port picked at launch.")
+
+
 class PolicyConfig(Strict):
     checkpoint: Path | None = Field(None, description="A local Hugging Face checkpoint directory to train instead of bootstrapping the tiny default.")
     shape: ModelShape = Field(default_factory=ModelShape, description="Size of the bootstrapped tiny model.")
@@ -87,6 +93,7 @@ class PolicyConfig(Strict):
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Training dtype; float32 keeps CPU runs bit-reproducible.")
     threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU; null = torch default.")
     lora: LoraSettings = Field(default_factory=LoraSettings, description="Low-rank adapters (peft) instead of full fine-tuning.")
+    distributed: DistributedSettings = Field(default_factory=DistributedSettings, description="Data-parallel policy update over several processes (torchrun + DDP); the default is one process.")
     frozen: bool = Field(False, description="Ablation: the policy never updates (every checkpoint keeps the initial weights); only the co-evolver changes, and its effect shows in the held-out accuracy with retrieval.")
 
 

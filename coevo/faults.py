@@ -10,6 +10,7 @@ environment lookup.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -22,3 +23,12 @@ def pause_point(point: str, where: object) -> None:
     if name == point and at == str(where):
         print(f"coevo-pause {point} {where}", file=sys.stderr, flush=True)
         time.sleep(float(seconds))
+
+
+def kill_point(point: str, where: object) -> None:
+    """COEVO_KILL=point:where, e.g. "ddp-step:1" (rank 1 of a distributed update, at its first
+    optimizer step): the process SIGKILLs itself there, as a lost node or the OOM killer would."""
+    spec = os.environ.get("COEVO_KILL")
+    if spec and spec == f"{point}:{where}":
+        print(f"coevo-kill {point} {where}", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
