@@ -15,6 +15,9 @@
    separate engine (vLLM) the same pass also gives the engine-vs-trainer mismatch metrics.
 5. `optim.epochs` passes over seeded minibatch permutations, gradient-norm clipping each step. The
    self-teacher (the current weights on the teacher prompts) runs once per minibatch under no_grad.
+6. One minibatch's loss is `minibatch_loss`, called by this process alone or, in a distributed
+   update (policy.distributed.world_size > 1, coevo/policy/distributed.py), by every rank on its
+   share of the same minibatch, scaled so the all-reduced gradient is this one.
 """
 
 from __future__ import annotations
