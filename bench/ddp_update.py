@@ -8,7 +8,7 @@ then `update_stage` of iteration 1 timed once per world size, the policy cache e
 2-process time includes torchrun's start, each rank's imports and its load of checkpoint k. Also
 reports the max abs weight difference between the two checkpoints. JSON to bench/results/ddp_update/.
 
-    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--problems 8] [--group 8] [--tokens 16]
+    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--problems 8] [--group 8] [--tokens 16] [--smollm DIR]
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from coevo.policy.checkpoint import weights_file
 from schemas.rewards import read_rewards, write_rewards
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOLLM = ROOT / "models" / "smollm2-135m-instruct"
 
 
-def model_overrides(name: str) -> dict:
+def model_overrides(name: str, args) -> dict:
     if name == "tiny":
         return {"bootstrap": {"steps": 30, "batch_size": 16}}
-    return {"policy": {"checkpoint": str(SMOLLM), "lora": {"rank": 8, "lr": 1e-4}}, "prompt": {"format": "chat"}}
+    return {"policy": {"checkpoint": str(args.smollm.resolve()), "lora": {"rank": 8, "lr": 1e-4}}, "prompt": {"format": "chat"}}
 
 
 def run_model(name: str, args, out: Path) -> dict:
@@ -49,7 +48,7 @@ def run_model(name: str, args, out: Path) -> dict:
     }
     from coevo.config import deep_merge
 
-    overrides = deep_merge(base, model_overrides(name))
+    overrides = deep_merge(base, model_overrides(name, args))
     cfg = load_config(ROOT / "params.yaml", overrides)
     data = stages.prepare_stage(cfg)
     boot = stages.bootstrap_stage(cfg, data)
@@ -79,6 +78,7 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--smollm", type=Path, default=ROOT / "models" / "smollm2-135m-instruct", help="SmolLM2-135M-Instruct HF directory")
     parser.add_argument("--out", type=Path, default=Path("/tmp/coevo-bench-ddp"))
     args = parser.parse_args()
     results = [run_model(name, args, args.out) for name in args.models.split(",")]
