@@ -8,7 +8,7 @@ then `update_stage` of iteration 1 timed once per world size, the policy cache e
 2-process time includes torchrun's start, each rank's imports and its load of checkpoint k. Also
 reports the max abs weight difference between the two checkpoints. JSON to bench/results/ddp_update/.
 
-    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--problems 8] [--group 8] [--tokens 16] [--smollm DIR]
+    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--problems 8] [--group 8] [--tokens 16] [--smollm DIR] [--reuse]
 """
 
 from __future__ import annotations
@@ -52,18 +52,19 @@ def run_model(name: str, args, out: Path) -> dict:
     cfg = load_config(ROOT / "params.yaml", overrides)
     data = stages.prepare_stage(cfg)
     boot = stages.bootstrap_stage(cfg, data)
-    rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
-    scored = stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"]
-    frame = read_rewards(scored)
-    signal = cfg.run.out_dir / "signal.parquet"
-    write_rewards(signal, frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]))
+    rollouts, signal = stages.RunLayout(cfg.run.out_dir).rollouts(1), cfg.run.out_dir / "signal.parquet"
+    if not (args.reuse and rollouts.is_file() and signal.is_file()):
+        rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
+        frame = read_rewards(stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"])
+        write_rewards(signal, frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]))
+    frame = read_rewards(signal)
     result: dict = {"model": name, "sequences": len(frame)}
     weights = {}
     for world in (1, 2):
         wcfg = load_config(ROOT / "params.yaml", deep_merge(overrides, {"policy": {"distributed": {"world_size": world}}}))
         stages._POLICIES.clear()
         start = time.perf_counter()
-        record = stages.update_stage(wcfg, 1, boot["checkpoint"], rollouts, str(signal), boot["coevolver"], data)
+        record = stages.update_stage(wcfg, 1, boot["checkpoint"], str(rollouts), str(signal), boot["coevolver"], data)
         result[f"update_s_world{world}"] = round(time.perf_counter() - start, 2)
         result[f"steps_world{world}"] = record["metrics"]["policy/steps"]
         weights[world] = load_file(weights_file(stages.RunLayout(wcfg.run.out_dir).checkpoint(1)))
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--smollm", type=Path, default=ROOT / "models" / "smollm2-135m-instruct", help="SmolLM2-135M-Instruct HF directory")
+    parser.add_argument("--reuse", action="store_true", help="keep the rollouts and rewards of an earlier run in --out")
     parser.add_argument("--out", type=Path, default=Path("/tmp/coevo-bench-ddp"))
     args = parser.parse_args()
     results = [run_model(name, args, args.out) for name in args.models.split(",")]
