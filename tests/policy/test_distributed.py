@@ -15,9 +15,9 @@ import torch
 from safetensors.torch import load_file
 
 from coevo import stages
+from coevo.objectives import build_objective
 from coevo.policy.checkpoint import WEIGHTS
 from coevo.policy.distributed import DistributedUpdateError, check_distributed
-from coevo.objectives import build_objective
 from coevo.store.lineage import verify_lineage
 from schemas.rewards import read_rewards, write_rewards
 from tests.conftest import tiny_config
