@@ -102,6 +102,12 @@ class LoraSettings(Strict):
     lr: float | None = Field(None, gt=0, description="AdamW learning rate of the adapters; null = optim.lr (LoRA usually wants ~10x the full fine-tuning rate).")
 
 
+class DistributedSettings(Strict):
+    world_size: int = Field(1, ge=1, description="Processes of the policy update; 1 = in the stage's own process (nothing of torch.distributed is imported). > 1: torchrun runs that many DDP ranks on this node (coevo/policy/distributed.py); each takes its share of every minibatch and the gradient is the single-process one.")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="torch.distributed backend: 'auto' = nccl when CUDA is available and policy.device is not cpu, else gloo; nccl needs one GPU per rank.")
+    master_port: int = Field(0, ge=0, le=65535, description="Loopback port of torchrun's c10d rendezvous; 0 = a free port picked at launch.")
+
+
 class PolicyConfig(Strict):
     checkpoint: Path | None = Field(None, description="A local Hugging Face checkpoint directory to train instead of bootstrapping the tiny default.")
     shape: ModelShape = Field(default_factory=ModelShape, description="Size of the bootstrapped tiny model.")
@@ -109,6 +115,7 @@ class PolicyConfig(Strict):
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Training dtype; float32 keeps CPU runs bit-reproducible.")
     threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU; null = torch default.")
     lora: LoraSettings = Field(default_factory=LoraSettings, description="Low-rank adapters (peft) instead of full fine-tuning.")
+    distributed: DistributedSettings = Field(default_factory=DistributedSettings, description="Data-parallel policy update over several processes (torchrun + DDP); the default is one process.")
     frozen: bool = Field(False, description="Ablation: the policy never updates (every checkpoint keeps the initial weights); only the co-evolver changes, and its effect shows in the held-out accuracy with retrieval.")
 
 
@@ -136,7 +143,8 @@ class EngineConfig(Strict):
     max_model_len: int | None = Field(None, ge=1, description="vLLM context length (prompt + completion) in tokens; null = the model's max_position_embeddings.")
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="vLLM on a GPU: fraction of its memory the engine may take (weights + KV cache); the rest is the trainer's when colocated.")
     cpu_kv_cache_gib: int = Field(1, ge=1, description="vLLM on CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE unless already exported).")
-    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor-parallel GPUs per engine.")
+    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor-parallel GPUs per engine (LLM(tensor_parallel_size=...)); > 1 needs engine.kind 'vllm' and that many GPUs on the engine's node (a clear error on CPU).")
+    data_parallel_size: int = Field(1, ge=1, description="Independent engines, one per worker, each serving one rollout shard (by problem) and synced after each update: read by the Ray task runner (pipeline.task_runner: ray); the local runner has one process and one engine, so it refuses > 1. Not vLLM's own data_parallel_size, which couples the ranks for MoE expert parallelism.")
     enforce_eager: bool = Field(True, description="vLLM without CUDA graphs / torch.compile: starts in seconds; false decodes faster on GPUs after a longer start.")
     prefix_caching: bool = Field(True, description="vLLM automatic prefix caching (a group's G samples share their prompt's KV); reset after every weight sync.")
     sleep_during_update: bool = Field(True, description="vLLM on a GPU: sleep (level 2, weights and KV cache released) during the policy update and wake at the weight sync, so one GPU holds both; ignored on CPU.")

@@ -187,7 +187,7 @@ def bootstrap_key(cfg: Config, data: dict) -> str:
     and their content, and the settings of problems.source's warm start (bootstrap.* for math,
     code.warm_start_* and code.synth for code), so a knob no warm start reads never re-bootstraps."""
     include = {"seed": True, "policy": True, "problems": True, **warm_start_for(cfg).settings}
-    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora"}})
+    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora", "distributed"}})
     return hash_bytes(json.dumps([inputs, data["dvc_md5"]], sort_keys=True).encode())
 
 
@@ -294,6 +294,8 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     optimizer step is taken and checkpoint k+1 keeps k's weights. With policy.lora.rank > 0 a full
     checkpoint gets fresh adapters (it becomes the base) and checkpoint k+1 holds the adapters only.
     An update without an optimizer step links k's files into k+1 instead of writing them again.
+    With policy.distributed.world_size > 1 the update runs in torchrun's ranks
+    (coevo/policy/distributed.py), which call update_state / update_train / update_save below.
     """
     layout = RunLayout(cfg.run.out_dir)
     if it >= 2:  # checkpoint k-1's optimizer state is no longer needed once k exists (k's is kept for re-runs)
@@ -301,31 +303,55 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     if read_pruned(checkpoint) is not None:
         raise PrunedCheckpointError(checkpoint)
     LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
+    if cfg.policy.distributed.world_size > 1 and not cfg.policy.frozen:
+        from coevo.policy.distributed import launch_update
+
+        _POLICIES.clear()  # the ranks load checkpoint k themselves
+        record = launch_update(cfg, it, checkpoint, rollouts, rewards, coevolver, data)
+        LIVE.sync(record["checkpoint"], record["weights_sha256"], lambda: cached_policy(record["checkpoint"], cfg))
+        return record
     policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
+    optimizer, objective, reference = update_state(cfg, it, checkpoint, policy)
+    stats = update_train(cfg, it, policy, optimizer, objective, reference, rollouts, rewards, coevolver, data)
+    pause_point("update", it)  # trained in memory, nothing saved yet
+    version = update_save(cfg, it, checkpoint, rollouts, rewards, coevolver, data, policy, optimizer, stats)
+    _POLICIES.clear()
+    _POLICIES[version] = policy
+    out = layout.checkpoint(it)
+    LIVE.sync(out, version, lambda: policy)  # a persistent engine serves the new weights in place (no restart)
+    return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
+
+
+def update_state(cfg: Config, it: int, checkpoint: str, policy: Policy) -> tuple:
+    """The update's optimizer (with checkpoint k's state), objective and reference model (or None)."""
     with_lora(policy, cfg, Path(checkpoint))
     optimizer = build_optimizer(policy.model, cfg)
     if not load_optimizer_state(checkpoint, optimizer) and it > 1:
         raise FileNotFoundError(f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint")
     objective = build_objective(cfg.objective)
-    reference = load_policy(layout.checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
-    stats = {"policy/steps": 0.0}
-    if not cfg.policy.frozen:
-        teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
-        answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
-        frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
-        seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
-        stats = policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer)
-    pause_point("update", it)  # trained in memory, nothing saved yet
+    reference = load_policy(RunLayout(cfg.run.out_dir).checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
+    return optimizer, objective, reference
+
+
+def update_train(cfg: Config, it: int, policy: Policy, optimizer, objective, reference, rollouts: str, rewards: str, coevolver: str, data: dict, ranks=None) -> dict:
+    """The optimizer steps of iteration `it` (none with policy.frozen); `ranks`: one rank's share."""
+    if cfg.policy.frozen:
+        return {"policy/steps": 0.0}
+    teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
+    answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
+    frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
+    seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
+    return policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer, ranks)
+
+
+def update_save(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict, policy: Policy, optimizer, stats: dict, meta: dict | None = None) -> str:
+    """Write checkpoint k+1 with its lineage (plus `meta`) atomically; returns its weights hash."""
     lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data, policy.base)
-    out = layout.checkpoint(it)
     unchanged = stats["policy/steps"] == 0 and is_adapter_dir(checkpoint) == is_lora(policy.model)  # no step: same weights, same optimizer state
     if unchanged:
         lineage["unchanged_from"] = lineage["parent"]["path"]
-    version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer, unchanged_from=checkpoint if unchanged else None)
-    _POLICIES.clear()
-    _POLICIES[version] = policy
-    LIVE.sync(out, version, lambda: policy)  # a persistent engine serves the new weights in place (no restart)
-    return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
+    out = RunLayout(cfg.run.out_dir).checkpoint(it)
+    return save_checkpoint(out, policy, {"iteration": it, "lineage": lineage, **(meta or {})}, optimizer, unchanged_from=checkpoint if unchanged else None)
 
 
 def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: str) -> dict:
