@@ -37,6 +37,7 @@ Departures.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -189,6 +190,10 @@ def run_rank(job: Path) -> None:
             version = stages.update_save(cfg, it, *paths, spec["data"], policy, optimizer, stats, {"world_size": ranks.world})
             out = stages.RunLayout(cfg.run.out_dir).checkpoint(it)
             write_json(job / RESULT, {"checkpoint": str(out), "weights_sha256": version, "metrics": stats})
+        # DDP's reducer holds the process group: free it while the group is alive (destroyed after the
+        # group, its gloo threads wait on the peer that has already exited, and the rank hangs)
+        del ranks
+        gc.collect()
         dist.barrier()
     finally:
         dist.destroy_process_group()
