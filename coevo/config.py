@@ -175,12 +175,23 @@ class WriterConfig(Strict):
 class SkillBankConfig(Strict):
     top_k: int = Field(1, ge=0, description="Skills retrieved into the prompt per problem.")
     admit_threshold: float = Field(0.05, description="A trial skill is admitted when its mean matched-group gap exceeds this.")
-    min_count: int = Field(2, ge=1, description="Matched groups a trial skill needs before it is judged.")
+    min_count: int = Field(2, ge=1, description="Matched groups a trial skill needs before it is judged (with admission=sequential: groups with reward variance, before it can be admitted).")
     stable_count: int = Field(6, ge=1, description="Matched groups an active skill needs, with utility above admit_threshold, to become stable.")
     retire_threshold: float = Field(0.0, description="An active or stable skill is retired when its running utility falls below this.")
     utility_decay: float = Field(0.7, ge=0, lt=1, description="Weight of the old value in the running utility (exponential moving average).")
     max_trials: int = Field(16, ge=0, description="Most skills on trial at once; new candidates beyond this are not written.")
     max_active: int = Field(64, ge=1, description="Most active+stable skills; the lowest-utility ones are retired beyond it.")
+    admission: Literal["threshold", "sequential"] = Field("sequential", description="How a trial is judged: 'threshold' (mean gap > admit_threshold after min_count matched groups) or 'sequential' (one-sided stratified permutation z-test on the matched groups with reward variance, alpha spent over max_count groups).")
+    alpha: float = Field(0.1, gt=0, lt=1, description="admission=sequential: false-admission rate of a skill with no effect, over all the looks of its trial.")
+    max_count: int = Field(32, ge=1, description="admission=sequential: matched groups (informative or not) after which a trial not yet admitted is rejected.")
+    futility_z: float | None = Field(0.0, description="admission=sequential: also reject a trial at a look where z is at or below this (stops probing skills that look useless early); null = only at max_count.")
+    skip_saturated: bool = Field(True, description="Probe no skill on a question whose previous group (an earlier iteration) passed all or none of its rollouts: such a group carries no information about the skill.")
+
+    @model_validator(mode="after")
+    def _counts_ordered(self) -> SkillBankConfig:
+        if self.admission == "sequential" and self.max_count < self.min_count:
+            raise ValueError(f"skill_bank.max_count ({self.max_count}) must be >= skill_bank.min_count ({self.min_count})")
+        return self
 
 
 class MemoryConfig(Strict):
