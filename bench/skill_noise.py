@@ -128,6 +128,29 @@ def _frames(owner: np.ndarray, base: np.ndarray, probe: np.ndarray, iteration: i
     return rollouts, rewards
 
 
+def survival(bank_cfg: dict, rates: np.ndarray, per_update: list[int], effect: float, skills: int, seed: int, updates: int = 20) -> dict:
+    """Admitted (active) skills with a true `effect` through the real lifecycle: share still in use after `updates`."""
+    cfg = CoevolverConfig.model_validate({"skill_bank": {**bank_cfg, "max_active": 10**6}, "writer": {"candidates_per_iter": 0}})
+    bank = SkillBank(cfg, seed=0)
+    ids = [bank.add(SkillDraft(text=f"skill {i}", family="f", key=f"k{i}", source="sim"), 0) for i in range(skills)]
+    for sid in ids:
+        bank.skills[sid].status = "active"
+    rng = np.random.default_rng(seed)
+    half, alive = 8, []
+    for update in range(1, updates + 1):
+        live = [sid for sid in ids if bank.skills[sid].status != "retired"]
+        alive.append(len(live) / skills)
+        if not live:
+            break
+        owner = np.repeat(live, rng.choice(per_update, size=len(live)))  # [groups]
+        p = rng.choice(rates, size=len(owner))  # [groups]
+        base = rng.random((len(owner), half)) < p[:, None]  # [groups, half]
+        probe = rng.random((len(owner), half)) < np.clip(p + effect, 0, 1)[:, None]  # [groups, half]
+        bank.update(update, pd.DataFrame(), *_frames(owner, base, probe, update))
+    alive += [sum(bank.skills[sid].status != "retired" for sid in ids) / skills]
+    return {"effect": effect, "in_use_after": {str(k): alive[k] for k in (1, 2, 5, 10, updates) if k < len(alive)}}
+
+
 # ---- (b) probe cost ----
 def probe_cost(groups: pd.DataFrame) -> dict:
     matched = groups[groups["matched"]]
@@ -187,16 +210,20 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=2000, help="Simulated skills per effect size.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], help="coevolver.skill_bank override key=value (YAML value).")
+    parser.add_argument("--per-update", type=int, default=None, help="Matched groups per trial per update (default: as in RUN_DIR).")
     parser.add_argument("--name", default="skill_noise", help="Result file name (one per setting).")
     add_output_args(parser, "skill_noise")
     args = parser.parse_args()
     overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
     groups, reports = load_groups(args.run_dir), load_reports(args.run_dir)
     rates, per_update = groups["pass_rate"].to_numpy(), trial_groups_per_update(reports) or [2]
+    per_update = [args.per_update] if args.per_update else per_update
     sims = [simulate(overrides, rates, per_update, e, args.sims, args.seed + i) for i, e in enumerate(EFFECTS)]
+    lives = [survival(overrides, rates, per_update, e, args.sims // 4, args.seed + 10 + i) for i, e in enumerate(EFFECTS)]
     cost, dynamics = probe_cost(groups), retirement(reports)
-    report = {"run_dir": str(args.run_dir), "skill_bank": overrides, "per_update_median": statistics.median(per_update), "admission": sims, "probe_cost": cost, "retirement": dynamics}
+    report = {"run_dir": str(args.run_dir), "skill_bank": overrides, "per_update_median": statistics.median(per_update), "admission": sims, "active_survival": lives, "probe_cost": cost, "retirement": dynamics}
     rows = [[f"{s['effect']:+.1f}", f"{s['admitted']:.3f}", f"{s['undecided']:.3f}", f"{s['groups_per_decision']:.1f}"] for s in sims]
+    rows += [[f"in use after k updates, {s['effect']:+.1f}", " ".join(f"{k}:{v:.2f}" for k, v in s["in_use_after"].items()), "", ""] for s in lives]
     rows += [[key, f"{value:.3f}" if isinstance(value, float) else str(value), "", ""] for key, value in {**cost, **dynamics}.items()]
     publish(args.name, args.out, report, table(f"skill noise {overrides}", ["effect / quantity", "admitted / value", "undecided", "groups per decision"], rows), None, args.mlflow)
 

@@ -185,6 +185,8 @@ class SkillBankConfig(Strict):
     alpha: float = Field(0.1, gt=0, lt=1, description="admission=sequential: false-admission rate of a skill with no effect, over all the looks of its trial.")
     max_count: int = Field(32, ge=1, description="admission=sequential: matched groups (informative or not) after which a trial not yet admitted is rejected.")
     futility_z: float | None = Field(0.0, description="admission=sequential: also reject a trial at a look where z is at or below this (stops probing skills that look useless early); null = only at max_count.")
+    retire_z: float | None = Field(0.0, description="Retire an active or stable skill when its discounted test statistic (the sequential test's z over its matched groups with reward variance, each older group weighted by evidence_decay) is at or below this, instead of the utility rule; null = retire_threshold on the running utility.")
+    evidence_decay: float = Field(0.95, gt=0, le=1, description="Weight per newer informative group of the older evidence in retire_z's statistic (1 = no forgetting).")
     skip_saturated: bool = Field(True, description="Probe no skill on a question whose previous group (an earlier iteration) passed all or none of its rollouts: such a group carries no information about the skill.")
 
     @model_validator(mode="after")

@@ -85,6 +85,7 @@ from coevo.types import ContextVariant
 STATUSES = ("trial", "active", "stable", "retired")
 IDENTITY = ("id", "text", "family", "key", "source", "status", "created_iter", "level")  # skills.jsonl
 STATS = ("gaps", "utility", "history", "evidence")  # stats.json
+EVIDENCE = {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0, "recent_score": 0.0, "recent_variance": 0.0}
 RATES = "rates.json"  # the last pass rate of each question (by hash), for skip_saturated
 
 
@@ -114,10 +115,11 @@ class Skill:
     gaps: list[float] = field(default_factory=list)
     utility: float = 0.0
     history: list[dict] = field(default_factory=list)
-    # the sequential test's sums: score S, variance V, informative groups, alpha spent, groups at the last look
-    evidence: dict = field(default_factory=lambda: {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0})
+    # the sequential test's sums: score S, variance V, informative groups, alpha spent, groups at the last look;
+    # recent_*: the same sums discounted per informative group (retire_z)
+    evidence: dict = field(default_factory=lambda: dict(EVIDENCE))
 
-    def record(self, gap: float, decay: float, score: float = 0.0, variance: float = 0.0) -> None:
+    def record(self, gap: float, decay: float, score: float = 0.0, variance: float = 0.0, recent_decay: float = 1.0) -> None:
         """Append a measured gap and update the running utility (the first gap initialises it) and the
         test's sums (`score`, `variance`: the group's probe sum minus its permutation mean, and its variance)."""
         self.utility = gap if not self.gaps else decay * self.utility + (1 - decay) * gap
@@ -127,12 +129,19 @@ class Skill:
                 "score": self.evidence["score"] + score,
                 "variance": self.evidence["variance"] + variance,
                 "groups": self.evidence["groups"] + 1,
+                "recent_score": recent_decay * self.evidence.get("recent_score", 0.0) + score,
+                "recent_variance": recent_decay**2 * self.evidence.get("recent_variance", 0.0) + variance,
             }
 
     def z(self) -> float:
         """The sequential test's statistic S / sqrt(V) (0 before any informative group)."""
         variance = self.evidence["variance"]
         return self.evidence["score"] / math.sqrt(variance) if variance > 0 else 0.0
+
+    def recent_z(self) -> float | None:
+        """The discounted statistic sum d^age s / sqrt(sum d^(2 age) v) (None before any informative group)."""
+        variance = self.evidence.get("recent_variance", 0.0)
+        return self.evidence.get("recent_score", 0.0) / math.sqrt(variance) if variance > 0 else None
 
     def move(self, status: str, iteration: int, reason: str) -> None:
         self.status = status
@@ -244,7 +253,7 @@ class SkillBank:
             frame = _join(rollouts, rewards)
             for sid, pid, gap, score, variance in _matched_gaps(frame):
                 if sid in self.skills and self.skills[sid].status != "retired":
-                    self.skills[sid].record(gap, self.params.utility_decay, score, variance)
+                    self.skills[sid].record(gap, self.params.utility_decay, score, variance, self.params.evidence_decay)
                     report["measured"].append({"id": sid, "problem_id": pid, "gap": gap})
             if self.params.skip_saturated:
                 rates = frame.groupby("question", sort=True)["passed"].mean()
@@ -259,9 +268,9 @@ class SkillBank:
         for skill in self._with_status("trial", "active", "stable"):
             if skill.status == "trial":
                 self._judge(skill, iteration, report)
-            elif skill.status in ("active", "stable") and skill.utility < p.retire_threshold:
-                skill.move("retired", iteration, "low utility")
-                report["retired"].append({"id": skill.id, "utility": skill.utility, "reason": "low utility"})
+            elif skill.status in ("active", "stable") and (reason := self._retire_reason(skill)):
+                skill.move("retired", iteration, reason)
+                report["retired"].append({"id": skill.id, "utility": skill.utility, "reason": reason})
             elif skill.status == "active" and len(skill.gaps) >= p.stable_count and skill.utility > p.admit_threshold:
                 skill.move("stable", iteration, "promoted")
                 report["promoted"].append(skill.summary())
@@ -269,6 +278,15 @@ class SkillBank:
         for skill in in_use[: max(len(in_use) - p.max_active, 0)]:
             skill.move("retired", iteration, "capacity")
             report["retired"].append({"id": skill.id, "utility": skill.utility, "reason": "capacity"})
+
+    def _retire_reason(self, skill: Skill) -> str:
+        """Why an active or stable skill retires now ('' if it stays): its running utility below
+        retire_threshold, or with retire_z set, its discounted test statistic at or below retire_z."""
+        p = self.params
+        if p.retire_z is None:
+            return "low utility" if skill.utility < p.retire_threshold else ""
+        recent = skill.recent_z()
+        return "low evidence" if recent is not None and recent <= p.retire_z else ""
 
     def _judge(self, skill: Skill, iteration: int, report: dict) -> None:
         """Admit or reject a trial skill, or leave it on trial (departure 2)."""

@@ -25,7 +25,7 @@ BY_ID = PROBLEMS.set_index("id")
 
 def config(frozen: bool = False, **bank: object) -> CoevolverConfig:
     """The fixed-threshold admission without probe skipping unless a test asks for the sequential test."""
-    return CoevolverConfig(frozen=frozen, skill_bank=SkillBankConfig(**({"admission": "threshold", "skip_saturated": False} | bank)))
+    return CoevolverConfig(frozen=frozen, skill_bank=SkillBankConfig(**({"admission": "threshold", "retire_z": None, "skip_saturated": False} | bank)))
 
 
 def put(bank: SkillBank, text: str, key: str, family: str = "mul", status: str = "trial", gaps: tuple = ()) -> Skill:
@@ -316,7 +316,7 @@ def test_groups_without_variance_carry_no_evidence():
     skill = put(bank, "7*8=56", key="7*8=")
     bank.update(1, PROBLEMS, *frames(matched("m2", skill.id, [1, 1, 1, 1], [1, 1, 1, 1]) + matched("m3", skill.id, [0, 0], [0, 0])))
     assert skill.gaps == [0.0, 0.0] and skill.status == "trial"
-    assert skill.evidence == {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0}
+    assert skill.evidence == {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0, "recent_score": 0.0, "recent_variance": 0.0}
 
 
 # ---- probes skipped on saturated questions ----
@@ -350,3 +350,16 @@ def test_sequential_config_validation():
     with pytest.raises(ValidationError, match="extra"):
         SkillBankConfig(alpah=0.1)
     assert SkillBankConfig(admission="threshold", min_count=8, max_count=4).max_count == 4  # only the sequential test reads it
+
+
+@pytest.mark.parametrize(("decay", "status"), [(0.5, "retired"), (1.0, "active")])
+def test_retire_z_on_discounted_evidence(decay, status):
+    bank = SkillBank(sequential(retire_z=0.0, evidence_decay=decay), seed=0)
+    skill = put(bank, "7*8=56", key="7*8=", status="active")
+    # m2: base [0,0,1,0], probe [1,1,1,0] -> score +1 (variance 0.5714); then m3: base [0,1,1,0], probe [0,0,1,0]
+    # -> 3 pass, mean 0.375, probe sum 1 - 1.5 = -0.5. Discounted: 0.5*1 - 0.5 = 0 <= 0 retires; undiscounted 0.5 > 0 stays.
+    report = bank.update(1, PROBLEMS, *frames(matched("m2", skill.id, [0, 0, 1, 0], [1, 1, 1, 0]) + matched("m3", skill.id, [0, 1, 1, 0], [0, 0, 1, 0])))
+    assert skill.status == status
+    assert skill.evidence["recent_score"] == pytest.approx({0.5: 0.0, 1.0: 0.5}[decay])
+    if status == "retired":
+        assert report["retired"] == [{"id": skill.id, "utility": pytest.approx(0.7 * 0.5 + 0.3 * -0.25), "reason": "low evidence"}]
