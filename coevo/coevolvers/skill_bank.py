@@ -26,7 +26,7 @@ Departures from the papers:
    update holds.
 2. "Significant" is, with `admission: threshold`, a fixed margin: a trial is judged after `min_count`
    matched groups and admitted when the mean gap exceeds `admit_threshold`. That admits a skill with no
-   effect 18% of the time in the default run (bench/skill_noise.py), so the default is `admission:
+   effect 20% of the time in the default run (bench/skill_noise.py), so the default is `admission:
    sequential`: a one-sided stratified permutation test (Cochran-Mantel-Haenszel for 0/1 rewards) on
    the matched groups, each group a stratum, S = sum over groups of (probe reward sum - its mean under
    random assignment of the group's rewards to the halves), V = sum of the permutation variances,
@@ -38,7 +38,7 @@ Departures from the papers:
    matched groups is rejected, and one whose z is at or below `futility_z` at a look at once. Active -> stable after `stable_count` gaps with utility > `admit_threshold`;
    active/stable -> retired when utility < `retire_threshold` (with `retire_z` set, the default, instead
    when the test's statistic over its informative groups, older ones discounted by `evidence_decay`, is
-   at or below `retire_z`: the EMA rule retired a simulated +0.1 skill within 10 updates 63% of the
+   at or below `retire_z`: the EMA rule retired a simulated +0.1 skill within 10 updates 66% of the
    time, on noise and on the zero gaps of saturated groups); beyond `max_active` the lowest-utility
    skills are retired. Utility is an EMA, u <- decay*u + (1-decay)*gap, initialised by the first gap.
    Each skill makes at most one transition per update.
