@@ -225,7 +225,8 @@ def criterion_scores(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFr
     """Long frame (rollout_id, problem_id, family, prompt, response, rubric, criterion, score) from the
     rewards' details (`c.<id>=<score>|na`, `rubric=<score>`); score NaN for a parse failure."""
     joined = rollouts[["rollout_id", "problem_id", "family", "completion"]].merge(rewards[["rollout_id", "details"]], on="rollout_id")
-    prompts = rollouts.set_index("rollout_id")["prompt"] if "prompt" in rollouts.columns else None
+    column = "question" if "question" in rollouts.columns else "prompt"  # the bare question, as the judge saw it
+    prompts = rollouts.set_index("rollout_id")[column] if column in rollouts.columns else None
     records = []
     for row in joined.itertuples():
         pairs = parse_details(row.details)
@@ -252,9 +253,10 @@ def discrimination(rows: pd.DataFrame, cid: str) -> float | None:
 
 def extremes(rows: pd.DataFrame, shown: int) -> tuple[list[dict], list[dict]]:
     """The `shown` best and worst responses of a family by rubric score (ties: rollout id)."""
-    per = rows.drop_duplicates("rollout_id").dropna(subset=["rubric"]).sort_values(["rubric", "rollout_id"])
-    pick = lambda part: [{"prompt": r.prompt, "response": r.response, "score": r.rubric} for r in part.itertuples()]  # noqa: E731
-    return pick(per.iloc[::-1].head(shown)), pick(per.head(shown))
+    per = rows.drop_duplicates("rollout_id").dropna(subset=["rubric"])
+    pick = lambda part: [{"prompt": r.prompt, "response": r.response, "score": r.rubric} for r in part.head(shown).itertuples()]  # noqa: E731
+    best = per.assign(key=-per["rubric"]).sort_values(["key", "rollout_id"])
+    return pick(best), pick(per.sort_values(["rubric", "rollout_id"]))
 
 
 def rubric_details(total: float | None, ids: list[str], scores: list[float | None]) -> str:
