@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 from coevo.coevolvers import load_coevolver
 from coevo.coevolvers.base import read_manifest
 from coevo.driver import train
+from coevo.store.catalog import Catalog, IterationFiles
 from schemas.rewards import read_rewards
 
 from .conftest import tiny_config
@@ -56,5 +57,10 @@ def test_rubrics_run_on_constraints(loopback, tmp_path):
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert "verify/reward/rubric" in metrics[-1] and "eval/gold_acc" in metrics[-1]
     assert {"eval/gold_acc/no_commas", "eval/gold_acc/include_word"} <= set(summary["final_eval"])
+    with Catalog(out / "catalog.duckdb") as catalog:
+        catalog.ingest([IterationFiles(it, out / "rollouts" / f"iter_{it:04d}.parquet", out / "rewards" / f"iter_{it:04d}.parquet", out / "reports" / f"iter_{it:04d}.json") for it in (1, 2)])
+        view = catalog.rubric_criteria()
+    assert list(view.columns) == ["iteration", "family", "criterion", "weight", "discrimination"]
+    assert set(view["iteration"]) == {1, 2} and view["discrimination"].notna().all()
     meta = json.loads((out / "checkpoints" / "iter_0002" / "coevo.json").read_text())
     assert meta["lineage"]["coevolver"]["content_hash"] == read_manifest(out / "coevolver" / "iter_0002")["content_hash"]

@@ -11,12 +11,17 @@ criterion at or below `prune_below` (saturated: every response meets it, or none
 replaced by a new one the writer drafts from the family's best and worst responses this iteration
 (by rubric score), so the reward keeps tracking what separates the policy's responses.
 
+The evolution report lists every criterion in force (`criteria`), one `measured` entry per measured
+criterion (id, family as problem_id, discrimination as gap, weight as utility: the catalog's skill
+events, whose view `rubric_criteria` reads them), the pruned (`retired`, with the reason) and the new
+(`new_candidates`) criteria.
+
 Per-criterion scores travel in the rewards table's `details` (`c.<criterion id>=<score>` or `=na` for
 a parse failure), so `update` needs no second round of judging and every score is auditable.
 
 Departures from the paper:
 1. Rubrics are per family, not per problem; a family first uses the shared seed rubric ("*") and gets
-   its own copy at its first update.
+   its own copy (criterion ids re-hashed with the family) at its first update.
 2. The initial rubric is the first `n_criteria` of a built-in seed pool for both variants (the
    co-evolver is built before any problem is seen); the endpoint writes only replacements.
 3. New criteria get weight 1; weights are not learnt.
@@ -41,6 +46,7 @@ from coevo.types import ContextVariant
 from schemas.rewards import parse_details
 
 RUBRIC_FILE = "rubric.json"
+MEASURED = "rubric criterion"  # the reason of a criterion's measured events (the catalog's rubric_criteria view)
 DEFAULT = "*"  # the family key of the shared seed rubric
 SEED_POOL = [
     "The response follows every instruction stated in the task.",
@@ -171,12 +177,17 @@ class RubricsCoEvolver:
         not frozen). The report lists every criterion in force with its discrimination."""
         scores = criterion_scores(rollouts, rewards)
         evolve = self.params.variant == "evolving" and not self.frozen
-        report = {"iteration": iteration, "variant": self.params.variant, "frozen": self.frozen, "criteria": [], "retired": [], "new_candidates": []}
+        report = {"iteration": iteration, "variant": self.params.variant, "frozen": self.frozen, "criteria": [], "measured": [], "retired": [], "new_candidates": []}
         report["judge_parse_fail"] = int(scores["score"].isna().sum()) if not scores.empty else 0
         families = dict(self.rubric.families)
         for family in sorted(scores["family"].unique()) if not scores.empty else []:
             rows = scores[scores["family"] == family]
-            measured = [c.model_copy(update={"discrimination": discrimination(rows, c.id)}) for c in self.criteria(family)]
+            # scored under the ids in force; a family's own copy of the seed rubric gets ids of its own
+            measured = [c.model_copy(update={"discrimination": discrimination(rows, c.id), "id": criterion_id(family, c.text)}) for c in self.criteria(family)]
+            report["measured"] += [
+                {"id": c.id, "problem_id": family, "gap": c.discrimination, "utility": c.weight, "reason": MEASURED}
+                for c in measured if c.discrimination is not None
+            ]  # fmt: skip
             if evolve:
                 measured = self._evolve(family, measured, rows, iteration, report)
             families[family] = measured
@@ -203,7 +214,7 @@ class RubricsCoEvolver:
         new = [Criterion(id=criterion_id(family, t), text=t, weight=1.0, born=iteration, source=writer.kind) for t in texts]
         if not new:
             return measured
-        report["retired"] += [c.id for c in pruned]
+        report["retired"] += [{"id": c.id, "family": family, "utility": c.weight, "reason": f"discrimination {c.discrimination:.3g} <= prune_below"} for c in pruned]
         report["new_candidates"] += [c.id for c in new]
         return kept + new
 

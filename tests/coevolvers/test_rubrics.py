@@ -15,12 +15,15 @@ from coevo.coevolvers.rubrics import DEFAULT, SEED_POOL, RubricsCoEvolver, SeedW
 from coevo.config import CoevolverConfig, RubricsConfig
 from coevo.problems.constraints import generate_constraints
 from coevo.stages import reward_metrics
+from coevo.store.catalog import skill_events_from_report
+from schemas.skill_events import validate_skill_events
 from coevo.verify import verify_rollouts
 
 from ..conftest import tiny_config
 from ..test_judge import GraderServer
 
-SEED_IDS = [criterion_id(DEFAULT, t) for t in SEED_POOL[:4]]
+SEED_IDS = [criterion_id(DEFAULT, t) for t in SEED_POOL[:4]]  # the shared rubric's ids (the rewards' details)
+OWN_IDS = [criterion_id("no_commas", t) for t in SEED_POOL[:4]]  # the family's own copy after its first update
 
 
 def config(**rubrics: object) -> CoevolverConfig:
@@ -65,14 +68,18 @@ def test_saturated_criteria_are_pruned_and_replaced_by_the_writer():
     evolver = RubricsCoEvolver(config(), seed=0)
     report = evolver.update(1, PROBLEMS, *frames(SCORES))
     new_ids = [criterion_id("no_commas", t) for t in SEED_POOL[4:6]]  # the next two unused seed criteria
-    assert report["retired"] == [SEED_IDS[0], SEED_IDS[2]]
+    assert [r["id"] for r in report["retired"]] == [OWN_IDS[0], OWN_IDS[2]]
+    assert report["retired"][0]["reason"] == "discrimination 0 <= prune_below"
+    assert [(m["id"], m["gap"]) for m in report["measured"]] == [(cid, pytest.approx(d)) for cid, d in zip(OWN_IDS, [0.0, 0.125, 0.0, 0.005])]
     assert report["new_candidates"] == new_ids
-    assert [c.id for c in evolver.criteria("no_commas")] == [SEED_IDS[1], SEED_IDS[3], *new_ids]
+    assert [c.id for c in evolver.criteria("no_commas")] == [OWN_IDS[1], OWN_IDS[3], *new_ids]
     assert [c.born for c in evolver.criteria("no_commas")] == [0, 0, 1, 1]
     assert [c.id for c in evolver.criteria("lowercase")] == SEED_IDS  # other families keep the seed rubric
     rows = {r["criterion"]: r for r in report["criteria"] if r["family"] == "no_commas"}
-    assert rows[SEED_IDS[1]]["discrimination"] == pytest.approx(0.125) and rows[new_ids[0]]["discrimination"] is None
+    assert rows[OWN_IDS[1]]["discrimination"] == pytest.approx(0.125) and rows[new_ids[0]]["discrimination"] is None
     assert report["judge_parse_fail"] == 1 and report["counts"] == {"criteria": 4}
+    events = validate_skill_events(skill_events_from_report(report, 1, "report"), "report")  # what the catalog ingests
+    assert sorted(events["event"].value_counts().items()) == [("created", 2), ("measured", 4), ("retired", 2)]
 
 
 def test_writer_sees_best_and_worst_by_rubric_score():
@@ -97,7 +104,7 @@ def test_static_frozen_or_too_few_groups_keep_the_rubric(settings):
     evolver = RubricsCoEvolver(cfg, seed=0)
     report = evolver.update(1, PROBLEMS, *frames(SCORES))
     assert report["retired"] == [] and report["new_candidates"] == []
-    assert [c.id for c in evolver.criteria("no_commas")] == SEED_IDS
+    assert [c.id for c in evolver.criteria("no_commas")] == OWN_IDS
     assert [c.discrimination for c in evolver.criteria("no_commas")] == pytest.approx([0.0, 0.125, 0.0, 0.005])
 
 
