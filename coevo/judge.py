@@ -58,7 +58,6 @@ class JudgeStats:
     requests: int = 0
     cache_hits: int = 0
     parse_fail: int = 0
-    torn_lines: int = 0  # cache lines skipped on load (a crash mid-append)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -76,15 +75,27 @@ class JudgeCache:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.entries: dict[str, dict] = {}
-        self.torn = 0
-        if self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+        self._entries: dict[str, dict] | None = None  # read at first use
+        self._torn = 0
+
+    @property
+    def entries(self) -> dict[str, dict]:
+        if self._entries is None:
+            self._entries = {}
+            lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.is_file() else []
+            for line in lines:
                 try:
                     record = json.loads(line)
-                    self.entries[record["key"]] = record
+                    self._entries[record["key"]] = record
                 except (json.JSONDecodeError, KeyError, TypeError):
-                    self.torn += 1
+                    self._torn += 1
+        return self._entries
+
+    @property
+    def torn(self) -> int:
+        """Lines skipped on load (a crash mid-append)."""
+        _ = self.entries
+        return self._torn
 
     def get(self, key: str) -> dict | None:
         return self.entries.get(key)
@@ -113,7 +124,7 @@ class Judge:
         self.cache = cache
         self.workers = workers
         self.version = f"{endpoint.model}:{hash_bytes((JUDGE_SYSTEM + JUDGE_TEMPLATE).encode())[:12]}"
-        self.stats = JudgeStats(torn_lines=cache.torn if cache else 0)
+        self.stats = JudgeStats()
 
     def key(self, prompt: str, response: str, criterion: str) -> str:
         return hash_bytes(json.dumps([self.version, prompt, response, criterion]).encode())

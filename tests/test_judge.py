@@ -101,7 +101,7 @@ def test_torn_cache_line_is_skipped(loopback, tmp_path):
     with path.open("a") as handle:
         handle.write('{"key": "abc", "sco')  # a crash mid-append
     judge = judge_for(server, path)
-    assert judge.stats.torn_lines == 1
+    assert judge.cache.torn == 1
     assert judge.score([("q", "r", "short")])[0].cached
 
 
