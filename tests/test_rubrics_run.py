@@ -12,6 +12,8 @@ from coevo.coevolvers import load_coevolver
 from coevo.coevolvers.base import read_manifest
 from coevo.driver import train
 from coevo.store.catalog import Catalog, IterationFiles
+from coevo.store.query_cli import query_app
+from typer.testing import CliRunner
 from schemas.rewards import read_rewards
 
 from .conftest import tiny_config
@@ -62,5 +64,7 @@ def test_rubrics_run_on_constraints(loopback, tmp_path):
         view = catalog.rubric_criteria()
     assert list(view.columns) == ["iteration", "family", "criterion", "weight", "discrimination"]
     assert set(view["iteration"]) == {1, 2} and view["discrimination"].notna().all()
+    shown = CliRunner().invoke(query_app, ["rubric", "--catalog", str(out / "catalog.duckdb"), "--json"])
+    assert shown.exit_code == 0 and len(json.loads(shown.output)) == len(view)
     meta = json.loads((out / "checkpoints" / "iter_0002" / "coevo.json").read_text())
     assert meta["lineage"]["coevolver"]["content_hash"] == read_manifest(out / "coevolver" / "iter_0002")["content_hash"]
