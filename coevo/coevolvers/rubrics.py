@@ -174,7 +174,8 @@ class RubricsCoEvolver:
 
     def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
         """Measure each criterion's discrimination; prune and replace the saturated ones (evolving,
-        not frozen). The report lists every criterion in force with its discrimination."""
+        not frozen). The report lists every criterion in force with its discrimination. A frozen
+        co-evolver reports and keeps its rubric exactly as loaded."""
         scores = criterion_scores(rollouts, rewards)
         evolve = self.params.variant == "evolving" and not self.frozen
         report = {"iteration": iteration, "variant": self.params.variant, "frozen": self.frozen, "criteria": [], "measured": [], "retired": [], "new_candidates": []}
@@ -191,7 +192,8 @@ class RubricsCoEvolver:
             if evolve:
                 measured = self._evolve(family, measured, rows, iteration, report)
             families[family] = measured
-        self.rubric = RubricFile(iteration=iteration, families=families)
+        if not self.frozen:  # a frozen rubric is measured and reported, never changed (same content hash)
+            self.rubric = RubricFile(iteration=iteration, families=families)
         report["criteria"] = [
             {"family": f, "criterion": c.id, "text": c.text, "weight": c.weight, "discrimination": c.discrimination, "born": c.born}
             for f, cs in sorted(families.items()) for c in cs

@@ -97,11 +97,18 @@ def test_writer_sees_best_and_worst_by_rubric_score():
     assert seen == {"family": "no_commas", "best": ["answer 0"], "worst": ["answer 3"], "existing": SEED_POOL[:4], "n": 2}
 
 
-@pytest.mark.parametrize("settings", [{"variant": "static"}, {"min_groups": 3}, {"frozen": True}])
-def test_static_frozen_or_too_few_groups_keep_the_rubric(settings):
-    frozen = settings.pop("frozen", False)
-    cfg = config(**settings).model_copy(update={"frozen": frozen})
+def test_frozen_rubric_reports_but_never_changes(tmp_path):
+    cfg = config().model_copy(update={"frozen": True})
     evolver = RubricsCoEvolver(cfg, seed=0)
+    before = evolver.save(tmp_path / "before")
+    report = evolver.update(1, PROBLEMS, *frames(SCORES))
+    assert report["retired"] == [] and report["new_candidates"] == [] and len(report["measured"]) == 4
+    assert evolver.save(tmp_path / "after") == before
+
+
+@pytest.mark.parametrize("settings", [{"variant": "static"}, {"min_groups": 3}])
+def test_static_or_too_few_groups_keep_the_criteria(settings):
+    evolver = RubricsCoEvolver(config(**settings), seed=0)
     report = evolver.update(1, PROBLEMS, *frames(SCORES))
     assert report["retired"] == [] and report["new_candidates"] == []
     assert [c.id for c in evolver.criteria("no_commas")] == OWN_IDS
