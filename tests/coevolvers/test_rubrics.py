@@ -14,6 +14,7 @@ from coevo.coevolvers.base import CoevolverDirError, save_artifact
 from coevo.coevolvers.rubrics import DEFAULT, SEED_POOL, RubricsCoEvolver, SeedWriter, criterion_id, criterion_scores, discrimination
 from coevo.config import CoevolverConfig, RubricsConfig
 from coevo.problems.constraints import generate_constraints
+from coevo.rewards import reward_terms
 from coevo.stages import reward_metrics
 from coevo.store.catalog import skill_events_from_report
 from schemas.skill_events import validate_skill_events
@@ -135,9 +136,9 @@ def test_save_load_round_trip_and_refusals(tmp_path):
 def grade(user: str) -> str:
     """A scripted judge: 'vague' for the topic criterion (a parse failure), 10 when the response has no
     comma, else 2."""
-    if "about the topic" in user:
-        return "vague"
     response = user.split("Response:\n", 1)[1].split("\n\nCriterion:", 1)[0]
+    if "about the topic" in user or response == "???":
+        return "vague"
     return "2" if "," in response else "10"
 
 
@@ -148,18 +149,27 @@ def test_rubric_reward_through_the_verification_stage(loopback, tmp_path):
     cfg = tiny_config(tmp_path, coevolver={"kind": "rubrics", "writer": writer}, rewards=rewards_cfg)
     build_coevolver(cfg.coevolver, cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
     _, test = generate_constraints(["no_commas"], 1, 1, seed=0)
-    rollouts = pd.DataFrame({"rollout_id": ["a", "b"], "iteration": [1, 1], "problem_id": [test["id"][0]] * 2, "completion": ["No commas here.", "Yes, commas."]})
+    rollouts = pd.DataFrame({"rollout_id": ["a", "b", "c"], "iteration": [1] * 3, "problem_id": [test["id"][0]] * 3, "completion": ["No commas here.", "Yes, commas.", "???"]})
     rewards = verify_rollouts(rollouts, test, cfg)
-    # 3 of 4 seed criteria parse (the topic one fails): mean(1, 1, 1) = 1.0 and mean(.2, .2, .2) = 0.2
-    assert list(rewards["reward"]) == pytest.approx([1.0, 0.2])
-    assert list(rewards["passed"]) == [True, False] and set(rewards["verifier"]) == {"rubric"}  # the rubric is the first judge
+    # 3 of 4 seed criteria parse (the topic one fails): mean(1, 1, 1) = 1.0 and mean(.2, .2, .2) = 0.2;
+    # no criterion parses for "???": no rubric value (null component), reward 0 from the other terms
+    assert list(rewards["reward"]) == pytest.approx([1.0, 0.2, 0.0])
+    assert list(rewards["passed"]) == [True, False, False] and set(rewards["verifier"]) == {"rubric"}  # the rubric is the first judge
+    assert rewards["details"][2].startswith("rubric=na judge_parse_fail=4 ") and json.loads(rewards["components"][2])["rubric"] is None
     details = rewards["details"][1]
     assert details.startswith("rubric=0.2000 judge_parse_fail=1 ") and "kind=no_commas gold=fail" in details
     assert json.loads(rewards["components"][0]) == {"rubric": 1.0, "verifier": 1.0}  # the gold value is kept, weight 0
-    assert server.hits == 8 and (cfg.run.out_dir / "judge" / "cache.jsonl").is_file()
-    assert reward_metrics(rollouts.assign(family="no_commas"), rewards)["verify/judge_parse_fail"] == 2.0
+    assert server.hits == 12 and (cfg.run.out_dir / "judge" / "cache.jsonl").is_file()
+    assert reward_metrics(rollouts.assign(family="no_commas"), rewards)["verify/judge_parse_fail"] == 6.0
     verify_rollouts(rollouts, test, cfg)
-    assert server.hits == 8  # the second verification reads the cache
+    assert server.hits == 12  # the second verification reads the cache
     evolver = load_coevolver(cfg.run.out_dir / "coevolver" / "iter_0000", cfg.coevolver, 0)
     report = evolver.update(1, test, rollouts.assign(family="no_commas", question=test["prompt"][0]), rewards)
-    assert report["judge_parse_fail"] == 2  # the one parse failure per rollout, read back from the details
+    assert report["judge_parse_fail"] == 6  # read back from the details
+
+
+def test_rubric_reward_needs_the_rubrics_coevolver_and_an_endpoint(tmp_path):
+    with pytest.raises(ValueError, match="needs coevolver.kind: rubrics"):
+        reward_terms(tiny_config(tmp_path, rewards=[{"function": "rubric"}]))
+    with pytest.raises(ValueError, match="the 'rubric' reward \\(its judge\\) needs coevolver.writer.base_url"):
+        reward_terms(tiny_config(tmp_path, coevolver={"kind": "rubrics"}, rewards=[{"function": "rubric"}]))
