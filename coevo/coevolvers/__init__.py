@@ -1,5 +1,5 @@
 """Co-evolvers: the artifacts that evolve from the policy's rollouts. Importing this package registers
-"skill_bank", "memory", "rubrics" and "none"."""
+"skill_bank", "memory", "none", "curriculum" and "rubrics"."""
 
 from coevo.coevolvers.base import (
     CoEvolver,
@@ -9,6 +9,7 @@ from coevo.coevolvers.base import (
     load_coevolver,
     register_coevolver,
 )
+from coevo.coevolvers.curriculum import Curriculum
 from coevo.coevolvers.memory import ProceduralMemory
 from coevo.coevolvers.none import NoCoEvolver
 from coevo.coevolvers.rubrics import RubricsCoEvolver
@@ -23,6 +24,7 @@ from coevo.coevolvers.writers import (
 
 __all__ = [
     "CoEvolver",
+    "Curriculum",
     "NoCoEvolver",
     "OpenAIChatWriter",
     "ProceduralMemory",

@@ -147,6 +147,7 @@ def load_rubric(directory: str | Path) -> RubricFile:
 @register_coevolver("rubrics")
 class RubricsCoEvolver:
     kind: str
+    roles: frozenset[str] = frozenset({"reward"})  # the `rubric` reward judges by its criteria
 
     def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None, writer: CriterionWriter | None = None):
         self.cfg, self.params, self.seed = cfg, cfg.rubrics, seed
@@ -284,9 +285,12 @@ def rubric_reward(cfg):
     from coevo.judge import Judge, JudgeCache  # coevo.judge imports this package's writers
     from coevo.types import Reward
 
-    if cfg.coevolver.kind != "rubrics":
-        raise ValueError(f"the 'rubric' reward needs coevolver.kind: rubrics (got {cfg.coevolver.kind!r})")
-    params = cfg.coevolver.rubrics
+    from coevo.coevolvers.composite import member_dir
+
+    entry = next((entry for entry in cfg.coevolver_list if entry.kind == "rubrics"), None)
+    if entry is None:
+        raise ValueError(f"the 'rubric' reward needs a rubrics co-evolver (got {[e.kind for e in cfg.coevolver_list]})")
+    params = entry.rubrics
     endpoint = ChatEndpoint.from_config(cfg.coevolver.writer, "the 'rubric' reward (its judge)")
     judge = Judge(endpoint, JudgeCache(cfg.run.out_dir / "judge" / "cache.jsonl"), params.judge_workers)
 
@@ -294,8 +298,8 @@ def rubric_reward(cfg):
         iteration = rows.attrs.get("iteration")
         if iteration is None:
             return [Reward(None, False, "rubric", "rubric=na (not a training rollout)") for _ in completions]
-        rubric = load_rubric(cfg.run.out_dir / "coevolver" / f"iter_{int(iteration) - 1:04d}")
-        evolver = RubricsCoEvolver(cfg.coevolver, cfg.seed)
+        rubric = load_rubric(member_dir(cfg, cfg.run.out_dir / "coevolver" / f"iter_{int(iteration) - 1:04d}", "rubrics"))
+        evolver = RubricsCoEvolver(entry, cfg.seed)
         evolver.rubric = rubric
         per_row = [evolver.criteria(str(family)) for family in rows["family"]]
         items = [(str(p), str(c), cr.text) for p, c, crit in zip(rows["prompt"], completions, per_row) for cr in crit]
