@@ -11,6 +11,7 @@ import pytest
 
 from coevo.coevolvers import build_coevolver, load_coevolver
 from coevo.coevolvers.base import CoevolverDirError, save_artifact
+from coevo.coevolvers.composite import check_coevolvers, member_dir
 from coevo.coevolvers.rubrics import DEFAULT, SEED_POOL, RubricsCoEvolver, SeedWriter, criterion_id, criterion_scores, discrimination
 from coevo.config import CoevolverConfig, RubricsConfig
 from coevo.problems.constraints import generate_constraints
@@ -169,7 +170,14 @@ def test_rubric_reward_through_the_verification_stage(loopback, tmp_path):
 
 
 def test_rubric_reward_needs_the_rubrics_coevolver_and_an_endpoint(tmp_path):
-    with pytest.raises(ValueError, match="needs coevolver.kind: rubrics"):
+    with pytest.raises(ValueError, match="needs a rubrics co-evolver"):
         reward_terms(tiny_config(tmp_path, rewards=[{"function": "rubric"}]))
     with pytest.raises(ValueError, match="the 'rubric' reward \\(its judge\\) needs coevolver.writer.base_url"):
         reward_terms(tiny_config(tmp_path, coevolver={"kind": "rubrics"}, rewards=[{"function": "rubric"}]))
+
+
+def test_rubrics_in_a_coevolver_list_play_the_reward_role(tmp_path):
+    listed = tiny_config(tmp_path, coevolvers=[{"kind": "curriculum"}, {"kind": "rubrics"}])
+    check_coevolvers(listed)  # one player per role
+    assert member_dir(listed, tmp_path / "iter_0003", "rubrics") == tmp_path / "iter_0003" / "1-rubrics"
+    assert member_dir(tiny_config(tmp_path, coevolver={"kind": "rubrics"}), tmp_path / "iter_0003", "rubrics") == tmp_path / "iter_0003"
