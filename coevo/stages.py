@@ -24,7 +24,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from coevo.coevolvers import CoEvolver, TextGenerator, build_coevolver, load_coevolver
+from coevo.coevolvers import CoEvolver, TextGenerator
+from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_reports, members_of
+from coevo.coevolvers.curriculum import zero_variance_share
+from coevo.coevolvers.base import MANIFEST
 from coevo.config import Config, SamplingConfig
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
@@ -47,7 +50,7 @@ from coevo.policy.checkpoint import (
     save_checkpoint,
 )
 from coevo.policy.lora import apply_lora, check_targets, is_adapter_dir, is_lora
-from coevo.policy.retention import keep_set, prune_checkpoint, read_evals
+from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import prepare_problems
@@ -55,6 +58,7 @@ from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import run_rollouts
 from coevo.seeding import derive_seed
+from coevo.sharding import seed_stage, shard_of, shard_path
 from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
 from coevo.verify import verify_rollouts
@@ -168,6 +172,7 @@ def prepare_stage(cfg: Config) -> dict:
     check_prompt_format(cfg.prompt, cfg.policy.checkpoint)  # chat format: the tokenizer has a template
     reward_terms(cfg)
     check_targets(cfg)  # a LoRA target matching no module stops the run here, before anything is written
+    check_coevolvers(cfg)  # so do two listed co-evolvers that would both choose the problems or both shape the context
     train, _ = prepare_problems(cfg)
     check_rewards(cfg, train)
     data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}
@@ -182,7 +187,7 @@ def bootstrap_key(cfg: Config, data: dict) -> str:
     and their content, and the settings of problems.source's warm start (bootstrap.* for math,
     code.warm_start_* and code.synth for code), so a knob no warm start reads never re-bootstraps."""
     include = {"seed": True, "policy": True, "problems": True, **warm_start_for(cfg).settings}
-    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora"}})
+    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora", "distributed"}})
     return hash_bytes(json.dumps([inputs, data["dvc_md5"]], sort_keys=True).encode())
 
 
@@ -193,7 +198,7 @@ def bootstrap_stage(cfg: Config, data: dict) -> dict:
     """
     layout, key = RunLayout(cfg.run.out_dir), bootstrap_key(cfg, data)
     coevolver_dir = layout.coevolver(0)
-    content_hash = build_coevolver(cfg.coevolver, cfg.seed).save(coevolver_dir)
+    content_hash = build_coevolvers(cfg).save(coevolver_dir)
     meta = read_meta(cfg.bootstrap_dir)
     weights = cfg.bootstrap_dir / WEIGHTS
     if meta.get("bootstrap_key") != key or not weights.is_file() or hash_file(weights) != meta.get("weights_sha256"):
@@ -211,9 +216,11 @@ def bootstrap_stage(cfg: Config, data: dict) -> dict:
 
 
 def coevolver_at(cfg: Config, it: int, directory: str | Path, generate: TextGenerator | None = None) -> CoEvolver:
-    """The co-evolver saved in `directory`, as iteration `it` sees it (frozen once frozen_after has passed)."""
-    coevolver = load_coevolver(directory, cfg.coevolver, cfg.seed, generate)
-    coevolver.frozen = cfg.coevolver.frozen_at(it)
+    """The co-evolver (or list) saved in `directory`, as iteration `it` sees it (each one frozen once
+    its frozen_after has passed)."""
+    coevolver = load_coevolvers(directory, cfg, generate)
+    for member, member_cfg in zip(members_of(coevolver), cfg.coevolver_list):
+        member.frozen = member_cfg.frozen_at(it)
     return coevolver
 
 
@@ -228,22 +235,41 @@ def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenera
     return generate
 
 
-def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str) -> dict:
+def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, shard: int = 0, shards: int = 1) -> dict:
+    """The iteration's rollouts, or shard `shard` of `shards` of them (coevo/sharding.py)."""
     evolver = coevolver_at(cfg, it, coevolver)
-    batch = evolver.choose(problems(train), cfg.rollout.problems_per_iter, it)
-    variants = evolver.plan(batch, cfg.rollout.group_size)
-    frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, cfg, it, policy_version(checkpoint))
-    path = RunLayout(cfg.run.out_dir).rollouts(it)
+    split = problems(train)
+    split.attrs["path"] = str(train)  # a curriculum's missing category column names the file
+    batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)
+    batch, variants = shard_of(batch, evolver.plan(batch, cfg.rollout.group_size), shard, shards)
+    pause_point("rollout", f"{it}.{shard}")  # a shard's rollout before it samples (the Ray worker-kill test)
+    frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, cfg, it, policy_version(checkpoint), seed_stage(shard, shards))
+    path = shard_path(RunLayout(cfg.run.out_dir).rollouts(it), shard, shards)
     write_rollouts(path, frame)
     return {"path": str(path), "sha256": hash_file(path), "metrics": rollout_metrics(frame)}
 
 
-def verify_stage(cfg: Config, it: int, rollouts: str, train: str) -> dict:
+def verify_stage(cfg: Config, it: int, rollouts: str, train: str, shard: int = 0, shards: int = 1) -> dict:
+    """Rewards of the iteration's rollouts, or of shard `shard` of `shards` of them."""
     frame = table(read_rollouts, rollouts)
     rewards = verify_rollouts(frame, problems(train), cfg)
-    path = RunLayout(cfg.run.out_dir).rewards(it)
+    path = shard_path(RunLayout(cfg.run.out_dir).rewards(it), shard, shards)
     write_rewards(path, rewards)
     return {"path": str(path), "sha256": hash_file(path), "metrics": reward_metrics(frame, rewards)}
+
+
+def merge_stage(cfg: Config, it: int, rollouts: list[str], rewards: list[str]) -> dict:
+    """The iteration's rollouts and rewards tables from its shards, concatenated in shard order
+    (pipeline.shards > 1; coevo/sharding.py): {"rollouts"|"rewards": {"path", "sha256", "metrics"}}."""
+    layout = RunLayout(cfg.run.out_dir)
+    frame = pd.concat([table(read_rollouts, path) for path in rollouts], ignore_index=True)
+    scored = pd.concat([table(read_rewards, path) for path in rewards], ignore_index=True)
+    write_rollouts(layout.rollouts(it), frame)
+    write_rewards(layout.rewards(it), scored)
+    return {
+        "rollouts": {"path": str(layout.rollouts(it)), "sha256": hash_file(layout.rollouts(it)), "metrics": rollout_metrics(frame)},
+        "rewards": {"path": str(layout.rewards(it)), "sha256": hash_file(layout.rewards(it)), "metrics": reward_metrics(frame, scored)},
+    }
 
 
 def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards: str, train: str) -> dict:
@@ -256,7 +282,8 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
     write_json(layout.report(it), report)
     pause_point("coevolve", it)  # between the report and the new version: a crash here must not matter
     content_hash = bank.save(layout.coevolver(it))
-    return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": coevo_metrics(report)}
+    metrics = {**coevo_metrics(report), "coevo/zero_var_share": zero_variance_share(frame, table(read_rewards, rewards))}
+    return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": metrics}
 
 
 def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict) -> dict:
@@ -267,6 +294,8 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     optimizer step is taken and checkpoint k+1 keeps k's weights. With policy.lora.rank > 0 a full
     checkpoint gets fresh adapters (it becomes the base) and checkpoint k+1 holds the adapters only.
     An update without an optimizer step links k's files into k+1 instead of writing them again.
+    With policy.distributed.world_size > 1 the update runs in torchrun's ranks
+    (coevo/policy/distributed.py), which call update_state / update_train / update_save below.
     """
     layout = RunLayout(cfg.run.out_dir)
     if it >= 2:  # checkpoint k-1's optimizer state is no longer needed once k exists (k's is kept for re-runs)
@@ -274,36 +303,60 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     if read_pruned(checkpoint) is not None:
         raise PrunedCheckpointError(checkpoint)
     LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
+    if cfg.policy.distributed.world_size > 1 and not cfg.policy.frozen:
+        from coevo.policy.distributed import launch_update
+
+        _POLICIES.clear()  # the ranks load checkpoint k themselves
+        record = launch_update(cfg, it, checkpoint, rollouts, rewards, coevolver, data)
+        LIVE.sync(record["checkpoint"], record["weights_sha256"], lambda: cached_policy(record["checkpoint"], cfg))
+        return record
     policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
+    optimizer, objective, reference = update_state(cfg, it, checkpoint, policy)
+    stats = update_train(cfg, it, policy, optimizer, objective, reference, rollouts, rewards, coevolver, data)
+    pause_point("update", it)  # trained in memory, nothing saved yet
+    version = update_save(cfg, it, checkpoint, rollouts, rewards, coevolver, data, policy, optimizer, stats)
+    _POLICIES.clear()
+    _POLICIES[version] = policy
+    out = layout.checkpoint(it)
+    LIVE.sync(out, version, lambda: policy)  # a persistent engine serves the new weights in place (no restart)
+    return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
+
+
+def update_state(cfg: Config, it: int, checkpoint: str, policy: Policy) -> tuple:
+    """The update's optimizer (with checkpoint k's state), objective and reference model (or None)."""
     with_lora(policy, cfg, Path(checkpoint))
     optimizer = build_optimizer(policy.model, cfg)
     if not load_optimizer_state(checkpoint, optimizer) and it > 1:
         raise FileNotFoundError(f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint")
     objective = build_objective(cfg.objective)
-    reference = load_policy(layout.checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
-    stats = {"policy/steps": 0.0}
-    if not cfg.policy.frozen:
-        teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
-        answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
-        frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
-        seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
-        stats = policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer)
-    pause_point("update", it)  # trained in memory, nothing saved yet
+    reference = load_policy(RunLayout(cfg.run.out_dir).checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
+    return optimizer, objective, reference
+
+
+def update_train(cfg: Config, it: int, policy: Policy, optimizer, objective, reference, rollouts: str, rewards: str, coevolver: str, data: dict, ranks=None) -> dict:
+    """The optimizer steps of iteration `it` (none with policy.frozen); `ranks`: one rank's share."""
+    if cfg.policy.frozen:
+        return {"policy/steps": 0.0}
+    teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
+    answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
+    frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
+    seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
+    return policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer, ranks)
+
+
+def update_save(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict, policy: Policy, optimizer, stats: dict, meta: dict | None = None) -> str:
+    """Write checkpoint k+1 with its lineage (plus `meta`) atomically; returns its weights hash."""
     lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data, policy.base)
-    out = layout.checkpoint(it)
     unchanged = stats["policy/steps"] == 0 and is_adapter_dir(checkpoint) == is_lora(policy.model)  # no step: same weights, same optimizer state
     if unchanged:
         lineage["unchanged_from"] = lineage["parent"]["path"]
-    version = save_checkpoint(out, policy, {"iteration": it, "lineage": lineage}, optimizer, unchanged_from=checkpoint if unchanged else None)
-    _POLICIES.clear()
-    _POLICIES[version] = policy
-    LIVE.sync(out, version, lambda: policy)  # a persistent engine serves the new weights in place (no restart)
-    return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
+    out = RunLayout(cfg.run.out_dir).checkpoint(it)
+    return save_checkpoint(out, policy, {"iteration": it, "lineage": lineage, **(meta or {})}, optimizer, unchanged_from=checkpoint if unchanged else None)
 
 
 def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: str) -> dict:
-    with_skills = cfg.eval.with_skills and cfg.coevolver.kind != "none"
-    context_for = coevolver_at(cfg, it, coevolver).context_for if with_skills else None
+    evolver = coevolver_at(cfg, it, coevolver)
+    context_for = evolver.context_for if cfg.eval.with_skills and "context" in evolver.roles else None
     engine = live_engine(cfg, checkpoint)
     metrics = evaluate(engine, problems(test), cfg, derive_seed(cfg.seed, it, "eval"), context_for)
     record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics}
@@ -313,7 +366,8 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
 
 def retain_stage(cfg: Config, it: int) -> dict:
     """Checkpoint retention after iteration `it` (run.retention, coevo/policy/retention.py): the weights
-    and optimizer files of checkpoints 1..it that no rule keeps are deleted, their metadata stays.
+    and optimizer files of checkpoints 1..it that no rule keeps are deleted, their metadata stays; so
+    are the files of the co-evolver versions of those iterations (their manifests stay).
     Idempotent; re-running it for an earlier iteration never prunes what a later one kept."""
     rules, layout = cfg.run.retention, RunLayout(cfg.run.out_dir)
     present = [k for k in range(it + 1) if (layout.checkpoint(k) / META).is_file()]
@@ -321,8 +375,15 @@ def retain_stage(cfg: Config, it: int) -> dict:
     accs = read_evals(layout.root / "evals", present, weights) if rules.keep_best else {}
     kept = keep_set(present, accs, rules.keep_last, rules.keep_every, rules.keep_best)
     pruned = {k: prune_checkpoint(layout.checkpoint(k), k) for k in present if k not in kept and k > 0}
+    # co-evolver version k goes with checkpoint k: a resume from a kept checkpoint k reads version k only
+    versions = {k: prune_coevolver(layout.coevolver(k), k) for k in pruned if (layout.coevolver(k) / MANIFEST).is_file()}
     best = max(accs, key=lambda k: (accs[k], -k)) if accs else None
-    return {"kept": sorted(kept), "pruned": sorted(k for k, files in pruned.items() if files), "best": best}
+    return {
+        "kept": sorted(kept),
+        "pruned": sorted(k for k, files in pruned.items() if files),
+        "coevolver_pruned": sorted(k for k, files in versions.items() if files),
+        "best": best,
+    }
 
 
 def with_lora(policy: Policy, cfg: Config, checkpoint: Path) -> None:
@@ -363,10 +424,18 @@ def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
     metrics.update({f"verify/pass_rate/{f}": float(g["passed"].mean()) for f, g in joined.groupby("family")})
     components = pd.DataFrame([json.loads(text) for text in rewards[COMPONENTS]], dtype=float)  # None -> NaN: skipped by mean
     metrics.update({f"verify/reward/{name}": float(column.mean()) for name, column in components.items()})
+    parse_fail = rewards["details"].str.extract(r"(?:^| )judge_parse_fail=(\d+)")[0].dropna()
+    if len(parse_fail):  # the rubric judge's unparseable replies (left out of the reward)
+        metrics["verify/judge_parse_fail"] = float(parse_fail.astype(int).sum())
     return metrics
 
 
 def coevo_metrics(report: dict) -> dict[str, float]:
-    metrics = {f"coevo/{key}": float(len(report.get(key, []))) for key in ("admitted", "rejected", "promoted", "retired", "new_candidates")}
-    metrics.update({f"coevo/n_{status}": float(n) for status, n in report.get("counts", {}).items()})
+    """Counts of skill events and of skills by status, summed over a list's members."""
+    metrics: dict[str, float] = {}
+    for member in member_reports(report):
+        counts = {f"coevo/{key}": len(member.get(key, [])) for key in ("admitted", "rejected", "promoted", "retired", "new_candidates")}
+        counts.update({f"coevo/n_{status}": n for status, n in member.get("counts", {}).items()})
+        for name, n in counts.items():
+            metrics[name] = metrics.get(name, 0.0) + float(n)
     return metrics

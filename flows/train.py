@@ -9,8 +9,10 @@ from its persisted result (cache keys: inputs' content hashes + task source) and
 interrupted stage. With `continue_latest` (the nightly deployment) the flow starts from the newest
 complete iteration of the run directory instead of the bootstrap. Either way the newest checkpoint
 whose weights retention kept (`latest_complete`) bounds what the cache may stand in for: a cached
-policy update after it whose checkpoint has been pruned or damaged since is run again (`run_iteration`),
-and a cached rollout or verify result whose shard no longer has its recorded sha256 is re-made (`remade`).
+policy update after it whose checkpoint has been pruned or damaged since is run again (`run_iteration`;
+so is a cached co-evolution whose version retention pruned), and a cached rollout or verify result
+whose shard no longer has its recorded sha256 is re-made (flows/fanout.py `remade`). Rollout and
+verification run as pipeline.shards tasks on pipeline.task_runner (local, or Ray workers: flows/fanout.py).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from prefect.artifacts import create_table_artifact
 from rich.text import Text
 
 from coevo.coevolvers.base import read_manifest
+from coevo.coevolvers.composite import member_reports
 from coevo.config import Config, load_config
 from coevo.driver import Timers, eval_due, format_progress, frozen_heap, set_threads, write_summary
 from coevo.io import write_text
 from coevo.policy.checkpoint import META, policy_version, read_pruned
 from coevo.runlock import RunLocked, run_lock
-from coevo.stages import RunLayout, damaged_files, intact, latest_complete
+from coevo.stages import RunLayout, damaged_files, latest_complete
+from flows.fanout import rollout_and_verify, task_runner
 from tasks.stages import configured, results_dir
 from tasks.tracking import FlowTracking
 
@@ -41,20 +45,22 @@ def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
     """The iteration's Prefect table artifact: rewards, accuracy, stage times, skills admitted/retired."""
     report = json.loads(Path(report_path).read_text())
     rows = [{"metric": k, "value": round(v, 4)} for k, v in sorted(metrics.items())]
-    rows += [{"metric": f"skills/{key}", "value": len(report.get(key, []))} for key in ("admitted", "rejected", "retired")]
+    rows += [{"metric": f"skills/{key}", "value": sum(len(member.get(key, [])) for member in member_reports(report))} for key in ("admitted", "rejected", "retired")]
     create_table_artifact(table=rows, key="coevo-iteration", description=f"coevo iteration {it}")
 
 
-def run_iteration(t: dict, params: str, cfg: Config, it: int, last: int, state: dict, data: dict) -> tuple[dict, dict]:
-    """One iteration of tasks; returns the new state (checkpoint, co-evolver, shards not yet in the
-    catalog) and the iteration's metrics. The catalog ingests every pipeline.ingest_every iterations."""
+def run_iteration(t: dict, runner, params: str, cfg: Config, it: int, last: int, state: dict, data: dict) -> tuple[dict, dict]:
+    """One iteration of tasks (rollout and verification in shards on `runner`: flows/fanout.py);
+    returns the new state (checkpoint, co-evolver, shards not yet in the catalog) and the iteration's
+    metrics. The catalog ingests every pipeline.ingest_every iterations."""
     timers, checkpoint, coevolver = Timers(), state["checkpoint"], state["coevolver"]
-    with timers.phase("rollout"):
-        rollouts = remade(t["rollout"], params, it, checkpoint, coevolver, data, possible=read_pruned(checkpoint["path"]) is None)
-    with timers.phase("verify"):
-        rewards = remade(t["verify"], params, it, rollouts, data)
+    rollouts, rewards = rollout_and_verify(t, runner, params, cfg, it, state, data, timers, possible=read_pruned(checkpoint["path"]) is None)
     with timers.phase("coevolve"):
         evolved = t["coevolve"](params, it, coevolver, rollouts, rewards, data)
+        if it > state["resume_from"] and read_pruned(evolved["path"]) is not None:
+            # a cached co-evolver version retention has pruned since (with its checkpoint), past the newest
+            # kept checkpoint: evolve again from version it-1 (kept or just re-made; seeded: the same version)
+            evolved = t["coevolve"].with_options(refresh_cache=True)(params, it, coevolver, rollouts, rewards, data)
     with timers.phase("update"):
         updated = t["policy-update"](params, it, checkpoint, rollouts, rewards, evolved, data)
         if it > state["resume_from"] and (read_pruned(updated["checkpoint"]) is not None or (it <= state["on_disk"] and damaged_files(updated["checkpoint"]))):
@@ -129,29 +135,18 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
     curve, history = [{"iteration": first - 1, **initial}], []
     track(first - 1, initial, data=data)
-    for it in range(first, last + 1):
-        state, metrics = run_iteration(t, params, cfg, it, last, state, data)
-        history.append(metrics)
-        if "eval/acc" in metrics:
-            curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
-        logged = it % cfg.run.checkpoint_every == 0 or it == last
-        track(it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else None, it == last)
-        publish(it, metrics, state["report"])
-        get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
+    with task_runner(cfg) as runner:  # pipeline.task_runner (flows/fanout.py): None = in this process
+        for it in range(first, last + 1):
+            state, metrics = run_iteration(t, runner, params, cfg, it, last, state, data)
+            history.append(metrics)
+            if "eval/acc" in metrics:
+                curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
+            logged = it % cfg.run.checkpoint_every == 0 or it == last
+            track(it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else None, it == last)
+            publish(it, metrics, state["report"])
+            get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
     write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
     return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last, "bootstrap": boot.get("bootstrap", {})})
-
-
-def remade(stage_task, params: str, *args, possible: bool = True) -> dict:
-    """A shard-writing task's result; one restored from the cache whose shard was truncated or
-    overwritten since (its sha256 differs from the recorded one) is computed again (seeded: the same
-    shard) when `possible` (rollouts of a checkpoint retention pruned cannot be re-made: the catalog
-    ingest then names the damaged shard if it still needs it)."""
-    result = stage_task(params, *args)
-    if possible and not intact(result):
-        get_run_logger().warning(f"{result['path']}: differs from the sha256 its cached {stage_task.name} result records; re-making it")
-        result = stage_task.with_options(refresh_cache=True)(params, *args)
-    return result
 
 
 def shard(stage: dict) -> dict:

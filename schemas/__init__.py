@@ -25,3 +25,7 @@ __all__ = [
 from schemas.skill_events import EVENTS, SKILL_EVENTS_SCHEMA, validate_skill_events  # noqa: E402
 
 __all__ += ["EVENTS", "SKILL_EVENTS_SCHEMA", "validate_skill_events"]
+
+from schemas.curriculum_arms import CURRICULUM_ARMS_SCHEMA, validate_curriculum_arms  # noqa: E402
+
+__all__ += ["CURRICULUM_ARMS_SCHEMA", "validate_curriculum_arms"]

@@ -23,6 +23,7 @@ from prefect.tasks import exponential_backoff
 
 from coevo import stages
 from coevo.config import Config
+from coevo.driver import set_threads
 from coevo.store.catalog import Catalog, IterationFiles
 
 RESUMABLE = INPUTS + TASK_SOURCE
@@ -45,13 +46,20 @@ def bootstrap(params: str, data: dict) -> dict:
 
 
 @task(name="rollout", cache_policy=RESUMABLE, persist_result=True)
-def rollout(params: str, it: int, checkpoint: dict, coevolver: dict, data: dict) -> dict:
-    return stages.rollout_stage(_cfg(params), it, checkpoint["path"], coevolver["path"], data["train"]["path"])
+def rollout(params: str, it: int, checkpoint: dict, coevolver: dict, data: dict, shard: int = 0, shards: int = 1) -> dict:
+    set_threads(_cfg(params))  # a Ray worker process: the run's torch threads and deterministic kernels
+    return stages.rollout_stage(_cfg(params), it, checkpoint["path"], coevolver["path"], data["train"]["path"], shard, shards)
 
 
 @task(name="verify", cache_policy=RESUMABLE, persist_result=True)
-def verify(params: str, it: int, rollouts: dict, data: dict) -> dict:
-    return stages.verify_stage(_cfg(params), it, rollouts["path"], data["train"]["path"])
+def verify(params: str, it: int, rollouts: dict, data: dict, shard: int = 0, shards: int = 1) -> dict:
+    return stages.verify_stage(_cfg(params), it, rollouts["path"], data["train"]["path"], shard, shards)
+
+
+@task(name="merge", cache_policy=RESUMABLE, persist_result=True)
+def merge(params: str, it: int, rollouts: list[dict], rewards: list[dict]) -> dict:
+    """The iteration's tables from its shards (pipeline.shards > 1); the shards' sha256 are in the key."""
+    return stages.merge_stage(_cfg(params), it, [r["path"] for r in rollouts], [r["path"] for r in rewards])
 
 
 @task(name="coevolve", cache_policy=RESUMABLE, persist_result=True)
@@ -103,6 +111,6 @@ def configured(cfg: Config) -> dict:
     """The stage tasks by name, with this run's result storage and retry policy."""
     storage = {"result_storage": results_dir(cfg)}
     retrying = {"retries": cfg.pipeline.retries, "retry_delay_seconds": exponential_backoff(cfg.pipeline.retry_delay_s)}
-    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, retain, ingest)}
+    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, retain, ingest, merge)}
     plain.update({t.name: t.with_options(**storage, **retrying) for t in (rollout, verify)})
     return plain

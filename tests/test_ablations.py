@@ -38,7 +38,7 @@ def contents(layout: RunLayout, iterations: range) -> list[str]:
 
 
 def test_frozen_policy_keeps_the_bootstrap_weights_while_memory_evolves(tmp_path):
-    cfg = tiny_config(tmp_path, **PMD, policy={"frozen": True}, run={"iterations": 3})
+    cfg = tiny_config(tmp_path, **PMD, policy={"frozen": True}, run={"iterations": 3, "retention": {"keep_last": 10}})  # every version stays whole for the comparison
     layout = run(cfg)
     weights = [read_meta(layout.checkpoint(it))["weights_sha256"] for it in range(4)]
     assert len(set(weights)) == 1
@@ -50,7 +50,7 @@ def test_frozen_policy_keeps_the_bootstrap_weights_while_memory_evolves(tmp_path
 
 def test_frozen_coevolver_evolves_until_frozen_after_then_stays(tmp_path):
     frozen = {"kind": "memory", "frozen": True, "frozen_after": 1}
-    cfg = tiny_config(tmp_path, objective=PMD["objective"], coevolver=frozen, run={"iterations": 3})
+    cfg = tiny_config(tmp_path, objective=PMD["objective"], coevolver=frozen, run={"iterations": 3, "retention": {"keep_last": 10}})
     layout = run(cfg)
     assert [json.loads(layout.report(it).read_text())["frozen"] for it in (1, 2, 3)] == [False, True, True]
     assert entries(layout, 0) == [] and len(entries(layout, 1)) > 0  # iteration 1 (<= frozen_after) evolves

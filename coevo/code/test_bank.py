@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from coevo.code.problems import TESTER_CUE
-from coevo.coevolvers.base import read_artifact, save_artifact
+from coevo.coevolvers.base import read_artifact, save_artifact, uniform_batch
 from coevo.config import CoevolverConfig, CureConfig
 from coevo.types import ContextVariant
 from schemas.rewards import parse_details
@@ -39,6 +39,7 @@ class TestBank:
     code loop builds this one itself."""
 
     kind = "test_bank"
+    roles: frozenset[str] = frozenset({"context"})  # plans the tester-role rollouts
     __test__ = False  # not a pytest class
 
     def __init__(self, cfg: CoevolverConfig, seed: int, cure: CureConfig | None = None):
@@ -65,6 +66,9 @@ class TestBank:
         return True
 
     # ---- the co-evolver protocol ----
+    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
+        return uniform_batch(train, n, self.seed, iteration)
+
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         return [ContextVariant(problem_id=str(pid), variant="solo", n=group_size) for pid in problems["id"]]
 

@@ -1,5 +1,5 @@
 """Co-evolvers: the artifacts that evolve from the policy's rollouts. Importing this package registers
-"skill_bank", "memory" and "none"."""
+"skill_bank", "memory", "none", "curriculum" and "rubrics"."""
 
 from coevo.coevolvers.base import (
     CoEvolver,
@@ -9,8 +9,10 @@ from coevo.coevolvers.base import (
     load_coevolver,
     register_coevolver,
 )
+from coevo.coevolvers.curriculum import Curriculum
 from coevo.coevolvers.memory import ProceduralMemory
 from coevo.coevolvers.none import NoCoEvolver
+from coevo.coevolvers.rubrics import RubricsCoEvolver
 from coevo.coevolvers.skill_bank import Skill, SkillBank
 from coevo.coevolvers.writers import (
     OpenAIChatWriter,
@@ -22,9 +24,11 @@ from coevo.coevolvers.writers import (
 
 __all__ = [
     "CoEvolver",
+    "Curriculum",
     "NoCoEvolver",
     "OpenAIChatWriter",
     "ProceduralMemory",
+    "RubricsCoEvolver",
     "Skill",
     "SkillBank",
     "SkillDraft",

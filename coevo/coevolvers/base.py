@@ -26,11 +26,26 @@ from coevo.types import ContextVariant
 
 MANIFEST = "manifest.json"
 FORMAT = 1
+# Written by retention (coevo/policy/retention.py `prune_coevolver`) into a version whose checkpoint was
+# pruned: the files it deleted with their sha256; the same name as a pruned checkpoint's marker.
+PRUNED = "pruned.json"
 
 
 class CoevolverDirError(InputError):
     """A saved co-evolver directory that cannot be used: manifest missing or unreadable, another kind,
     or a file whose sha256 differs from the manifest (tampered, corrupt or missing); names the file."""
+
+
+class PrunedCoevolverError(CoevolverDirError):
+    """A co-evolver version whose files retention pruned with its checkpoint: only the manifest is left."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        super().__init__(
+            f"{directory}: this co-evolver version's files were pruned by retention together with its checkpoint "
+            f"(run.retention; {PRUNED} lists them, {MANIFEST} and the lineage remain). Use the co-evolver version of a "
+            "kept checkpoint (the newest, every keep_every-th, the best), or set run.retention.keep_last to null to keep every version."
+        )
 
 
 # (prompts, max_new_tokens) -> one greedy continuation per prompt by the policy that produced the
@@ -42,6 +57,7 @@ TextGenerator = Callable[[list[str], int], list[str]]
 class CoEvolver(Protocol):
     kind: str
     frozen: bool
+    roles: frozenset[str]  # what it decides in a list of co-evolvers: "problems" (choose), "context" (plan, context_for)
 
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         """Context variants per problem; their `n` sum to `group_size` for each problem."""
@@ -88,8 +104,11 @@ def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int, gener
     """Load the co-evolver saved in `directory` by the kind its manifest names.
 
     Raises CoevolverDirError (a ValueError) when the manifest's kind differs from `cfg.kind` (a run
-    resumed under another co-evolver) or when a file fails its hash check.
+    resumed under another co-evolver) or when a file fails its hash check; PrunedCoevolverError (one
+    of them) when retention pruned the version's files.
     """
+    if (Path(directory) / PRUNED).is_file():
+        raise PrunedCoevolverError(directory)
     kind = read_manifest(directory).get("kind")
     if kind != cfg.kind:
         raise CoevolverDirError(f"{Path(directory) / MANIFEST}: holds a {kind!r} co-evolver but coevolver.kind is {cfg.kind!r}")
@@ -107,6 +126,7 @@ def save_artifact(directory: str | Path, kind: str, files: Mapping[str, bytes], 
     manifest = {"kind": kind, "format": FORMAT, **(extra or {}), "files": hashes, "content_hash": content_hash(hashes)}
     with atomic_path(directory, is_dir=True) as tmp:
         for name, data in files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)  # a list of co-evolvers keeps each member in a subdirectory
             (tmp / name).write_bytes(data)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest["content_hash"]
@@ -127,6 +147,8 @@ def read_artifact(directory: str | Path, kind: str) -> tuple[dict, dict[str, byt
     (tampered or corrupt).
     """
     directory = Path(directory)
+    if (directory / PRUNED).is_file():
+        raise PrunedCoevolverError(directory)
     manifest = read_manifest(directory)
     if manifest.get("kind") != kind or manifest.get("format") != FORMAT:
         found = f"{manifest.get('kind')!r} format {manifest.get('format')!r}"

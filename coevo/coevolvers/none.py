@@ -25,6 +25,7 @@ from coevo.types import ContextVariant
 @register_coevolver("none")
 class NoCoEvolver:
     kind: str
+    roles: frozenset[str] = frozenset()
 
     def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None):
         self.cfg = cfg

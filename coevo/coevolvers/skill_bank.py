@@ -6,8 +6,8 @@ Methods implemented:
   one candidate); the reward gap probe - base is the candidate's marginal utility, measured with the
   normal group budget (no extra rollouts). Only a positive gap above a margin admits it.
 - SkillForge lifecycle (seeds/001, line 11): trial -> active -> stable -> retired by fitness, here the
-  running utility (EMA of measured gaps); retired skills stay in the bank as history; a capacity cap
-  keeps the library compact.
+  running utility (EMA of measured gaps); retired skills stay in the bank (their text, in skills.jsonl)
+  as history; a capacity cap keeps the library compact.
 - EDGE (seeds/001, line 43): experience-conditioned vs experience-free halves of one group admit only
   positive marginal gains, and active skills keep being measured so obsolete ones are pruned as the
   policy improves.
@@ -56,6 +56,14 @@ Departures from the papers:
 7. With `skip_saturated` (default) no skill is probed on a question whose previous group passed all or
    none of its rollouts (the bank remembers each question's last pass rate, keyed by the question's
    hash): in the default run 82% of such groups are saturated again, where a probe measures nothing.
+8. A saved version keeps a retired skill's identity (skills.jsonl: id, text, status, ...) but not its
+   statistics (gaps, utility, history, evidence): nothing reads them once it is retired (measurement, the
+   lifecycle, retrieval and probes skip retired skills; only its id, for de-duplicating new
+   candidates, and its status, for the counts, matter), and its whole lifecycle is in the per-iteration
+   reports (reports/iter_NNNN.json) and the catalog (`coevo query skill ID`). Otherwise every version
+   carried the gaps of every skill ever measured (stats.json 100 kB of a 141 kB version after 300
+   iterations of the default run); now stats.json holds only the live skills (at most max_trials +
+   max_active). A loaded retired skill has empty gaps, history and evidence and utility 0.
 
 Subclasses (the procedural memory, memory.py) change what an entry applies to (`applies`), what the
 rollouts and the teacher see (`rollout_context`, `teacher_context`) and how candidates are written
@@ -87,7 +95,7 @@ from coevo.types import ContextVariant
 
 STATUSES = ("trial", "active", "stable", "retired")
 IDENTITY = ("id", "text", "family", "key", "source", "status", "created_iter", "level")  # skills.jsonl
-STATS = ("gaps", "utility", "history", "evidence")  # stats.json
+STATS = ("gaps", "utility", "history", "evidence")  # stats.json, for the skills not retired (departure 8)
 EVIDENCE = {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0, "recent_score": 0.0, "recent_variance": 0.0}
 RATES = "rates.json"  # the last pass rate of each question (by hash), for skip_saturated
 
@@ -162,6 +170,7 @@ def _family(problem: Mapping) -> str:
 @register_coevolver("skill_bank")
 class SkillBank:
     kind: str
+    roles: frozenset[str] = frozenset({"context"})  # plans the probes, gives evaluation and teacher their context
 
     def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None, writer: SkillWriter | None = None):
         self.cfg = cfg
@@ -332,7 +341,7 @@ class SkillBank:
     def save(self, directory: Path) -> str:
         ordered = [self.skills[sid] for sid in sorted(self.skills)]
         skills = "".join(json.dumps({k: getattr(s, k) for k in IDENTITY}, sort_keys=True) + "\n" for s in ordered)
-        stats = {s.id: {k: getattr(s, k) for k in STATS} for s in ordered}
+        stats = {s.id: {k: getattr(s, k) for k in STATS} for s in ordered if s.status != "retired"}  # departure 8
         files = {"skills.jsonl": skills.encode(), "stats.json": (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode()}
         if self.rates:
             files[RATES] = (json.dumps(self.rates, sort_keys=True) + "\n").encode()
@@ -346,7 +355,8 @@ class SkillBank:
         bank = cls(cfg, seed, generate)
         for line in files["skills.jsonl"].decode().splitlines():
             entry = json.loads(line)
-            bank.skills[entry["id"]] = Skill(**entry, **stats[entry["id"]])
+            retired = entry["status"] == "retired"  # no statistics saved (departure 8); older versions have them
+            bank.skills[entry["id"]] = Skill(**entry, **(stats.get(entry["id"], {}) if retired else stats[entry["id"]]))
         bank.rates = json.loads(files[RATES]) if RATES in files else {}
         return bank
 

@@ -21,7 +21,7 @@ from coevo.engines.base import Engine
 from coevo.registry import Registry
 
 if TYPE_CHECKING:
-    from coevo.config import Config
+    from coevo.config import Config, EngineConfig
     from coevo.policy.checkpoint import Policy
 
 ENGINES = Registry("engine")
@@ -42,11 +42,36 @@ def samples_with_trainer_model(cfg: Config) -> bool:
     return getattr(ENGINES[cfg.engine.kind], "trainer_model", False)
 
 
+def check_parallelism(config: EngineConfig, gpus: int, task_runner: str) -> None:
+    """Engines per node: `tensor_parallel_size` GPUs shard one engine (vLLM's TP: needs that many
+    GPUs on the node, so none on CPU); `data_parallel_size` engines are independent, one per Ray
+    worker, each serving one rollout shard and synced after every update like the single engine
+    (the Ray task runner fans the shards out; the local runner runs one engine and refuses > 1)."""
+    tp, dp = config.tensor_parallel_size, config.data_parallel_size
+    if tp > 1 and config.kind != "vllm":
+        raise ValueError(f"engine.tensor_parallel_size={tp}: tensor parallelism is vLLM's (engine.kind: vllm), not the {config.kind!r} engine's")
+    if tp > 1 and gpus < tp:
+        where = "no GPU (CPU only)" if gpus == 0 else f"only {gpus} GPU(s)"
+        raise ValueError(f"engine.tensor_parallel_size={tp} needs {tp} GPUs on the engine's node; this node has {where}: set it to 1")
+    if dp > 1 and task_runner != "ray":
+        raise ValueError(
+            f"engine.data_parallel_size={dp}: one engine per worker needs the Ray task runner (pipeline.task_runner: ray); "
+            f"the {task_runner!r} runner runs one engine: set it to 1"
+        )
+
+
+def _check_engines_per_node(cfg: Config) -> None:
+    import torch
+
+    check_parallelism(cfg.engine, torch.cuda.device_count(), getattr(cfg.pipeline, "task_runner", "local"))
+
+
 @ENGINES.register("hf")
 @trainer_model
 def build_hf(cfg: Config, checkpoint: Path, policy: Callable[[], Policy]) -> Engine:
     from coevo.engines.hf import HFEngine
 
+    _check_engines_per_node(cfg)
     return HFEngine(policy(), cfg.engine.batch_size)
 
 
@@ -55,6 +80,7 @@ def build_hf(cfg: Config, checkpoint: Path, policy: Callable[[], Policy]) -> Eng
 def build_vllm(cfg: Config, checkpoint: Path, policy: Callable[[], Policy]) -> Engine:
     from coevo.engines.vllm import VLLMEngine
 
+    _check_engines_per_node(cfg)
     engine = VLLMEngine(serving_dir(checkpoint), cfg.engine, cfg.policy.dtype, cfg.seed)
     if serving_dir(checkpoint) != Path(checkpoint):  # a LoRA checkpoint: started from its base, then merged weights
         engine.load_weights(_merged(policy))

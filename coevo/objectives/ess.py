@@ -48,6 +48,8 @@ def effective_sample_size(weights: Tensor, mask: Tensor) -> Tensor:
 class ESSAdaptive(GRPO):
     """GRPO's flags and KL penalty setup; its own loss (no clip, no TIS)."""
 
+    shardable = False  # the ESS is a statistic of the whole minibatch: a rank's share would see its own
+
     def loss(self, batch: PolicyBatch) -> tuple[Tensor, dict[str, float]]:
         cfg = self.cfg
         log_w = batch.logprobs - batch.sampling_logprobs  # [B, T]

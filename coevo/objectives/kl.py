@@ -76,6 +76,21 @@ def aggregate(per_token: Tensor, mask: Tensor, mode: str, max_len: int | None = 
     return AGGREGATIONS[mode](per_token, mask, max_len)
 
 
+def shard_weight(mask: Tensor, mode: str) -> Tensor:
+    """How much of a minibatch one shard [B, T] of it holds under aggregation `mode`: its masked
+    tokens (token-mean), its sequences with tokens (seq-mean-token-mean) or its rows
+    (seq-mean-token-sum-norm with a fixed max_len). `aggregate` over the whole minibatch equals the
+    sum over its shards of aggregate(shard) * shard_weight(shard) / sum of the shards' weights, for
+    every mode: the distributed update (coevo/policy/distributed.py) scales each rank's loss so."""
+    if mode == "token-mean":
+        return mask.sum()
+    if mode == "seq-mean-token-mean":
+        return (mask.sum(dim=1) > 0).to(mask.dtype).sum()
+    if mode == "seq-mean-token-sum-norm":
+        return torch.tensor(float(mask.size(0)), dtype=mask.dtype, device=mask.device)
+    raise ValueError(f"unknown aggregation {mode!r}; known: {sorted(AGGREGATIONS)}")
+
+
 def reference_kl(logprobs: Tensor, ref_logprobs: Tensor | None, estimator: str) -> Tensor:
     """Per-token KL(pi || ref) [B, T] for a penalty with kl_coef > 0; the reference's logprobs must be there."""
     if ref_logprobs is None:

@@ -37,6 +37,7 @@ def token_entropy(distributions: Tensor) -> Tensor:
 class OPSA(GRPO):
     needs_distributions = True
     token_signal = True
+    shardable = False  # mean(H) is a statistic of the whole minibatch: a rank's share would see its own
 
     def loss(self, batch: PolicyBatch) -> tuple[Tensor, dict[str, float]]:
         if batch.distributions is None:

@@ -90,6 +90,9 @@ class SelfDistillation:
         self.teacher = cfg.teacher
         self.grpo = GRPO(cfg)
         self.needs_reference = self.grpo.needs_reference
+        # The distillation term is aggregated over apply_to's tokens, the GRPO term over all: only
+        # with "all" do both share one normaliser, so that ranks' shares scale exactly (kl.shard_weight).
+        self.shardable = cfg.teacher.apply_to == "all"
 
     def distill_stats(self, batch: PolicyBatch, divergence: Tensor, mask: Tensor) -> dict[str, float]:
         return {
@@ -135,6 +138,10 @@ class RLSD(SelfDistillation):
     """GRPO with per-token advantages A * w_t: direction from the reward, magnitude from the teacher."""
 
     needs_distributions = False  # only the teacher's logprobs of the sampled tokens are read
+
+    def __init__(self, cfg: ObjectiveConfig) -> None:
+        super().__init__(cfg)
+        self.shardable = True  # apply_to only shapes each sequence's magnitudes; the loss is GRPO's aggregate
 
     def loss(self, batch: PolicyBatch) -> tuple[Tensor, dict[str, float]]:
         weights = self.magnitudes(batch)  # [B, T]

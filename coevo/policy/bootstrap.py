@@ -33,7 +33,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from coevo.code.prepare import CODE_SOURCES
 from coevo.code.warm_start import CODE_WARM_START_SETTINGS, code_warm_start_problems
 from coevo.config import Config
-from coevo.policy.checkpoint import Policy, load_policy, resolve_device, save_checkpoint
+from coevo.policy.checkpoint import Policy, linkable_weights, load_policy, resolve_device, save_checkpoint
+from coevo.policy.constraint_warm_start import constraint_warm_start
 from coevo.policy.supervised import BootstrapReport, supervised_steps
 from coevo.policy.tokenizer import build_char_tokenizer
 from coevo.problems.arithmetic import FAMILIES
@@ -142,6 +143,7 @@ for _source in ("arithmetic", "file"):
     WARM_STARTS.add(_source, WarmStart(arithmetic_warm_start, {"bootstrap": True}))
 for _source in CODE_SOURCES:
     WARM_STARTS.add(_source, WarmStart(code_warm_start_problems, CODE_WARM_START_SETTINGS))
+WARM_STARTS.add("constraints", WarmStart(constraint_warm_start, {"bootstrap": True}))
 
 
 def warm_start_for(cfg: Config) -> WarmStart:
@@ -151,19 +153,22 @@ def warm_start_for(cfg: Config) -> WarmStart:
 
 
 def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None = None) -> tuple[Policy, dict]:
-    """Create checkpoint 0 (cfg.bootstrap_dir): the user's checkpoint if params name one, else the
+    """Create checkpoint 0 (cfg.bootstrap_dir): the user's checkpoint if params name one (its weights
+    file hard-linked when it holds the model exactly as loaded: coevo/policy/checkpoint.py), else the
     tiny default warm-started as problems.source calls for (`warm_start_for`).
 
     `extra_meta` (e.g. the lineage record) is stored in the checkpoint's coevo.json.
     """
+    linked = None
     if cfg.policy.checkpoint is not None:
         policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype)
         meta = {"iteration": 0, "source": str(cfg.policy.checkpoint), "parent": None}
+        linked = linkable_weights(cfg.policy.checkpoint, policy.model)  # hard-linked, not copied, when it is the model as loaded
     else:
         policy = build_tiny_policy(cfg)
         report = warm_start_for(cfg).run(policy, train, cfg)
         meta = {"iteration": 0, "source": "tiny-bootstrap", "parent": None, "bootstrap": asdict(report)}
     meta.update(extra_meta or {})
-    version = save_checkpoint(cfg.bootstrap_dir, policy, meta)
+    version = save_checkpoint(cfg.bootstrap_dir, policy, meta, weights_from=linked)
     policy.path = cfg.bootstrap_dir
     return policy, {**meta, "weights_sha256": version}

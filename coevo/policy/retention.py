@@ -21,6 +21,15 @@ when pruned.json names it with the hash coevo.json recorded (anything else is st
 Pruning is idempotent and crash-safe: the marker is written (atomically) before any file is deleted,
 so a kill in between leaves a marker whose files a re-run deletes.
 
+Co-evolver versions follow their checkpoints (`prune_coevolver`): version k (run.out_dir/coevolver/
+iter_k, a full copy of the co-evolver, growing with what it has learned) loses its files when
+checkpoint k is pruned, keeping manifest.json (every file's sha256, the content hash the lineage
+records) and gaining the same `pruned.json` marker. Nothing can need such a version: a resume
+restarts at the newest kept checkpoint k and reads co-evolver k; a kept checkpoint's lineage names
+co-evolver k, kept with it; a flow re-running an update past a pruned checkpoint re-runs its
+co-evolution too (flows/train.py). Version 0 is never pruned. The catalog and MLflow (every
+run.checkpoint_every) hold their own copies of what was pruned.
+
 The keep rules are a pure function of iteration numbers and accuracies; they are monotone: a
 checkpoint pruned when iteration j is retained would also be pruned at any later iteration, so
 re-running the retain stage of an earlier iteration (a resumed flow) never prunes what a later one kept.
@@ -32,6 +41,7 @@ import json
 import math
 from pathlib import Path
 
+from coevo.coevolvers.base import MANIFEST, read_manifest
 from coevo.io import write_json
 from coevo.policy.checkpoint import META, PRUNED, PrunedCheckpointError, read_meta, read_pruned
 
@@ -40,7 +50,7 @@ PRUNABLE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")  # weights (also sha
 # most of what a LoRA run's pruned checkpoint keeps per iteration; nothing reads it from a pruned one.
 PRUNABLE_NAMES = ("tokenizer.json",)
 
-__all__ = ["PRUNED", "PrunedCheckpointError", "disk_bound_checkpoints", "keep_set", "prune_checkpoint", "read_pruned"]
+__all__ = ["PRUNED", "PrunedCheckpointError", "disk_bound_checkpoints", "keep_set", "prune_checkpoint", "prune_coevolver", "read_pruned"]
 
 
 def keep_set(iterations: list[int], accs: dict[int, float], keep_last: int | None, keep_every: int, keep_best: bool) -> set[int]:
@@ -95,6 +105,31 @@ def prune_checkpoint(checkpoint: Path, iteration: int) -> list[str]:
     for path in files:
         path.unlink(missing_ok=True)
     return sorted(new)
+
+
+def prune_coevolver(directory: Path, iteration: int) -> list[str]:
+    """Delete every file the manifest of co-evolver version `directory` lists (at any depth: a list of
+    co-evolvers saves each member in a subdirectory), then the subdirectories that leaves empty; keeps
+    manifest.json. The marker (`pruned.json`, written before anything is deleted) lists each deleted
+    file with the manifest's sha256. Returns what was deleted now (relative paths); [] when already pruned."""
+    directory = Path(directory)
+    if iteration == 0:
+        raise ValueError(f"{directory}: the initial co-evolver version (iteration 0) is never pruned")
+    listed = read_manifest(directory).get("files", {})  # CoevolverDirError naming manifest.json when unreadable
+    root = directory.resolve()
+    for name in listed:
+        if name == MANIFEST or name == PRUNED or not (root / name).resolve().is_relative_to(root):
+            raise ValueError(f"{directory / MANIFEST}: lists {name!r}, not a file inside the version; refusing to prune it")
+    present = sorted(name for name in listed if (directory / name).is_file())
+    if present:
+        marker = read_pruned(directory) or {"iteration": iteration, "files": {}}
+        write_json(directory / PRUNED, {**marker, "files": {**marker["files"], **{name: listed[name] for name in present}}})
+    for name in present:
+        (directory / name).unlink(missing_ok=True)
+    for sub in sorted({p for name in listed for p in Path(name).parents if p != Path(".")}, key=lambda p: -len(p.parts)):
+        if (directory / sub).is_dir() and not any((directory / sub).iterdir()):
+            (directory / sub).rmdir()  # deepest first, so a parent emptied by its children goes too
+    return present
 
 
 def read_evals(evals_dir: Path, iterations: list[int], weights: dict[int, str]) -> dict[int, float]:

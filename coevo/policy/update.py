@@ -15,12 +15,16 @@
    separate engine (vLLM) the same pass also gives the engine-vs-trainer mismatch metrics.
 5. `optim.epochs` passes over seeded minibatch permutations, gradient-norm clipping each step. The
    self-teacher (the current weights on the teacher prompts) runs once per minibatch under no_grad.
+6. One minibatch's loss is `minibatch_loss`, called by this process alone or, in a distributed
+   update (policy.distributed.world_size > 1, coevo/policy/distributed.py), by every rank on its
+   share of the same minibatch, scaled so the all-reduced gradient is this one.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -46,6 +50,9 @@ from coevo.policy.logprobs import (
 from coevo.policy.mismatch import measured_rows, mismatch_of
 from coevo.policy.teacher import TeacherContext
 from coevo.prompting import prompt_renderer
+
+if TYPE_CHECKING:  # the single-process update imports nothing of torch.distributed
+    from coevo.policy.distributed import Ranks
 
 
 @dataclass
@@ -82,7 +89,7 @@ def build_training_set(
     keep = nonzero_variance_groups(reward_matrix) if drop else torch.ones(len(groups), dtype=torch.bool)  # [N]
     advantages = group_advantages(reward_matrix, cfg.objective.std_normalize, cfg.objective.eps)  # [N, G]
     kept = pd.concat([g for g, k in zip(groups, keep.tolist()) if k]) if bool(keep.any()) else joined.iloc[:0]
-    strip = cfg.coevolver.update_context == "strip"
+    strip = cfg.update_context == "strip"
     renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering (coevo/prompting.py)
     bare_of = dict(zip(joined["rollout_id"], renderer.render_all([{"prompt": q, "family": f} for q, f in zip(joined["question"], joined["family"])])))
     sampled_bare = {rid for rid, prompt in zip(joined["rollout_id"], joined["prompt"]) if prompt == bare_of[rid]}
@@ -175,13 +182,16 @@ def policy_update(
     teacher: TeacherContext | None = None,
     answers: pd.Series | None = None,
     engine_is_trainer: bool = False,
+    ranks: Ranks | None = None,
 ) -> dict[str, float]:
     """Apply `optim.epochs` passes of the objective to this iteration's rollouts; returns mean stats.
 
     A self-distillation objective (`objective.needs_teacher`) needs `teacher`, the privileged
     context of each row, and `answers` (reference answers by problem id) when that context uses them.
     `engine_is_trainer`: the rollouts were sampled by this policy's own model (the HF engine), so
-    their sampling logprobs are pi_old (see `old_logprobs`).
+    their sampling logprobs are pi_old (see `old_logprobs`). `ranks`: this process is one rank of a
+    distributed update (coevo/policy/distributed.py); each minibatch's rows are shared among the
+    ranks and the loss is scaled so the all-reduced gradient is the single-process one.
     """
     model, pad_id = policy.model, policy.tokenizer.pad_token_id
     if objective.needs_teacher and teacher is None:
@@ -201,36 +211,59 @@ def policy_update(
         order = torch.randperm(len(data.prompts), generator=generator).tolist()
         for start in range(0, len(order), size):
             idx = order[start : start + size]
-            completions = [data.completions[i] for i in idx]
-            packed = pack([data.prompts[i] for i in idx], completions, pad_id, model.device)
-            width = packed.completion_mask.size(1)
-            logprobs, distributions = student_view(model, packed, objective, cfg.sampling.temperature)  # [b, T], [b, T, V] | None
-            teacher_view = None
-            if data.teacher_prompts is not None:
-                teacher_view = teacher_distributions(model, [data.teacher_prompts[i] for i in idx], completions, pad_id, cfg)
-            batch = PolicyBatch(
-                logprobs=logprobs,  # [b, T]
-                old_logprobs=_pad([old[i] for i in idx], width, model.device),  # [b, T]
-                sampling_logprobs=_pad([data.sampling_logprobs[i] for i in idx], width, model.device),  # [b, T]
-                advantages=data.advantages[idx].to(model.device),  # [b]
-                mask=packed.completion_mask,  # [b, T]
-                ref_logprobs=_pad([ref[i] for i in idx], width, model.device) if ref is not None else None,
-                max_len=cfg.sampling.max_new_tokens,
-                distributions=distributions if objective.needs_distributions else None,
-                teacher_distributions=teacher_view[0] if teacher_view is not None else None,  # [b, T, V]
-                teacher_logprobs=teacher_view[1] if teacher_view is not None else None,  # [b, T]
-                passed=data.passed[idx].to(model.device),  # [b]
-            )
-            loss, step_stats = objective.loss(batch)
+            if ranks is None:
+                loss, step_stats, _ = minibatch_loss(model, model, objective, data, idx, old, ref, cfg, pad_id)
+            else:
+                loss, step_stats = ranks.share_loss(model, objective, data, idx, old, ref, cfg, pad_id)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.backward()  # DDP (ranks): the all-reduce leaves the global gradient on every rank
             trained = [p for group in optimizer.param_groups for p in group["params"]]  # LoRA: adapters only (frozen base grads never count)
             grad_norm = torch.nn.utils.clip_grad_norm_(trained, cfg.optim.grad_clip)
             optimizer.step()
             for key, value in {**step_stats, "policy/grad_norm": float(grad_norm)}.items():
                 sums[key] += value
             steps += 1
-    return {**stats, **{k: v / steps for k, v in sums.items()}, "policy/steps": float(steps)}
+    means = {k: v / steps for k, v in sums.items()}
+    return {**stats, **(ranks.mean_stats(means) if ranks is not None else means), "policy/steps": float(steps)}
+
+
+def minibatch_loss(
+    model: PreTrainedModel,
+    forward: torch.nn.Module,
+    objective: Objective,
+    data: TrainingSet,
+    idx: list[int],
+    old: list[Tensor],
+    ref: list[Tensor] | None,
+    cfg: Config,
+    pad_id: int,
+) -> tuple[Tensor, dict[str, float], PolicyBatch]:
+    """The objective's loss and stats on training rows `idx`, and the batch it read. `forward` runs
+    the pass with grad (the model itself, or its DDP wrapper); the no-grad teacher pass uses `model`.
+    The single-process update and every rank of the distributed one (coevo/policy/distributed.py)
+    call this, so the objective math exists once."""
+    completions = [data.completions[i] for i in idx]
+    packed = pack([data.prompts[i] for i in idx], completions, pad_id, model.device)
+    width = packed.completion_mask.size(1)
+    logprobs, distributions = student_view(forward, packed, objective, cfg.sampling.temperature)  # [b, T], [b, T, V] | None
+    teacher_view = None
+    if data.teacher_prompts is not None:
+        teacher_view = teacher_distributions(model, [data.teacher_prompts[i] for i in idx], completions, pad_id, cfg)
+    batch = PolicyBatch(
+        logprobs=logprobs,  # [b, T]
+        old_logprobs=_pad([old[i] for i in idx], width, model.device),  # [b, T]
+        sampling_logprobs=_pad([data.sampling_logprobs[i] for i in idx], width, model.device),  # [b, T]
+        advantages=data.advantages[idx].to(model.device),  # [b]
+        mask=packed.completion_mask,  # [b, T]
+        ref_logprobs=_pad([ref[i] for i in idx], width, model.device) if ref is not None else None,
+        max_len=cfg.sampling.max_new_tokens,
+        distributions=distributions if objective.needs_distributions else None,
+        teacher_distributions=teacher_view[0] if teacher_view is not None else None,  # [b, T, V]
+        teacher_logprobs=teacher_view[1] if teacher_view is not None else None,  # [b, T]
+        passed=data.passed[idx].to(model.device),  # [b]
+    )
+    loss, step_stats = objective.loss(batch)
+    return loss, step_stats, batch
 
 
 def student_view(model: PreTrainedModel, packed: PackedBatch, objective: Objective, temperature: float) -> tuple[Tensor, Tensor | None]:

@@ -1,12 +1,17 @@
 """A run's DuckDB catalog: every rollout, reward and skill event of every iteration, in one file.
 
-`<run.out_dir>/catalog.duckdb` holds three tables, filled from what the stages write:
+`<run.out_dir>/catalog.duckdb` holds four tables, filled from what the stages write:
 
 - `rollouts`: the rollouts parquet shards, all columns (list columns as DuckDB lists); key rollout_id.
 - `rewards`: the rewards parquet shards; key rollout_id (exactly one reward per rollout);
   `components` holds each reward function's value as JSON (`components->>'format'` in DuckDB).
 - `skill_events`: the co-evolver's evolution reports (JSON of `SkillBank.update`), one row per
-  created / measured / admitted / rejected / promoted / retired event (schemas/skill_events.py).
+  created / measured / admitted / rejected / promoted / retired event (schemas/skill_events.py); the
+  rubrics co-evolver's criteria are events too (view `rubric_criteria`: iteration, family, criterion,
+  weight, discrimination).
+- `curriculum_arms`: the curriculum's evolution reports (`Curriculum.update`), one row per arm
+  (problem category) per iteration: its bandit value, count, last reward and draw probability
+  (schemas/curriculum_arms.py); empty for the other co-evolvers.
 
 Single writer: only one process (the ingest task) opens the catalog for writing; workers write parquet
 shards and never touch the file. DuckDB locks the file, so while the writer has it open no other
@@ -24,7 +29,7 @@ per-call costs (a DuckDB statement, a pandera pass, a commit: ~1-13 ms each howe
 once, not per iteration: 10 default-scale iterations ingest in ~0.15 s, one at a time ~0.4 s. The
 flow ingests every pipeline.ingest_every iterations.
 
-Three views answer the usual questions; copy them into `duckdb runs/default/catalog.duckdb`:
+Four views answer the usual questions; copy them into `duckdb runs/default/catalog.duckdb`:
 
     -- pass rate per problem family per iteration (all context variants together)
     SELECT * FROM pass_rate_by_family;
@@ -32,6 +37,8 @@ Three views answer the usual questions; copy them into `duckdb runs/default/cata
     SELECT * FROM skill_utility_history WHERE skill_id = '3f2a9c01b7de';
     -- every completion sampled for one problem, with its reward, across iterations
     SELECT * FROM problem_completions WHERE problem_id = 'add-1-000003';
+    -- each curriculum category's value over iterations (kind=curriculum)
+    SELECT * FROM curriculum_values WHERE category = 'mul/2';
 """
 
 from __future__ import annotations
@@ -48,19 +55,23 @@ import pyarrow
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from coevo.coevolvers.composite import member_reports
+from coevo.errors import InputError
 from coevo.io import hash_bytes
 from schemas import (
     EVENTS,
     SchemaError,
     read_rewards,
     read_rollouts,
+    validate_curriculum_arms,
     validate_skill_events,
 )
 from schemas.errors import MAX_LINES
 from schemas.rewards import REWARDS_ARROW
 from schemas.rollouts import ROLLOUTS_ARROW
 
-TABLES = ("rollouts", "rewards", "skill_events")
+TABLES = ("rollouts", "rewards", "skill_events", "curriculum_arms")
+ARM_DTYPES = {"iteration": "int64", "category": "str", "value": "float64", "count": "int64", "reward": "float64", "prob": "float64"}
 EVENT_DTYPES = {"iteration": "int64", "skill_id": "str", "event": "str", "problem_id": "str", "gap": "float64", "utility": "float64", "reason": "str"}
 _EVENT_LIST = "[" + ", ".join(f"'{event}'" for event in EVENTS) + "]"  # constants, never user input
 
@@ -83,6 +94,10 @@ CREATE TABLE IF NOT EXISTS skill_events (
     problem_id VARCHAR NOT NULL, gap DOUBLE, utility DOUBLE, reason VARCHAR NOT NULL,
     PRIMARY KEY (iteration, skill_id, event, problem_id)
 );
+CREATE TABLE IF NOT EXISTS curriculum_arms (
+    iteration BIGINT NOT NULL, category VARCHAR NOT NULL, value DOUBLE NOT NULL, count BIGINT NOT NULL,
+    reward DOUBLE, prob DOUBLE NOT NULL, PRIMARY KEY (iteration, category)
+);
 """
 
 _VIEWS_DDL = f"""
@@ -104,10 +119,19 @@ CREATE OR REPLACE VIEW skill_utility_history AS
     SELECT skill_id, iteration, event, problem_id, gap, utility, reason
     FROM skill_events
     ORDER BY skill_id, iteration, event_rank(event), problem_id;
+CREATE OR REPLACE VIEW rubric_criteria AS
+    -- the rubrics co-evolver's measured criteria (coevo/coevolvers/rubrics.py): family in problem_id,
+    -- discrimination (mean within-group score variance) in gap, weight in utility
+    SELECT iteration, problem_id AS family, skill_id AS criterion, utility AS weight, gap AS discrimination
+    FROM skill_events
+    WHERE event = 'measured' AND reason = 'rubric criterion'
+    ORDER BY iteration, family, criterion;
 CREATE OR REPLACE VIEW problem_completions AS
     SELECT r.problem_id, r.iteration, r.rollout_id, r.variant, r.skills, r.completion, w.reward, w.passed
     FROM rollouts AS r JOIN rewards AS w USING (rollout_id)
     ORDER BY r.problem_id, r.iteration, r.rollout_id;
+CREATE OR REPLACE VIEW curriculum_values AS
+    SELECT iteration, category, value, count, reward, prob FROM curriculum_arms ORDER BY category, iteration;
 """
 
 
@@ -225,6 +249,10 @@ class Catalog:
             [skill_id],
         )
 
+    def rubric_criteria(self) -> pd.DataFrame:
+        """Each rubric criterion's weight and discrimination per iteration and family (kind=rubrics)."""
+        return self._query("SELECT * FROM rubric_criteria")
+
     def problem_completions(self, problem_id: str) -> pd.DataFrame:
         """iteration, rollout_id, variant, skills, completion, reward, passed of one problem; ordered by iteration, rollout_id."""
         return self._query(
@@ -232,6 +260,10 @@ class Catalog:
             " WHERE problem_id = ? ORDER BY iteration, rollout_id",
             [problem_id],
         )
+
+    def curriculum_values(self) -> pd.DataFrame:
+        """iteration, category, value, count, reward, prob of every curriculum arm; ordered by iteration, category."""
+        return self._query("SELECT iteration, category, value, count, reward, prob FROM curriculum_values ORDER BY iteration, category")
 
     def counts(self) -> dict[str, int]:
         return {table: int(self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]) for table in TABLES}
@@ -303,10 +335,16 @@ def load_iteration(files: IterationFiles) -> LoadedIteration:
     check_iteration(rollouts.select(["iteration"]).to_pandas(), files.iteration, str(files.rollouts))
     check_iteration(rewards.select(["iteration"]).to_pandas(), files.iteration, str(files.rewards))
     check_pairing(rollouts, rewards, str(files.rollouts), str(files.rewards))
-    events = report_events(files.report, files.iteration) if files.report is not None else skill_events_from_report({}, files.iteration, "no report")
+    report = read_report(files.report, files.iteration) if files.report is not None else {}
+    try:
+        members = member_reports(report)  # a list of co-evolvers reports each member's evolution
+    except InputError as exc:
+        raise SchemaError(f"{files.report}: {exc}") from exc
+    events = pd.concat([skill_events_from_report(member, files.iteration, str(files.report)) for member in members], ignore_index=True)
+    arms = pd.concat([curriculum_arms_from_report(member, files.iteration, str(files.report)) for member in members], ignore_index=True)
     return LoadedIteration(
-        frames={"rollouts": rollouts, "rewards": rewards, "skill_events": events},
-        sources={"rollouts": str(files.rollouts), "rewards": str(files.rewards), "skill_events": str(files.report)},
+        frames={"rollouts": rollouts, "rewards": rewards, "skill_events": events, "curriculum_arms": arms},
+        sources={"rollouts": str(files.rollouts), "rewards": str(files.rewards), "skill_events": str(files.report), "curriculum_arms": str(files.report)},
     )
 
 
@@ -314,12 +352,13 @@ def validate_events(loaded: Sequence[LoadedIteration]) -> None:
     """Validate every report's skill events in one pandera pass (~13 ms however few rows: most of a
     small iteration's ingest when paid per report); when that fails, report by report, so the
     SchemaError names the file and row."""
-    try:
-        validate_skill_events(pd.concat([group.frames["skill_events"] for group in loaded], ignore_index=True), "the ingested reports")
-    except SchemaError:
-        for group in loaded:
-            validate_skill_events(group.frames["skill_events"], group.sources["skill_events"])
-        raise
+    for table, validate in (("skill_events", validate_skill_events), ("curriculum_arms", validate_curriculum_arms)):
+        try:
+            validate(pd.concat([group.frames[table] for group in loaded], ignore_index=True), "the ingested reports")
+        except SchemaError:
+            for group in loaded:
+                validate(group.frames[table], group.sources[table])
+            raise
 
 
 def merge(loaded: Sequence[LoadedIteration]) -> LoadedIteration:
@@ -331,13 +370,14 @@ def merge(loaded: Sequence[LoadedIteration]) -> LoadedIteration:
             "rollouts": pyarrow.concat_tables([group.frames["rollouts"] for group in loaded]),
             "rewards": pyarrow.concat_tables([group.frames["rewards"] for group in loaded]),
             "skill_events": pd.concat([group.frames["skill_events"] for group in loaded], ignore_index=True),
+            "curriculum_arms": pd.concat([group.frames["curriculum_arms"] for group in loaded], ignore_index=True),
         },
         sources={table: ", ".join(group.sources[table] for group in loaded) for table in TABLES},
     )
 
 
-def report_events(path: str | Path, iteration: int) -> pd.DataFrame:
-    """The skill events of an evolution report JSON file, not validated yet; SchemaError names the file."""
+def read_report(path: str | Path, iteration: int) -> dict:
+    """An evolution report JSON file, its iteration checked; SchemaError names the file."""
     try:
         report = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -346,7 +386,17 @@ def report_events(path: str | Path, iteration: int) -> pd.DataFrame:
         raise SchemaError(f"{path}: the evolution report is not a JSON object")
     if report.get("iteration", iteration) != iteration:
         raise SchemaError(f"{path}: field 'iteration': expected {iteration} (got {report['iteration']})")
-    return skill_events_from_report(report, iteration, str(path))
+    return report
+
+
+def curriculum_arms_from_report(report: Mapping, iteration: int, source: str) -> pd.DataFrame:
+    """Rows of `curriculum_arms` from a `Curriculum.update` report's "arms", typed but not validated;
+    a report without them (other co-evolvers) adds none."""
+    try:
+        rows = [{column: arm.get(column) for column in ARM_DTYPES if column != "iteration"} | {"iteration": iteration} for arm in report.get("arms", [])]
+        return pd.DataFrame(rows, columns=list(ARM_DTYPES)).astype(ARM_DTYPES)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise SchemaError(f"{source}: malformed curriculum report: {exc}") from exc
 
 
 def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd.DataFrame:
@@ -354,7 +404,7 @@ def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd
     does that for a whole batch); keys a report lacks (other co-evolvers) add none."""
     try:
         rows = [_event(iteration, sid, "created") for sid in report.get("new_candidates", [])]
-        rows += [_event(iteration, e.get("id"), "measured", e.get("problem_id", ""), gap=e.get("gap")) for e in report.get("measured", [])]
+        rows += [_event(iteration, e.get("id"), "measured", e.get("problem_id", ""), gap=e.get("gap"), utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get("measured", [])]
         for event in ("admitted", "rejected", "promoted", "retired"):
             rows += [_event(iteration, e.get("id"), event, utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get(event, [])]
         return pd.DataFrame(rows, columns=list(EVENT_DTYPES)).astype(EVENT_DTYPES)

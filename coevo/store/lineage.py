@@ -23,6 +23,8 @@ Departures from "recompute every hash":
 3. A checkpoint pruned by retention (coevo/policy/retention.py) lacks its weight files: a listed file
    that is absent passes when the checkpoint's pruned.json names it with the sha256 coevo.json
    recorded (a parent link to it is checked against that recorded hash); the chain reports it pruned.
+   The same holds for the co-evolver version of a pruned checkpoint (its pruned.json against its
+   manifest); the manifest and its content hash are still checked against the record.
 4. Of a source checkpoint only an imported one is checked (its weights against its import record);
    the GGUF file it was converted from is recorded, not rehashed (it may live in a package).
 """
@@ -139,7 +141,10 @@ def _coevolver_entry(run_dir: Path, directory: Path | None) -> dict | None:
     if directory is None:
         return None
     manifest = read_manifest(directory)
-    return {"path": _store(run_dir, directory), "content_hash": manifest["content_hash"], "kind": manifest["kind"]}
+    entry = {"path": _store(run_dir, directory), "content_hash": manifest["content_hash"], "kind": manifest["kind"]}
+    if "members" in manifest:  # a list of co-evolvers: each member's kind and version
+        entry["members"] = [{"kind": member["kind"], "content_hash": member["content_hash"]} for member in manifest["members"]]
+    return entry
 
 
 def _source_entry(run_dir: Path, directory: Path) -> dict:
@@ -180,13 +185,16 @@ def locate(checkpoint: Path, record: dict, stored: str) -> Path:
 def lineage_chain(checkpoint: Path) -> list[dict]:
     """This checkpoint, its parent, ... back to the bootstrap (whose parent is None).
 
-    Entries: {"checkpoint", "weights_sha256", "lineage", "missing", "pruned"} (pruned: retention
-    deleted its weights, its metadata is there). A parent directory that is gone
+    Entries: {"checkpoint", "weights_sha256", "lineage", "missing", "pruned", "coevolver_pruned"}
+    (pruned: retention deleted its weights, its metadata is there; coevolver_pruned: likewise the
+    files of the co-evolver version its record names, whose manifest is there). A parent directory that is gone
     ends the chain with an entry marked missing (its weights_sha256 is the one its child recorded);
     a parent without a readable lineage record ends it with "lineage" None.
     """
     head = Path(os.path.normpath(Path(checkpoint).resolve()))
-    chain = [{"checkpoint": str(head), "weights_sha256": _weights_hash(head), "lineage": read_record(head), "missing": False, "pruned": (head / PRUNED).is_file()}]
+    record = read_record(head)
+    chain = [{"checkpoint": str(head), "weights_sha256": _weights_hash(head), "lineage": record, "missing": False, "pruned": (head / PRUNED).is_file()}]
+    chain[0]["coevolver_pruned"] = _coevolver_pruned(head, record)
     while chain[-1]["lineage"] and chain[-1]["lineage"].get("parent"):
         child = chain[-1]
         link = child["lineage"]["parent"]
@@ -199,13 +207,21 @@ def lineage_chain(checkpoint: Path) -> list[dict]:
 
 def _parent_entry(path: Path, recorded_weights: str) -> dict:
     if not path.is_dir():
-        return {"checkpoint": str(path), "weights_sha256": recorded_weights, "lineage": None, "missing": True, "pruned": False}
+        return {"checkpoint": str(path), "weights_sha256": recorded_weights, "lineage": None, "missing": True, "pruned": False, "coevolver_pruned": False}
     try:
         meta = json.loads((path / META).read_text())
     except (OSError, json.JSONDecodeError):
         meta = {}
     lineage = meta.get("lineage") if isinstance(meta.get("lineage"), dict) else None
-    return {"checkpoint": str(path), "weights_sha256": meta.get("weights_sha256"), "lineage": lineage, "missing": False, "pruned": (path / PRUNED).is_file()}
+    pruned = (path / PRUNED).is_file()
+    return {"checkpoint": str(path), "weights_sha256": meta.get("weights_sha256"), "lineage": lineage, "missing": False, "pruned": pruned, "coevolver_pruned": _coevolver_pruned(path, lineage)}
+
+
+def _coevolver_pruned(checkpoint: Path, record: dict | None) -> bool:
+    """Whether retention pruned the files of the co-evolver version `record` names (its marker is there)."""
+    if not record or not record.get("coevolver"):
+        return False
+    return (locate(checkpoint, record, record["coevolver"]["path"]) / PRUNED).is_file()
 
 
 # ---- verifying the chain ----
@@ -356,7 +372,9 @@ def _check_coevolver(directory: Path, entry: dict, hashes: _Hashes) -> list[Mism
     except ValueError:
         return [Mismatch(str(directory / MANIFEST), "co-evolver version", entry["content_hash"], MISSING)]
     listed = manifest.get("files", {})
-    found = _check_listing(directory, listed, "co-evolver file", hashes, unlisted_ok=(MANIFEST,))
+    found, pruned = _check_pruned(directory, listed)  # retention pruned it with its checkpoint
+    remaining = {name: sha for name, sha in listed.items() if name not in pruned or (directory / name).is_file()}
+    found += _check_listing(directory, remaining, "co-evolver file", hashes, unlisted_ok=(MANIFEST, PRUNED))
     if content_hash(listed) != manifest.get("content_hash"):
         found.append(Mismatch(str(directory / MANIFEST), "co-evolver manifest", str(manifest.get("content_hash")), content_hash(listed)))
     if manifest.get("content_hash") != entry["content_hash"]:

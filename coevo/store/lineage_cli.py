@@ -60,14 +60,17 @@ def chain_tree(ref: str, chain: list[dict]) -> Tree:
         else:
             pruned = "  (weights pruned by retention)" if entry.get("pruned") else ""
             node = tree.add(Text(f"iter {entry['lineage']['iteration']}  {weights}{pruned}  {entry['checkpoint']}", style="bold"))
-            for label, value in _details(entry["lineage"]):
+            for label, value in _details(entry["lineage"], entry.get("coevolver_pruned", False)):
                 node.add(Text(f"{label}: {value}"))
     return tree
 
 
-def _details(record: dict) -> list[tuple[str, str]]:
+def _details(record: dict, coevolver_pruned: bool = False) -> list[tuple[str, str]]:
     coevolver, code = record.get("coevolver"), record["code"]
-    rows = [("co-evolver", f"{coevolver['kind']} {_short(coevolver['content_hash'])}  {coevolver['path']}" if coevolver else "none")]
+    pruned = "  (files pruned by retention)" if coevolver_pruned else ""
+    rows = [("co-evolver", f"{coevolver['kind']} {_short(coevolver['content_hash'])}{pruned}  {coevolver['path']}" if coevolver else "none")]
+    for i, member in enumerate((coevolver or {}).get("members", [])):  # a list of co-evolvers
+        rows.append((f"  member {i}", f"{member['kind']} {_short(member['content_hash'])}"))
     for key in ("rollouts", "rewards"):
         rows.append((key, f"{_short(record[key]['sha256'])}  {record[key]['path']}" if record.get(key) else "none"))
     for name, entry in sorted(record["data"].items()):

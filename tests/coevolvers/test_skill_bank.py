@@ -121,16 +121,24 @@ def test_capacity_retires_lowest_utility():
     assert report["counts"] == {"trial": 0, "active": 1, "stable": 1, "retired": 1}
 
 
-def test_retired_skills_stay_in_bank_with_history(tmp_path):
+def test_retired_skills_stay_in_bank_without_their_statistics(tmp_path):
+    """A retired skill keeps its identity in a saved version (its id de-duplicates a rewrite of its text)
+    but not its gaps and history, which no later step reads (its lifecycle is in the reports)."""
     bank = SkillBank(config(min_count=1), seed=0)
     skill = put(bank, "7*8=56", key="7*8=")
+    live = put(bank, "7*9=63", key="7*9=", status="active", gaps=(0.5,))
     bank.update(3, PROBLEMS, *frames(matched("m2", skill.id, [1, 1], [0, 0])))
     assert skill.id in bank.skills and skill.status == "retired"
     assert [h["status"] for h in skill.history] == ["trial", "retired"]
     bank.save(tmp_path / "bank")
+    assert sorted(json.loads((tmp_path / "bank" / "stats.json").read_text())) == [live.id]
     loaded = SkillBank.load(tmp_path / "bank", bank.cfg, seed=0)
-    assert loaded.skills[skill.id].history == skill.history
-    assert loaded.retrieve(BY_ID.loc["m2"].to_dict() | {"id": "m2"}, k=5) == []
+    assert (loaded.skills[skill.id].text, loaded.skills[skill.id].status) == (skill.text, "retired")
+    assert (loaded.skills[skill.id].gaps, loaded.skills[skill.id].history) == ([], [])
+    assert loaded.skills[live.id] == live and loaded.counts() == bank.counts()
+    assert skill.id not in {s.id for s in loaded.retrieve(BY_ID.loc["m2"].to_dict() | {"id": "m2"}, k=5)}
+    assert loaded.add(SkillDraft(text=skill.text, family="mul", key="7*8=", source="test"), 4) is None  # still de-duplicated
+    assert loaded.save(tmp_path / "again") == bank.save(tmp_path / "bank")  # a reloaded bank saves the same version
 
 
 # ---- new candidates ----

@@ -8,11 +8,13 @@ modification time), where a recomputed stage replaces its output by an atomic re
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -83,6 +85,17 @@ def _stage_outputs(layout: RunLayout) -> dict[str, tuple[int, int]]:
     return {p.relative_to(root).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in found if p.is_file()}
 
 
+def _pruned_since(layout: RunLayout, output: str) -> bool:
+    """Whether retention deleted `output` (a co-evolver version's file, pruned with its checkpoint):
+    absent and listed in its version's pruned.json."""
+    path = layout.root / output
+    if path.exists() or not output.startswith("coevolver/"):
+        return False
+    version = layout.root / Path(output).parts[0] / Path(output).parts[1]
+    marker = version / "pruned.json"
+    return marker.is_file() and path.relative_to(version).as_posix() in json.loads(marker.read_text())["files"]
+
+
 @pytest.fixture(scope="module")
 def reference(prefect_server, tmp_path_factory):
     """An uninterrupted run of the same configuration."""
@@ -106,7 +119,7 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     out, err = finished.communicate(timeout=900)
     assert finished.returncode == 0, err[-3000:]
     after = _stage_outputs(layout)
-    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp)
+    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
     assert not rewritten, f"completed stages were recomputed, not restored: {rewritten}"
 
     per_iter = TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
@@ -117,6 +130,7 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     assert counts["rollouts"] == counts["rewards"] == ITERATIONS * per_iter
     assert verify_lineage(layout.checkpoint(ITERATIONS)) == []
     assert all((layout.checkpoint(it) / "pruned.json").is_file() for it in range(1, ITERATIONS))
+    assert all((layout.coevolver(it) / "pruned.json").is_file() for it in range(1, ITERATIONS))  # pruned with their checkpoints
     final = load_file(layout.checkpoint(ITERATIONS) / "model.safetensors")
     expected = load_file(reference.checkpoint(ITERATIONS) / "model.safetensors")
     assert all(torch.equal(final[k], expected[k]) for k in expected)

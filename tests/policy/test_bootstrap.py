@@ -93,3 +93,71 @@ def test_recall_exercises_look_up_a_random_answer_in_the_context(tmp_path):
         assert sum(mask) == sum(len(line.split("=")[1]) for line in others) + len(answer) + 1
         answers.add(answer)
     assert len(answers) > len(sequences) // 4  # random answers: nothing to memorise
+
+
+# ---- a user checkpoint's weights are hard-linked into checkpoint 0, never written through ----
+
+
+def _user_copy(tiny_policy_dir, directory):
+    import shutil
+
+    shutil.copytree(tiny_policy_dir, directory)
+    return directory
+
+
+def test_user_weights_are_hard_linked_and_never_written_through(tmp_path, tiny_policy_dir):
+    """Same filesystem: checkpoint 0's weights are the user's file (one inode), its sha256 recorded;
+    a 2-iteration run on top leaves the user's file byte-identical, and an in-place overwrite of the
+    user's file (which a link cannot protect against) is caught by lineage --verify."""
+    import os
+
+    from coevo.driver import train
+    from coevo.io import hash_file
+    from coevo.policy.checkpoint import WEIGHTS, read_meta
+    from coevo.store.lineage import verify_lineage
+
+    from ..conftest import tiny_config
+
+    user = _user_copy(tiny_policy_dir, tmp_path / "user")
+    before = hash_file(user / WEIGHTS)
+    cfg = tiny_config(tmp_path, policy={"checkpoint": str(user)}, run={"iterations": 2})
+    train(cfg)
+    boot = cfg.bootstrap_dir / WEIGHTS
+    assert os.stat(boot).st_ino == os.stat(user / WEIGHTS).st_ino and os.stat(boot).st_nlink >= 2
+    assert read_meta(cfg.bootstrap_dir)["files"][WEIGHTS] == read_meta(cfg.bootstrap_dir)["weights_sha256"] == before
+    assert hash_file(user / WEIGHTS) == before  # loading, updating and saving never wrote into the shared file
+    loaded = load_policy(cfg.bootstrap_dir, "cpu").model.state_dict()
+    for name, tensor in load_policy(user, "cpu").model.state_dict().items():
+        assert torch.equal(tensor, loaded[name]), name
+    assert verify_lineage(cfg.bootstrap_dir) == []
+    with (user / WEIGHTS).open("r+b") as fh:  # in place: the same inode
+        fh.seek(-1, os.SEEK_END)
+        fh.write(b"\x01")
+    assert [m.what for m in verify_lineage(cfg.bootstrap_dir)] == ["checkpoint file"]
+
+
+def test_user_weights_are_copied_across_filesystems_or_another_dtype(tmp_path, tiny_policy_dir, monkeypatch):
+    import errno
+    import os
+
+    from coevo.io import hash_file
+    from coevo.policy.bootstrap import bootstrap_policy
+    from coevo.policy.checkpoint import WEIGHTS, read_meta
+
+    from ..conftest import tiny_config
+
+    user = _user_copy(tiny_policy_dir, tmp_path / "user")
+    cfg = tiny_config(tmp_path / "bf16", policy={"checkpoint": str(user), "dtype": "bfloat16"})
+    bootstrap_policy(cfg, train=None)  # the file holds float32: saved converted, not linked
+    assert os.stat(cfg.bootstrap_dir / WEIGHTS).st_ino != os.stat(user / WEIGHTS).st_ino
+    assert load_policy(cfg.bootstrap_dir, "cpu", "bfloat16").model.dtype == torch.bfloat16
+
+    def cross_device(source, target):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cross_device)  # as when the run dir is on another filesystem
+    cfg = tiny_config(tmp_path / "xdev", policy={"checkpoint": str(user)})
+    bootstrap_policy(cfg, train=None)
+    copied = cfg.bootstrap_dir / WEIGHTS
+    assert os.stat(copied).st_ino != os.stat(user / WEIGHTS).st_ino and os.stat(copied).st_nlink == 1
+    assert hash_file(copied) == hash_file(user / WEIGHTS) == read_meta(cfg.bootstrap_dir)["weights_sha256"]

@@ -211,7 +211,8 @@ def test_bootstrap_lineage_carries_the_import_record(tiny_import, tmp_path):
         (copy / p.name).write_bytes(p.read_bytes())
     cfg = tiny_config(tmp_path / "second", policy={"checkpoint": str(copy)})
     boot = stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
-    (copy / WEIGHTS).write_bytes((copy / WEIGHTS).read_bytes() + b" ")
+    (copy / "new.safetensors").write_bytes((copy / WEIGHTS).read_bytes() + b" ")
+    (copy / "new.safetensors").replace(copy / WEIGHTS)  # a new file: checkpoint 0 keeps its hard link to the old one
     found = verify_lineage(Path(boot["checkpoint"]))
     assert [(m.what, m.path) for m in found] == [("source checkpoint", str(copy.resolve() / WEIGHTS))]
 

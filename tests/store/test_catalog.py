@@ -115,11 +115,11 @@ def run_dir(tmp_path: Path) -> Path:
 # ---- ingest ----
 def test_ingest_two_iterations_exact_counts(tmp_path):
     with Catalog(tmp_path / "catalog.duckdb") as cat:
-        assert cat.counts() == {"rollouts": 0, "rewards": 0, "skill_events": 0}
+        assert cat.counts() == {"rollouts": 0, "rewards": 0, "skill_events": 0, "curriculum_arms": 0}
         # skill events: 1: created s2, measured s1, admitted s1; 2: measured s1, s2, rejected s2, retired s1
-        assert cat.ingest_iteration(1, *write_iteration(tmp_path, 1)) == {"rollouts": 9, "rewards": 9, "skill_events": 3}
-        assert cat.ingest_iteration(2, *write_iteration(tmp_path, 2)) == {"rollouts": 4, "rewards": 4, "skill_events": 4}
-        assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7}
+        assert cat.ingest_iteration(1, *write_iteration(tmp_path, 1)) == {"rollouts": 9, "rewards": 9, "skill_events": 3, "curriculum_arms": 0}
+        assert cat.ingest_iteration(2, *write_iteration(tmp_path, 2)) == {"rollouts": 4, "rewards": 4, "skill_events": 4, "curriculum_arms": 0}
+        assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7, "curriculum_arms": 0}
 
 
 def test_list_columns_are_duckdb_lists(run_dir):
@@ -135,7 +135,7 @@ def test_reingest_same_iteration_changes_nothing(run_dir):
     before = snapshot(path)
     with Catalog(path) as cat:
         cat.ingest_iteration(1, *write_iteration(run_dir, 1))
-        assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7}
+        assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7, "curriculum_arms": 0}
     assert_same(snapshot(path), before)
 
 
@@ -143,8 +143,8 @@ def test_reingest_replaces_the_iteration_rows(run_dir):
     """A resumed run that rewrote iteration 1 with fewer rows and no report: the old rows are gone, none doubled."""
     with Catalog(run_dir / "catalog.duckdb") as cat:
         rollouts, rewards, _ = write_iteration(run_dir, 1, rows=ITERATIONS[1][:2])
-        assert cat.ingest_iteration(1, rollouts, rewards) == {"rollouts": 2, "rewards": 2, "skill_events": 0}
-        assert cat.counts() == {"rollouts": 6, "rewards": 6, "skill_events": 4}
+        assert cat.ingest_iteration(1, rollouts, rewards) == {"rollouts": 2, "rewards": 2, "skill_events": 0, "curriculum_arms": 0}
+        assert cat.counts() == {"rollouts": 6, "rewards": 6, "skill_events": 4, "curriculum_arms": 0}
         assert cat.problem_completions("p-add-2").empty
 
 
@@ -195,7 +195,7 @@ def test_failed_ingest_names_the_file_and_changes_nothing(run_dir, broken, batch
     with Catalog(path) as cat:
         with pytest.raises(SchemaError, match=culprit):
             cat.ingest([*batch, IterationFiles(2, *paths)])
-        assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7}
+        assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7, "curriculum_arms": 0}
     assert_same(snapshot(path), before)
 
 
@@ -203,9 +203,9 @@ def test_a_batch_ingests_as_its_iterations_one_by_one(run_dir, tmp_path):
     """One transaction for a batch holds exactly the rows of ingesting each iteration alone (run_dir)."""
     batch = [IterationFiles(iteration, *write_iteration(tmp_path / "shards", iteration)) for iteration in (1, 2)]
     with Catalog(tmp_path / "batched.duckdb") as cat:
-        assert cat.ingest(batch) == {"rollouts": 13, "rewards": 13, "skill_events": 7}
-        assert cat.ingest(batch) == {"rollouts": 13, "rewards": 13, "skill_events": 7}  # idempotent
-        assert cat.ingest([]) == {"rollouts": 0, "rewards": 0, "skill_events": 0}
+        assert cat.ingest(batch) == {"rollouts": 13, "rewards": 13, "skill_events": 7, "curriculum_arms": 0}
+        assert cat.ingest(batch) == {"rollouts": 13, "rewards": 13, "skill_events": 7, "curriculum_arms": 0}  # idempotent
+        assert cat.ingest([]) == {"rollouts": 0, "rewards": 0, "skill_events": 0, "curriculum_arms": 0}
     assert_same(snapshot(tmp_path / "batched.duckdb"), snapshot(run_dir / "catalog.duckdb"))
 
 
@@ -214,7 +214,7 @@ def test_a_batch_naming_an_iteration_twice_is_rejected(tmp_path):
     with Catalog(tmp_path / "catalog.duckdb") as cat:
         with pytest.raises(SchemaError, match=r"names an iteration twice: \[1, 1\]"):
             cat.ingest([files, files])
-        assert cat.counts() == {"rollouts": 0, "rewards": 0, "skill_events": 0}
+        assert cat.counts() == {"rollouts": 0, "rewards": 0, "skill_events": 0, "curriculum_arms": 0}
 
 
 def test_shards_validated_on_write_are_not_validated_again(tmp_path, monkeypatch):
@@ -226,7 +226,7 @@ def test_shards_validated_on_write_are_not_validated_again(tmp_path, monkeypatch
     monkeypatch.setattr("coevo.store.catalog.read_rewards", lambda path: pytest.fail("re-validated a validated shard"))
     trusted = {str(path): hash_file(path) for path in paths[:2]}
     with Catalog(tmp_path / "trusted.duckdb") as cat:
-        assert cat.ingest_iteration(1, *paths, validated=trusted) == {"rollouts": 9, "rewards": 9, "skill_events": 3}
+        assert cat.ingest_iteration(1, *paths, validated=trusted) == {"rollouts": 9, "rewards": 9, "skill_events": 3, "curriculum_arms": 0}
     assert_same(snapshot(tmp_path / "trusted.duckdb"), snapshot(tmp_path / "validated.duckdb"))
 
 
@@ -282,7 +282,7 @@ def test_100k_rows_ingest(tmp_path):
     )
     write_rollouts(tmp_path / "rollouts.parquet", rollouts)
     write_rewards(tmp_path / "rewards.parquet", rewards)
-    expected = {"rollouts": n, "rewards": n, "skill_events": 0}
+    expected = {"rollouts": n, "rewards": n, "skill_events": 0, "curriculum_arms": 0}
     with Catalog(tmp_path / "catalog.duckdb") as cat:
         assert cat.ingest_iteration(1, tmp_path / "rollouts.parquet", tmp_path / "rewards.parquet") == expected
         assert cat.counts() == expected

@@ -1,0 +1,91 @@
+"""The policy-update stage with 1 vs 2 processes (policy.distributed.world_size; torchrun + DDP, gloo on CPU).
+
+Per model (the tiny default policy, and SmolLM2-135M-Instruct with LoRA r8), one run directory:
+prepare, bootstrap (the tiny one trains its warm start; SmolLM2 is copied in), one rollout shard of
+P problems x G samples of up to C tokens (HF engine), rewards with signal in every group (i % 2),
+then `update_stage` of iteration 1 timed once per world size, the policy cache emptied before each
+(a fresh stage: load, train, save). One minibatch = the whole batch, so one optimizer step. The
+2-process time includes torchrun's start, each rank's imports and its load of checkpoint k. Also
+reports the max abs weight difference between the two checkpoints. JSON to bench/results/ddp_update/.
+
+    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--problems 8] [--group 8] [--tokens 16] [--smollm DIR] [--reuse]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from safetensors.torch import load_file
+
+from coevo import stages
+from coevo.config import load_config
+from coevo.io import write_json
+from coevo.policy.checkpoint import weights_file
+from schemas.rewards import read_rewards, write_rewards
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def model_overrides(name: str, args) -> dict:
+    if name == "tiny":
+        return {"bootstrap": {"steps": 30, "batch_size": 16}}
+    return {"policy": {"checkpoint": str(args.smollm.resolve()), "lora": {"rank": 8, "lr": 1e-4}}, "prompt": {"format": "chat"}}
+
+
+def run_model(name: str, args, out: Path) -> dict:
+    base = {
+        "run": {"out_dir": str(out / name / "run")},
+        "problems": {"data_dir": str(out / name / "data"), "n_train": 64, "n_test": 8},
+        "rollout": {"problems_per_iter": args.problems, "group_size": args.group},
+        "sampling": {"max_new_tokens": args.tokens},
+        "optim": {"minibatch_size": args.problems * args.group},
+        "policy": {"threads": 1, "device": "cpu"},
+    }
+    from coevo.config import deep_merge
+
+    overrides = deep_merge(base, model_overrides(name, args))
+    cfg = load_config(ROOT / "params.yaml", overrides)
+    data = stages.prepare_stage(cfg)
+    boot = stages.bootstrap_stage(cfg, data)
+    rollouts, signal = stages.RunLayout(cfg.run.out_dir).rollouts(1), cfg.run.out_dir / "signal.parquet"
+    if not (args.reuse and rollouts.is_file() and signal.is_file()):
+        rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
+        frame = read_rewards(stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"])
+        write_rewards(signal, frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]))
+    frame = read_rewards(signal)
+    result: dict = {"model": name, "sequences": len(frame)}
+    weights = {}
+    for world in (1, 2):
+        wcfg = load_config(ROOT / "params.yaml", deep_merge(overrides, {"policy": {"distributed": {"world_size": world}}}))
+        stages._POLICIES.clear()
+        start = time.perf_counter()
+        record = stages.update_stage(wcfg, 1, boot["checkpoint"], str(rollouts), str(signal), boot["coevolver"], data)
+        result[f"update_s_world{world}"] = round(time.perf_counter() - start, 2)
+        result[f"steps_world{world}"] = record["metrics"]["policy/steps"]
+        weights[world] = load_file(weights_file(stages.RunLayout(wcfg.run.out_dir).checkpoint(1)))
+    result["max_abs_weight_diff"] = max(float((weights[1][k] - weights[2][k]).abs().max()) for k in weights[1])
+    print(result, flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="tiny,smollm2")
+    parser.add_argument("--problems", type=int, default=8)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--smollm", type=Path, default=ROOT / "models" / "smollm2-135m-instruct", help="SmolLM2-135M-Instruct HF directory")
+    parser.add_argument("--reuse", action="store_true", help="keep the rollouts and rewards of an earlier run in --out")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/coevo-bench-ddp"))
+    args = parser.parse_args()
+    results = [run_model(name, args, args.out) for name in args.models.split(",")]
+    write_json(ROOT / "bench" / "results" / "ddp_update" / "results.json", {"args": {k: str(v) for k, v in vars(args).items()}, "results": results})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Rollout and verification on Ray workers (pipeline.task_runner: ray, flows/fanout.py), on one local
+Ray cluster of 2 worker processes (num_cpus=1 each, 100 MB object store, no dashboard), loopback only:
+
+- 2 iterations with pipeline.shards: 2 through Prefect's RayTaskRunner give the same rollouts,
+  rewards, catalog rows and checkpoint weights as the local runner with the same shards, and the
+  plain driver (`coevo train --plain`) gives the same as the flow;
+- a Ray worker process SIGKILLed in the middle of a rollout shard (paused there by coevo/faults.py)
+  has its task re-run (pipeline.retries) and the run ends identical;
+- the default (local) flow run neither imports Ray nor starts it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from coevo.config import Config, deep_merge, load_config
+from coevo.driver import train as plain_train
+from coevo.io import hash_file
+from coevo.policy.checkpoint import read_meta
+from coevo.stages import RunLayout
+from flows.train import train_flow
+
+from ..conftest import ROOT, TINY
+
+ray = pytest.importorskip("ray")
+SHARDS = {"pipeline": {"shards": 2, "retries": 2, "retry_delay_s": 0.1}}
+
+
+def overrides(tmp: Path, name: str, runner: str) -> dict:
+    own = {
+        "run": {"out_dir": str(tmp / name / "run")},
+        "problems": {"data_dir": str(tmp / name / "data")},
+        "tracking": {"mlflow_uri": f"sqlite:///{tmp / name / 'mlflow.db'}", "experiment": f"ray-{name}"},
+        "pipeline": {"task_runner": runner},
+    }
+    return deep_merge(deep_merge(TINY, SHARDS), own)
+
+
+def outcome(cfg: Config) -> dict:
+    """What a run produced: the sha256 of every table and checkpoint, and (flow runs) the catalog rows."""
+    layout, its = RunLayout(cfg.run.out_dir), range(1, cfg.run.iterations + 1)
+    found = {
+        "rollouts": [hash_file(layout.rollouts(it)) for it in its],
+        "rewards": [hash_file(layout.rewards(it)) for it in its],
+        "weights": [read_meta(layout.checkpoint(it))["weights_sha256"] for it in its],
+    }
+    if cfg.catalog_path.is_file():
+        with duckdb.connect(str(cfg.catalog_path), read_only=True) as db:
+            found["catalog"] = {t: db.sql(f"select * from {t} order by all").fetchall() for t in ("rollouts", "rewards", "skill_events")}
+    return found
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """One local Ray cluster for the module: 2 worker CPUs, a 100 MB object store, no dashboard. The
+    flow's RayTaskRunner finds Ray initialised and uses it (and leaves it running)."""
+    path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path) if p)  # the worker processes import coevo from here
+    ray.init(address="local", num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        os.environ["PYTHONPATH"] = path
+
+
+@pytest.fixture(scope="module")
+def local_run(prefect_server, tmp_path_factory) -> dict:
+    """The reference: 2 iterations, 2 shards, local runner."""
+    params = overrides(tmp_path_factory.mktemp("local"), "local", "local")
+    state = train_flow(str(ROOT / "params.yaml"), params, return_state=True)
+    assert state.is_completed(), state
+    return outcome(load_config(ROOT / "params.yaml", params))
+
+
+def test_ray_runner_equals_local_runner(ray_cluster, local_run, prefect_server, tmp_path):
+    params = overrides(tmp_path, "ray", "ray")
+    state = train_flow(str(ROOT / "params.yaml"), params, return_state=True)
+    assert state.is_completed(), state
+    assert outcome(load_config(ROOT / "params.yaml", params)) == local_run
+    assert len(local_run["catalog"]["rollouts"]) == 2 * TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
+    assert len(set(local_run["weights"])) == 2  # the policy moved each iteration
+
+
+def test_plain_driver_equals_the_flow_in_shards(local_run, tmp_path):
+    cfg = load_config(ROOT / "params.yaml", overrides(tmp_path, "plain", "local"))
+    plain_train(cfg)
+    assert outcome(cfg) == {k: v for k, v in local_run.items() if k != "catalog"}
+
+
+def test_a_killed_ray_worker_is_retried_and_the_run_ends_identical(ray_cluster, local_run, prefect_server, tmp_path):
+    from prefect_ray.context import remote_options
+
+    marker = tmp_path / "paused.pid"
+    pause = {"COEVO_PAUSE": "rollout:2.1:120", "COEVO_PAUSE_ONCE": str(marker), "PYTHONPATH": os.environ["PYTHONPATH"]}
+    killed = []
+
+    def kill_when_paused():
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not (marker.is_file() and marker.read_text().strip()):
+            time.sleep(0.1)
+        if marker.is_file():
+            pid = int(marker.read_text())
+            os.kill(pid, signal.SIGKILL)  # the Ray worker process running shard 1 of iteration 2's rollout
+            killed.append(pid)
+
+    killer = threading.Thread(target=kill_when_paused, daemon=True)
+    killer.start()
+    params = overrides(tmp_path, "killed", "ray")
+    with remote_options(runtime_env={"env_vars": pause}):  # the worker processes of this run pause there, once
+        state = train_flow(str(ROOT / "params.yaml"), params, return_state=True)
+    killer.join(timeout=5)
+    assert killed and killed[0] != os.getpid(), "no Ray worker reached the pause point"
+    assert state.is_completed(), state
+    assert outcome(load_config(ROOT / "params.yaml", params)) == local_run
+
+
+def test_the_default_run_neither_imports_nor_starts_ray(prefect_server, tmp_path):
+    """The local default in a fresh process: after a whole flow run `ray` is not in sys.modules."""
+    params = overrides(tmp_path, "default", "local")
+    params["pipeline"] = {"task_runner": "local"}
+    params["run"]["iterations"] = 1
+    script = (
+        "import json, sys\n"
+        "from flows.train import train_flow\n"
+        f"state = train_flow({str(ROOT / 'params.yaml')!r}, json.loads({__import__('json').dumps(__import__('json').dumps(params))}), return_state=True)\n"
+        "assert state.is_completed(), state\n"
+        "print('ray-imported' if 'ray' in sys.modules else 'no-ray')\n"
+    )
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "no-ray"
