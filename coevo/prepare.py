@@ -6,6 +6,7 @@ import pandas as pd
 
 from coevo.code.prepare import CODE_SOURCES, prepare_code_problems
 from coevo.config import Config
+from coevo.problems.constraints import generate_constraints
 from coevo.problems.arithmetic import generate_arithmetic, write_splits
 from coevo.problems.loader import load_problem_file, split_problems
 from schemas.problems import read_problems
@@ -16,6 +17,8 @@ def build_splits(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
     problems = cfg.problems
     if problems.source == "arithmetic":
         return generate_arithmetic(list(problems.families), cfg.levels, problems.n_train, problems.n_test, cfg.seed, problems.question_style)
+    if problems.source == "constraints":
+        return generate_constraints(list(problems.constraint_kinds), problems.n_train, problems.n_test, cfg.seed)
     frame = load_problem_file(problems.path)
     if problems.test_path is not None:
         return frame, load_problem_file(problems.test_path)

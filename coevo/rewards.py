@@ -16,7 +16,9 @@ every checkpoint's lineage record (coevo/store/lineage.py).
 
 Departures from TRL:
 1. The built-in verifiers are entries of the same list (`BUILTIN_REWARDS`): `verifier` (each problem
-   family's verifier, coevo/verify.py) and `format` (a closed \\boxed{} or ``` fence). `passed` is the
+   family's verifier, coevo/verify.py), `format` (a closed \\boxed{} or ``` fence) and `rubric` (the
+   co-evolving rubric's judge, coevo/coevolvers/rubrics.py; a judge whose details, when it is not the
+   first judge, are appended to the first one's). `passed` is the
    verdict of the first `verifier` entry whatever its weight (weight 0 keeps the held-out accuracy
    meaning "correct answer" while training on other rewards); without one, a completion passes when
    its total reward is at least `rewards_pass_threshold`.
@@ -154,9 +156,11 @@ def combine(terms: Sequence[RewardTerm], rows: pd.DataFrame, completions: Sequen
     if len(completions) == 0:
         return []
     columns = columns_of(rows)
-    values, verdicts = {}, None
+    values, verdicts, later = {}, None, []
     for term in terms:
         values[term.name], judged = term_values(term, rows, columns, completions, prompts)
+        if judged is not None and verdicts is not None:
+            later.append(judged)  # a later judge's details are kept beside the first's (e.g. the rubric's per-criterion scores)
         verdicts = verdicts if verdicts is not None else judged
     combined = "+".join(term.name for term in terms)
     rewards = []
@@ -166,7 +170,8 @@ def combine(terms: Sequence[RewardTerm], rows: pd.DataFrame, completions: Sequen
         if verdicts is None:
             rewards.append(Reward(total, total >= pass_threshold, combined, "", components))
         else:
-            rewards.append(Reward(total, verdicts[i].passed, verdicts[i].verifier, verdicts[i].details, components))
+            details = " ".join(d for d in [verdicts[i].details] + [other[i].details for other in later] if d)
+            rewards.append(Reward(total, verdicts[i].passed, verdicts[i].verifier, details, components))
     return rewards
 
 
@@ -239,3 +244,12 @@ def _family_verifier(cfg: Config) -> Callable:
 
 BUILTIN_REWARDS.add("verifier", Builtin(_family_verifier, judge=True))
 BUILTIN_REWARDS.add("format", Builtin(lambda cfg: format_reward))
+
+
+def _rubric(cfg: Config) -> Callable:
+    from coevo.coevolvers.rubrics import rubric_reward  # the co-evolving rubric's judged reward (coevolver.kind: rubrics)
+
+    return rubric_reward(cfg)
+
+
+BUILTIN_REWARDS.add("rubric", Builtin(_rubric, judge=True))

@@ -424,6 +424,9 @@ def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
     metrics.update({f"verify/pass_rate/{f}": float(g["passed"].mean()) for f, g in joined.groupby("family")})
     components = pd.DataFrame([json.loads(text) for text in rewards[COMPONENTS]], dtype=float)  # None -> NaN: skipped by mean
     metrics.update({f"verify/reward/{name}": float(column.mean()) for name, column in components.items()})
+    parse_fail = rewards["details"].str.extract(r"(?:^| )judge_parse_fail=(\d+)")[0].dropna()
+    if len(parse_fail):  # the rubric judge's unparseable replies (left out of the reward)
+        metrics["verify/judge_parse_fail"] = float(parse_fail.astype(int).sum())
     return metrics
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from coevo.code.verifier import CODE_FAMILIES, score_problem_rows
 from coevo.config import Config
+from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constraints
 from coevo.problems.verifier import MathVerifier
 from coevo.registry import Registry
 from coevo.rewards import combine, reward_terms
@@ -39,6 +40,8 @@ def score_math(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) 
 
 for _family in CODE_FAMILIES:
     register_family_verifier(_family, score_problem_rows)
+for _family in CONSTRAINT_KINDS:  # the constraint problems' hidden gold checks
+    register_family_verifier(_family, score_constraints)
 
 
 def verifier_for(family: str) -> FamilyVerifier:
@@ -76,6 +79,8 @@ def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config 
     """One rewards row per rollout (schemas/rewards.py), same order. `cfg` is the run's config (its
     code.sandbox runs code problems); None means the defaults of coevo.config."""
     rows = problems.set_index("id").loc[rollouts["problem_id"]].reset_index()
+    if len(rollouts):
+        rows.attrs["iteration"] = int(rollouts["iteration"].iloc[0])  # which rubric version judges them (reward `rubric`)
     prompts = list(rollouts["prompt"]) if "prompt" in rollouts.columns else None
     results = score_rows(rows, list(rollouts["completion"]), cfg or Config(), prompts)
     return pd.DataFrame(

@@ -38,7 +38,7 @@ SKILL_EVENTS_SCHEMA = pa.DataFrameSchema(
         "problem_id": pa.Column(str, description="Problem of the matched group (measured events; '' otherwise)."),
         "gap": pa.Column(float, nullable=True, description="Mean probe reward - mean base reward (measured events; null otherwise)."),
         "utility": pa.Column(float, nullable=True, description="Running utility after the event (null where the report has none)."),
-        "reason": pa.Column(str, description="Why the skill was retired ('low utility', 'capacity'; '' otherwise)."),
+        "reason": pa.Column(str, description="Why the skill was retired ('low utility', 'capacity'; '' otherwise); 'rubric criterion' on a rubric criterion's measured event."),
     },
     checks=[
         _set_exactly_on_measured("gap", lambda s: s.notna()),

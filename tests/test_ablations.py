@@ -64,7 +64,7 @@ def test_pmd_run_distils_from_its_memory(tmp_path):
     """With an admission that takes every measured entry (one matched group, any gap), entries written
     at iteration 1 are admitted at iteration 2 and reach the self-teacher: the divergence is exactly 0
     while the memory holds no admitted entry (the teacher is the student) and positive once it does."""
-    admit_all = {"min_count": 1, "admit_threshold": -2.0, "retire_threshold": -2.0}
+    admit_all = {"min_count": 1, "admit_threshold": -2.0, "retire_threshold": -2.0, "admission": "threshold", "retire_z": None, "skip_saturated": False}
     cfg = tiny_config(tmp_path, objective=PMD["objective"], coevolver={"kind": "memory", "skill_bank": admit_all}, rollout={"problems_per_iter": 8})
     layout = run(cfg)
     admitted = [[e["text"] for e in entries(layout, it) if e["status"] in ("active", "stable")] for it in (1, 2)]

@@ -162,7 +162,7 @@ def test_default_rewards_are_the_family_verifiers_unchanged(tmp_path):
         ("{plugin}:nan", r"rewards\[1\]\.function '{plugin}:nan' returned nan for completion 0 .* return None for 'not applicable'"),
         ("{plugin}:scalar", r"rewards\[1\]\.function '{plugin}:scalar' returned a float; expected a list of 3 floats"),
         ("{plugin}:broken", r"rewards\[1\]\.function '{plugin}:broken' raised KeyError: 'label'"),
-        ("verifyer", r"rewards\[1\]\.function 'verifyer': no such built-in reward; built-ins: \['format', 'verifier'\]"),
+        ("verifyer", r"rewards\[1\]\.function 'verifyer': no such built-in reward; built-ins: \['format', 'rubric', 'verifier'\]"),
     ],
 )
 def test_bad_plugins_are_named_by_their_entry(tmp_path, plugin, function, match):

@@ -1,5 +1,5 @@
 """Co-evolvers: the artifacts that evolve from the policy's rollouts. Importing this package registers
-"skill_bank", "memory", "none" and "curriculum"."""
+"skill_bank", "memory", "none", "curriculum" and "rubrics"."""
 
 from coevo.coevolvers.base import (
     CoEvolver,
@@ -12,6 +12,7 @@ from coevo.coevolvers.base import (
 from coevo.coevolvers.curriculum import Curriculum
 from coevo.coevolvers.memory import ProceduralMemory
 from coevo.coevolvers.none import NoCoEvolver
+from coevo.coevolvers.rubrics import RubricsCoEvolver
 from coevo.coevolvers.skill_bank import Skill, SkillBank
 from coevo.coevolvers.writers import (
     OpenAIChatWriter,
@@ -27,6 +28,7 @@ __all__ = [
     "NoCoEvolver",
     "OpenAIChatWriter",
     "ProceduralMemory",
+    "RubricsCoEvolver",
     "Skill",
     "SkillBank",
     "SkillDraft",

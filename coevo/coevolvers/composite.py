@@ -3,7 +3,7 @@
 A list behaves as one co-evolver towards the stages. Each member plays the roles its class declares
 (`roles`): "problems" (chooses the iteration's batch: a curriculum), "context" (plans the rollout's
 context variants and gives the evaluation and the self-teacher their context: a skill bank or a
-memory); a role has at most one player, so no two members compete for the same decision. Members
+memory), "reward" (the artifact the `rubric` reward judges by: rubrics); a role has at most one player, so no two members compete for the same decision. Members
 without a role in play fall back to the uniform sampler and the plain group. `update` runs the
 members in list order, each on the same rollouts and rewards, and the report keeps each member's
 report under its name (`member_reports` reads them back).
@@ -40,7 +40,7 @@ from coevo.errors import InputError
 from coevo.types import ContextVariant
 
 KIND = "list"
-ROLES = ("problems", "context")
+ROLES = ("problems", "context", "reward")
 
 
 class CoevolverRoleError(InputError):
@@ -118,7 +118,19 @@ def _player(members: list, role: str):
     return players[0][1] if players else None
 
 
-_ROLE_TEXT = {"problems": "chooses the problems (a curriculum)", "context": "shapes the rollout context (a skill bank or a memory)"}
+_ROLE_TEXT = {
+    "problems": "chooses the problems (a curriculum)",
+    "context": "shapes the rollout context (a skill bank or a memory)",
+    "reward": "the reward judges by (rubrics)",
+}
+
+
+def member_dir(cfg: Config, version: str | Path, kind: str) -> Path:
+    """The directory of the run's (first) `kind` co-evolver inside co-evolver version `version`."""
+    index = next((i for i, entry in enumerate(cfg.coevolver_list) if entry.kind == kind), None)
+    if index is None:
+        raise ValueError(f"no {kind!r} co-evolver in this run (coevolver.kind or an entry of coevolvers)")
+    return Path(version) / member_name(index, kind) if cfg.coevolvers else Path(version)
 
 
 def check_coevolvers(cfg: Config) -> None:

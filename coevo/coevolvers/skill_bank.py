@@ -24,10 +24,22 @@ Departures from the papers:
    `update` at iteration k, first probed by `plan` at k+1), not from the same problem's base half, so
    one generation pass per iteration suffices and the stage table rollout -> verify -> co-evolve ->
    update holds.
-2. "Significant" is a fixed margin: a trial is judged after `min_count` matched groups and admitted
-   when the mean gap exceeds `admit_threshold` (no statistical test; halves of 4 are too small for
-   one to have power). Active -> stable after `stable_count` gaps with utility > `admit_threshold`;
-   active/stable -> retired when utility < `retire_threshold`; beyond `max_active` the lowest-utility
+2. "Significant" is, with `admission: threshold`, a fixed margin: a trial is judged after `min_count`
+   matched groups and admitted when the mean gap exceeds `admit_threshold`. That admits a skill with no
+   effect 20% of the time in the default run (bench/skill_noise.py), so the default is `admission:
+   sequential`: a one-sided stratified permutation test (Cochran-Mantel-Haenszel for 0/1 rewards) on
+   the matched groups, each group a stratum, S = sum over groups of (probe reward sum - its mean under
+   random assignment of the group's rewards to the halves), V = sum of the permutation variances,
+   z = S / sqrt(V); groups without reward variance add nothing. It looks at each update that brings new
+   informative groups (at least `min_count`) and admits when z exceeds the level spent at this look: a
+   Pocock-type alpha-spending function alpha * ln(1 + (e - 1) t) (Lan & DeMets 1983) of the information
+   fraction t = informative groups / `max_count`, each look testing at the increment (a union bound, so
+   the false-admission rate over all looks is at most `alpha`); a trial not admitted by `max_count`
+   matched groups is rejected, and one whose z is at or below `futility_z` at a look at once. Active -> stable after `stable_count` gaps with utility > `admit_threshold`;
+   active/stable -> retired when utility < `retire_threshold` (with `retire_z` set, the default, instead
+   when the test's statistic over its informative groups, older ones discounted by `evidence_decay`, is
+   at or below `retire_z`: the EMA rule retired a simulated +0.1 skill within 10 updates 66% of the
+   time, on noise and on the zero gaps of saturated groups); beyond `max_active` the lowest-utility
    skills are retired. Utility is an EMA, u <- decay*u + (1-decay)*gap, initialised by the first gap.
    Each skill makes at most one transition per update.
 3. No pre-RL evaluation pass (the online trial stage plays its part), no LLM mutation of surviving
@@ -41,14 +53,17 @@ Departures from the papers:
    SkillForge, where stable skills are no longer evaluated) the least-measured retrieved stable one,
    so stable skills can still be retired when the policy outgrows them (EDGE's pruning).
 6. A frozen bank (ablation) still retrieves but never probes and never changes.
-7. A saved version keeps a retired skill's identity (skills.jsonl: id, text, status, ...) but not its
-   statistics (gaps, utility, history): nothing reads them once it is retired (measurement, the
+7. With `skip_saturated` (default) no skill is probed on a question whose previous group passed all or
+   none of its rollouts (the bank remembers each question's last pass rate, keyed by the question's
+   hash): in the default run 82% of such groups are saturated again, where a probe measures nothing.
+8. A saved version keeps a retired skill's identity (skills.jsonl: id, text, status, ...) but not its
+   statistics (gaps, utility, history, evidence): nothing reads them once it is retired (measurement, the
    lifecycle, retrieval and probes skip retired skills; only its id, for de-duplicating new
    candidates, and its status, for the counts, matter), and its whole lifecycle is in the per-iteration
    reports (reports/iter_NNNN.json) and the catalog (`coevo query skill ID`). Otherwise every version
    carried the gaps of every skill ever measured (stats.json 100 kB of a 141 kB version after 300
    iterations of the default run); now stats.json holds only the live skills (at most max_trials +
-   max_active). A loaded retired skill has empty gaps and history and utility 0.
+   max_active). A loaded retired skill has empty gaps, history and evidence and utility 0.
 
 Subclasses (the procedural memory, memory.py) change what an entry applies to (`applies`), what the
 rollouts and the teacher see (`rollout_context`, `teacher_context`) and how candidates are written
@@ -59,6 +74,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +95,9 @@ from coevo.types import ContextVariant
 
 STATUSES = ("trial", "active", "stable", "retired")
 IDENTITY = ("id", "text", "family", "key", "source", "status", "created_iter", "level")  # skills.jsonl
-STATS = ("gaps", "utility", "history")  # stats.json, for the skills not retired (departure 7)
+STATS = ("gaps", "utility", "history", "evidence")  # stats.json, for the skills not retired (departure 8)
+EVIDENCE = {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0, "recent_score": 0.0, "recent_variance": 0.0}
+RATES = "rates.json"  # the last pass rate of each question (by hash), for skip_saturated
 
 
 def skill_id(text: str) -> str:
@@ -108,11 +126,33 @@ class Skill:
     gaps: list[float] = field(default_factory=list)
     utility: float = 0.0
     history: list[dict] = field(default_factory=list)
+    # the sequential test's sums: score S, variance V, informative groups, alpha spent, groups at the last look;
+    # recent_*: the same sums discounted per informative group (retire_z)
+    evidence: dict = field(default_factory=lambda: dict(EVIDENCE))
 
-    def record(self, gap: float, decay: float) -> None:
-        """Append a measured gap and update the running utility (the first gap initialises it)."""
+    def record(self, gap: float, decay: float, score: float = 0.0, variance: float = 0.0, recent_decay: float = 1.0) -> None:
+        """Append a measured gap and update the running utility (the first gap initialises it) and the
+        test's sums (`score`, `variance`: the group's probe sum minus its permutation mean, and its variance)."""
         self.utility = gap if not self.gaps else decay * self.utility + (1 - decay) * gap
         self.gaps.append(gap)
+        if variance > 0:
+            self.evidence = self.evidence | {
+                "score": self.evidence["score"] + score,
+                "variance": self.evidence["variance"] + variance,
+                "groups": self.evidence["groups"] + 1,
+                "recent_score": recent_decay * self.evidence.get("recent_score", 0.0) + score,
+                "recent_variance": recent_decay**2 * self.evidence.get("recent_variance", 0.0) + variance,
+            }
+
+    def z(self) -> float:
+        """The sequential test's statistic S / sqrt(V) (0 before any informative group)."""
+        variance = self.evidence["variance"]
+        return self.evidence["score"] / math.sqrt(variance) if variance > 0 else 0.0
+
+    def recent_z(self) -> float | None:
+        """The discounted statistic sum d^age s / sqrt(sum d^(2 age) v) (None before any informative group)."""
+        variance = self.evidence.get("recent_variance", 0.0)
+        return self.evidence.get("recent_score", 0.0) / math.sqrt(variance) if variance > 0 else None
 
     def move(self, status: str, iteration: int, reason: str) -> None:
         self.status = status
@@ -139,6 +179,7 @@ class SkillBank:
         self.frozen = cfg.frozen
         self.writer = writer if writer is not None else build_writer(cfg.writer)
         self.skills: dict[str, Skill] = {}
+        self.rates: dict[str, float] = {}  # question hash -> pass rate of its last group (skip_saturated)
 
     # ---- bank contents ----
     def add(self, draft: SkillDraft, iteration: int) -> str | None:
@@ -193,9 +234,14 @@ class SkillBank:
         variants: list[ContextVariant] = []
         for problem in problems.to_dict("records"):
             retrieved = self.retrieve(problem, self.params.top_k)
-            probe = None if self.frozen or group_size < 2 else self._choose_probe(problem, retrieved, trials, turn)
+            skip = self.frozen or group_size < 2 or self.saturated(problem)
+            probe = None if skip else self._choose_probe(problem, retrieved, trials, turn)
             variants.extend(_variants(str(problem["id"]), self.rollout_context(problem), probe, group_size))
         return variants
+
+    def saturated(self, problem: Mapping) -> bool:
+        """With skip_saturated: whether the question's previous group passed all or none of its rollouts."""
+        return self.params.skip_saturated and self.rates.get(skill_id(str(problem["prompt"]))) in (0.0, 1.0)
 
     def _choose_probe(self, problem: Mapping, retrieved: list[Skill], trials: list[Skill], turn: dict[str, int]) -> Skill | None:
         family, question = _family(problem), str(problem["prompt"])
@@ -217,10 +263,13 @@ class SkillBank:
         report |= {name: [] for name in ("measured", "admitted", "rejected", "promoted", "retired")}
         if not self.frozen:
             frame = _join(rollouts, rewards)
-            for sid, pid, gap in _matched_gaps(frame):
+            for sid, pid, gap, score, variance in _matched_gaps(frame):
                 if sid in self.skills and self.skills[sid].status != "retired":
-                    self.skills[sid].record(gap, self.params.utility_decay)
+                    self.skills[sid].record(gap, self.params.utility_decay, score, variance, self.params.evidence_decay)
                     report["measured"].append({"id": sid, "problem_id": pid, "gap": gap})
+            if self.params.skip_saturated:
+                rates = frame.groupby("question", sort=True)["passed"].mean()
+                self.rates |= {skill_id(str(q)): float(r) for q, r in rates.items()}
             self._lifecycle(iteration, report)
             report["new_candidates"] = self._write_candidates(iteration, frame)
         report["counts"] = self.counts()
@@ -229,13 +278,11 @@ class SkillBank:
     def _lifecycle(self, iteration: int, report: dict) -> None:
         p = self.params
         for skill in self._with_status("trial", "active", "stable"):
-            if skill.status == "trial" and len(skill.gaps) >= p.min_count:
-                admitted = sum(skill.gaps) / len(skill.gaps) > p.admit_threshold
-                skill.move("active" if admitted else "retired", iteration, "admitted" if admitted else "rejected")
-                report["admitted" if admitted else "rejected"].append(skill.summary())
-            elif skill.status in ("active", "stable") and skill.utility < p.retire_threshold:
-                skill.move("retired", iteration, "low utility")
-                report["retired"].append({"id": skill.id, "utility": skill.utility, "reason": "low utility"})
+            if skill.status == "trial":
+                self._judge(skill, iteration, report)
+            elif skill.status in ("active", "stable") and (reason := self._retire_reason(skill)):
+                skill.move("retired", iteration, reason)
+                report["retired"].append({"id": skill.id, "utility": skill.utility, "reason": reason})
             elif skill.status == "active" and len(skill.gaps) >= p.stable_count and skill.utility > p.admit_threshold:
                 skill.move("stable", iteration, "promoted")
                 report["promoted"].append(skill.summary())
@@ -243,6 +290,45 @@ class SkillBank:
         for skill in in_use[: max(len(in_use) - p.max_active, 0)]:
             skill.move("retired", iteration, "capacity")
             report["retired"].append({"id": skill.id, "utility": skill.utility, "reason": "capacity"})
+
+    def _retire_reason(self, skill: Skill) -> str:
+        """Why an active or stable skill retires now ('' if it stays): its running utility below
+        retire_threshold, or with retire_z set, its discounted test statistic at or below retire_z."""
+        p = self.params
+        if p.retire_z is None:
+            return "low utility" if skill.utility < p.retire_threshold else ""
+        recent = skill.recent_z()
+        return "low evidence" if recent is not None and recent <= p.retire_z else ""
+
+    def _judge(self, skill: Skill, iteration: int, report: dict) -> None:
+        """Admit or reject a trial skill, or leave it on trial (departure 2)."""
+        p = self.params
+        if p.admission == "threshold":
+            if len(skill.gaps) < p.min_count:
+                return
+            admitted = sum(skill.gaps) / len(skill.gaps) > p.admit_threshold
+            skill.move("active" if admitted else "retired", iteration, "admitted" if admitted else "rejected")
+            report["admitted" if admitted else "rejected"].append(skill.summary())
+            return
+        looks = skill.evidence["looked"]
+        admitted, final = self._sequential_look(skill), len(skill.gaps) >= p.max_count
+        futile = p.futility_z is not None and skill.evidence["looked"] > looks and skill.z() <= p.futility_z
+        if admitted or final or futile:
+            skill.move("active" if admitted else "retired", iteration, "admitted" if admitted else "rejected")
+            report["admitted" if admitted else "rejected"].append(skill.summary() | {"z": skill.z()})
+
+    def _sequential_look(self, skill: Skill) -> bool:
+        """One look of the sequential test when the trial has new informative groups (at least min_count):
+        spend alpha up to the information fraction and admit when z exceeds the increment's critical value."""
+        p, ev = self.params, skill.evidence
+        final = len(skill.gaps) >= p.max_count
+        if ev["groups"] < p.min_count or (ev["groups"] == ev["looked"] and not final):
+            return False
+        fraction = 1.0 if final else min(ev["groups"] / p.max_count, 1.0)
+        spend = spent_alpha(p.alpha, fraction)
+        level = spend - ev["spent"]
+        skill.evidence = ev | {"spent": spend, "looked": ev["groups"]}
+        return level > 0 and skill.z() >= statistics.NormalDist().inv_cdf(1 - level)
 
     def _write_candidates(self, iteration: int, frame: pd.DataFrame) -> list[str]:
         n = min(self.cfg.writer.candidates_per_iter, self.params.max_trials - self.counts()["trial"])
@@ -255,8 +341,10 @@ class SkillBank:
     def save(self, directory: Path) -> str:
         ordered = [self.skills[sid] for sid in sorted(self.skills)]
         skills = "".join(json.dumps({k: getattr(s, k) for k in IDENTITY}, sort_keys=True) + "\n" for s in ordered)
-        stats = {s.id: {k: getattr(s, k) for k in STATS} for s in ordered if s.status != "retired"}  # departure 7
+        stats = {s.id: {k: getattr(s, k) for k in STATS} for s in ordered if s.status != "retired"}  # departure 8
         files = {"skills.jsonl": skills.encode(), "stats.json": (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode()}
+        if self.rates:
+            files[RATES] = (json.dumps(self.rates, sort_keys=True) + "\n").encode()
         return save_artifact(directory, self.kind, files, extra={"counts": self.counts()})
 
     @classmethod
@@ -267,12 +355,13 @@ class SkillBank:
         bank = cls(cfg, seed, generate)
         for line in files["skills.jsonl"].decode().splitlines():
             entry = json.loads(line)
-            retired = entry["status"] == "retired"  # no statistics saved (departure 7); older versions have them
+            retired = entry["status"] == "retired"  # no statistics saved (departure 8); older versions have them
             bank.skills[entry["id"]] = Skill(**entry, **(stats.get(entry["id"], {}) if retired else stats[entry["id"]]))
+        bank.rates = json.loads(files[RATES]) if RATES in files else {}
         return bank
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.skills == other.skills
+        return type(other) is type(self) and self.skills == other.skills and self.rates == other.rates
 
 
 def _variants(problem_id: str, shown: list[Skill], probe: Skill | None, group_size: int) -> list[ContextVariant]:
@@ -308,8 +397,27 @@ def _join(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _matched_gaps(frame: pd.DataFrame) -> list[tuple[str, str, float]]:
-    """(probed skill id, problem id, mean probe reward - mean base reward) per matched group, by problem id."""
+def spent_alpha(alpha: float, fraction: float) -> float:
+    """Pocock-type alpha-spending function (Lan & DeMets 1983): alpha * ln(1 + (e - 1) * t), t in [0, 1]."""
+    return alpha * math.log(1 + (math.e - 1) * fraction)
+
+
+def permutation_moments(base: pd.Series, probe: pd.Series) -> tuple[float, float]:
+    """(probe sum - its mean, its variance) when the group's rewards are assigned to the halves at random.
+
+    With N rewards r of mean m and n_p of them in the probe half: mean n_p m, variance
+    n_p n_b sum (r - m)^2 / (N (N - 1)) (sampling without replacement); for 0/1 rewards this is the
+    hypergeometric variance of the Cochran-Mantel-Haenszel test. A group without variance gives (0, 0).
+    """
+    rewards = pd.concat([base, probe])
+    n, n_probe, n_base, mean = len(rewards), len(probe), len(base), float(rewards.mean())
+    variance = n_probe * n_base * float(((rewards - mean) ** 2).sum()) / (n * (n - 1)) if n > 1 else 0.0
+    return (float(probe.sum()) - n_probe * mean, variance) if variance > 1e-12 else (0.0, 0.0)
+
+
+def _matched_gaps(frame: pd.DataFrame) -> list[tuple[str, str, float, float, float]]:
+    """(probed skill id, problem id, mean probe reward - mean base reward, permutation score, its variance)
+    per matched group, by problem id."""
     matched = frame[frame["variant"].isin(["base", "probe"])]
     gaps = []
     for pid, rows in matched.groupby("problem_id", sort=True):
@@ -317,7 +425,7 @@ def _matched_gaps(frame: pd.DataFrame) -> list[tuple[str, str, float]]:
         base = rows.loc[rows["variant"] == "base", "reward"]
         probe = rows.loc[rows["variant"] == "probe", "reward"]
         if len(probed) == 1 and probed[0] and len(base) and len(probe):
-            gaps.append((probed[0], str(pid), float(probe.mean() - base.mean())))
+            gaps.append((probed[0], str(pid), float(probe.mean() - base.mean()), *permutation_moments(base, probe)))
     return gaps
 
 

@@ -34,6 +34,7 @@ from coevo.code.prepare import CODE_SOURCES
 from coevo.code.warm_start import CODE_WARM_START_SETTINGS, code_warm_start_problems
 from coevo.config import Config
 from coevo.policy.checkpoint import Policy, linkable_weights, load_policy, resolve_device, save_checkpoint
+from coevo.policy.constraint_warm_start import constraint_warm_start
 from coevo.policy.supervised import BootstrapReport, supervised_steps
 from coevo.policy.tokenizer import build_char_tokenizer
 from coevo.problems.arithmetic import FAMILIES
@@ -142,6 +143,7 @@ for _source in ("arithmetic", "file"):
     WARM_STARTS.add(_source, WarmStart(arithmetic_warm_start, {"bootstrap": True}))
 for _source in CODE_SOURCES:
     WARM_STARTS.add(_source, WarmStart(code_warm_start_problems, CODE_WARM_START_SETTINGS))
+WARM_STARTS.add("constraints", WarmStart(constraint_warm_start, {"bootstrap": True}))
 
 
 def warm_start_for(cfg: Config) -> WarmStart:

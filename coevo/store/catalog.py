@@ -6,7 +6,9 @@
 - `rewards`: the rewards parquet shards; key rollout_id (exactly one reward per rollout);
   `components` holds each reward function's value as JSON (`components->>'format'` in DuckDB).
 - `skill_events`: the co-evolver's evolution reports (JSON of `SkillBank.update`), one row per
-  created / measured / admitted / rejected / promoted / retired event (schemas/skill_events.py).
+  created / measured / admitted / rejected / promoted / retired event (schemas/skill_events.py); the
+  rubrics co-evolver's criteria are events too (view `rubric_criteria`: iteration, family, criterion,
+  weight, discrimination).
 - `curriculum_arms`: the curriculum's evolution reports (`Curriculum.update`), one row per arm
   (problem category) per iteration: its bandit value, count, last reward and draw probability
   (schemas/curriculum_arms.py); empty for the other co-evolvers.
@@ -117,6 +119,13 @@ CREATE OR REPLACE VIEW skill_utility_history AS
     SELECT skill_id, iteration, event, problem_id, gap, utility, reason
     FROM skill_events
     ORDER BY skill_id, iteration, event_rank(event), problem_id;
+CREATE OR REPLACE VIEW rubric_criteria AS
+    -- the rubrics co-evolver's measured criteria (coevo/coevolvers/rubrics.py): family in problem_id,
+    -- discrimination (mean within-group score variance) in gap, weight in utility
+    SELECT iteration, problem_id AS family, skill_id AS criterion, utility AS weight, gap AS discrimination
+    FROM skill_events
+    WHERE event = 'measured' AND reason = 'rubric criterion'
+    ORDER BY iteration, family, criterion;
 CREATE OR REPLACE VIEW problem_completions AS
     SELECT r.problem_id, r.iteration, r.rollout_id, r.variant, r.skills, r.completion, w.reward, w.passed
     FROM rollouts AS r JOIN rewards AS w USING (rollout_id)
@@ -239,6 +248,10 @@ class Catalog:
             " WHERE skill_id = ? ORDER BY iteration, event_rank(event), problem_id",
             [skill_id],
         )
+
+    def rubric_criteria(self) -> pd.DataFrame:
+        """Each rubric criterion's weight and discrimination per iteration and family (kind=rubrics)."""
+        return self._query("SELECT * FROM rubric_criteria")
 
     def problem_completions(self, problem_id: str) -> pd.DataFrame:
         """iteration, rollout_id, variant, skills, completion, reward, passed of one problem; ordered by iteration, rollout_id."""
@@ -391,7 +404,7 @@ def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd
     does that for a whole batch); keys a report lacks (other co-evolvers) add none."""
     try:
         rows = [_event(iteration, sid, "created") for sid in report.get("new_candidates", [])]
-        rows += [_event(iteration, e.get("id"), "measured", e.get("problem_id", ""), gap=e.get("gap")) for e in report.get("measured", [])]
+        rows += [_event(iteration, e.get("id"), "measured", e.get("problem_id", ""), gap=e.get("gap"), utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get("measured", [])]
         for event in ("admitted", "rejected", "promoted", "retired"):
             rows += [_event(iteration, e.get("id"), event, utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get(event, [])]
         return pd.DataFrame(rows, columns=list(EVENT_DTYPES)).astype(EVENT_DTYPES)

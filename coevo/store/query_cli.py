@@ -100,6 +100,13 @@ def skill(
         show(cat.skill_history(skill_id), f"skill {skill_id}", as_json)
 
 
+@query_app.command("rubric")
+def rubric(catalog: CatalogOpt = DEFAULT_CATALOG, as_json: JsonOpt = False) -> None:
+    """Each rubric criterion's weight and discrimination per iteration and family (coevolver.kind: rubrics)."""
+    with open_catalog(catalog) as cat:
+        show(cat.rubric_criteria(), "rubric criteria", as_json)
+
+
 @query_app.command("problem")
 def problem(
     problem_id: Annotated[str, typer.Argument(help="A problem id (problems table).")],

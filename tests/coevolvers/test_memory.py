@@ -19,7 +19,7 @@ from .test_skill_bank import BY_ID, PROBLEMS, frames, matched
 
 
 def memory_config(**memory: object) -> CoevolverConfig:
-    return CoevolverConfig(kind="memory", skill_bank=SkillBankConfig(min_count=1), memory=MemoryConfig(**memory))
+    return CoevolverConfig(kind="memory", skill_bank=SkillBankConfig(min_count=1, admission="threshold", retire_z=None, skip_saturated=False), memory=MemoryConfig(**memory))
 
 
 def entry(memory: ProceduralMemory, text: str, key: str, family: str = "mul", level: int = 1, status: str = "active"):

@@ -24,7 +24,8 @@ BY_ID = PROBLEMS.set_index("id")
 
 
 def config(frozen: bool = False, **bank: object) -> CoevolverConfig:
-    return CoevolverConfig(frozen=frozen, skill_bank=SkillBankConfig(**bank))
+    """The fixed-threshold admission without probe skipping unless a test asks for the sequential test."""
+    return CoevolverConfig(frozen=frozen, skill_bank=SkillBankConfig(**({"admission": "threshold", "retire_z": None, "skip_saturated": False} | bank)))
 
 
 def put(bank: SkillBank, text: str, key: str, family: str = "mul", status: str = "trial", gaps: tuple = ()) -> Skill:
@@ -267,3 +268,106 @@ def test_deterministic_across_banks(tmp_path):
         return reports, bank.save(directory)
 
     assert run(tmp_path / "a") == run(tmp_path / "b")
+
+
+# ---- sequential admission (admission=sequential) ----
+def sequential(**bank: object) -> CoevolverConfig:
+    return config(**({"admission": "sequential", "alpha": 0.1, "min_count": 2, "max_count": 4, "futility_z": None} | bank))
+
+
+def test_sequential_admits_a_real_effect_hand_computed():
+    bank = SkillBank(sequential(), seed=0)
+    skill = put(bank, "7*8=56", key="7*8=")
+    # each group: base [0,0,1,0], probe [1,1,1,0]; N=8, 4 pass, mean 0.5; probe sum 3, its mean 4*0.5=2 -> score 1;
+    # variance 4*4*sum((r-0.5)^2)/(8*7) = 16*2/56 = 0.5714. Two groups: z = 2/sqrt(1.1429) = 1.8708.
+    # t = 2/4: alpha spent 0.1*ln(1+(e-1)/2) = 0.062011 -> critical z = inv_cdf(1-0.062011) = 1.5385 < 1.8708.
+    groups = matched("m2", skill.id, [0, 0, 1, 0], [1, 1, 1, 0]) + matched("m3", skill.id, [0, 0, 1, 0], [1, 1, 1, 0])
+    report = bank.update(1, PROBLEMS, *frames(groups))
+    assert skill.evidence["score"] == pytest.approx(2.0) and skill.evidence["variance"] == pytest.approx(32 / 28)
+    assert skill.evidence["groups"] == 2 and skill.evidence["spent"] == pytest.approx(0.062011, abs=1e-6)
+    assert skill.status == "active" and report["admitted"][0]["z"] == pytest.approx(1.8708, abs=1e-4)
+
+
+def test_sequential_holds_a_small_gap_the_threshold_admits():
+    # base [0,0,1,0], probe [0,1,1,0]: 3 pass, mean 0.375; score 2 - 1.5 = 0.5; variance 16*1.875/56 = 0.5357;
+    # two groups: z = 1/sqrt(1.0714) = 0.9661 < 1.5385 (the look's critical z): still on trial. The fixed
+    # threshold admits the same gaps (mean 0.25 > 0.05).
+    groups = lambda sid: matched("m2", sid, [0, 0, 1, 0], [0, 1, 1, 0]) + matched("m3", sid, [0, 0, 1, 0], [0, 1, 1, 0])  # noqa: E731
+    seq, fixed = SkillBank(sequential(), seed=0), SkillBank(config(min_count=2), seed=0)
+    a, b = put(seq, "7*8=56", key="7*8="), put(fixed, "7*8=56", key="7*8=")
+    seq.update(1, PROBLEMS, *frames(groups(a.id)))
+    fixed.update(1, PROBLEMS, *frames(groups(b.id)))
+    assert a.z() == pytest.approx(0.9661, abs=1e-4) and a.status == "trial"
+    assert b.status == "active"
+
+
+def test_sequential_rejects_a_null_effect_at_max_count():
+    bank = SkillBank(sequential(), seed=0)
+    skill = put(bank, "7*8=56", key="7*8=")
+    null = lambda: matched("m2", skill.id, [0, 0, 1, 0], [0, 0, 1, 0]) + matched("m3", skill.id, [0, 1, 0, 0], [1, 0, 0, 0])  # noqa: E731
+    bank.update(1, PROBLEMS, *frames(null()))  # score 0 + 0 -> z = 0 < 1.5385; 2 of max_count 4 groups: stays
+    assert skill.status == "trial" and skill.z() == 0.0
+    report = bank.update(2, PROBLEMS, *frames(null()))  # 4 groups = max_count; last look at 0.1 - 0.062 = 0.038: z = 0 fails
+    assert skill.status == "retired" and report["rejected"][0]["z"] == 0.0
+    assert skill.evidence["spent"] == pytest.approx(0.1)
+
+
+def test_sequential_futility_rejects_early():
+    bank = SkillBank(sequential(futility_z=0.0), seed=0)
+    skill = put(bank, "7*8=56", key="7*8=")
+    report = bank.update(1, PROBLEMS, *frames(matched("m2", skill.id, [0, 1, 1, 0], [0, 0, 1, 0]) + matched("m3", skill.id, [0, 1, 0, 0], [1, 0, 0, 0])))
+    assert skill.status == "retired" and report["rejected"][0]["z"] < 0
+
+
+def test_groups_without_variance_carry_no_evidence():
+    bank = SkillBank(sequential(min_count=1), seed=0)
+    skill = put(bank, "7*8=56", key="7*8=")
+    bank.update(1, PROBLEMS, *frames(matched("m2", skill.id, [1, 1, 1, 1], [1, 1, 1, 1]) + matched("m3", skill.id, [0, 0], [0, 0])))
+    assert skill.gaps == [0.0, 0.0] and skill.status == "trial"
+    assert skill.evidence == {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0, "recent_score": 0.0, "recent_variance": 0.0}
+
+
+# ---- probes skipped on saturated questions ----
+def test_probes_skipped_where_the_previous_group_saturated(tmp_path):
+    bank = SkillBank(sequential(skip_saturated=True), seed=0)
+    trial = put(bank, "9*9=81", key="9*9=")
+    # m1 passed all, a1 failed all, m2 mixed last time; m3 unseen
+    bank.update(1, PROBLEMS, *frames([("m1", "solo", "", [1, 1, 1, 1]), ("m2", "solo", "", [1, 0, 0, 0]), ("a1", "solo", "", [0, 0])]))
+    assert bank.saturated({"prompt": "7*8="}) and not bank.saturated({"prompt": "7*9="}) and not bank.saturated({"prompt": "12*3="})
+    variants = bank.plan(PROBLEMS[PROBLEMS["family"] == "mul"], group_size=4)
+    assert [(v.problem_id, v.variant) for v in variants] == [("m1", "solo"), ("m2", "base"), ("m2", "probe"), ("m3", "base"), ("m3", "probe")]
+    assert trial.id in {v.probe_skill for v in variants if v.variant == "probe"}  # beside the candidates written from m1, m2
+    bank.save(tmp_path / "bank")  # the pass rates travel with the bank
+    loaded = SkillBank.load(tmp_path / "bank", bank.cfg, seed=0)
+    assert loaded == bank and loaded.saturated({"prompt": "3+4="})
+    off = SkillBank(sequential(skip_saturated=False), seed=0)
+    off.rates = dict(bank.rates)
+    assert not off.saturated({"prompt": "7*8="})
+
+
+# ---- config ----
+def test_sequential_config_validation():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="max_count"):
+        SkillBankConfig(admission="sequential", min_count=8, max_count=4)
+    with pytest.raises(ValidationError, match="alpha"):
+        SkillBankConfig(alpha=1.5)
+    with pytest.raises(ValidationError, match="admission"):
+        SkillBankConfig(admission="bayes")
+    with pytest.raises(ValidationError, match="extra"):
+        SkillBankConfig(alpah=0.1)
+    assert SkillBankConfig(admission="threshold", min_count=8, max_count=4).max_count == 4  # only the sequential test reads it
+
+
+@pytest.mark.parametrize(("decay", "status"), [(0.5, "retired"), (1.0, "active")])
+def test_retire_z_on_discounted_evidence(decay, status):
+    bank = SkillBank(sequential(retire_z=0.0, evidence_decay=decay), seed=0)
+    skill = put(bank, "7*8=56", key="7*8=", status="active")
+    # m2: base [0,0,1,0], probe [1,1,1,0] -> score +1 (variance 0.5714); then m3: base [0,1,1,0], probe [0,0,1,0]
+    # -> 3 pass, mean 0.375, probe sum 1 - 1.5 = -0.5. Discounted: 0.5*1 - 0.5 = 0 <= 0 retires; undiscounted 0.5 > 0 stays.
+    report = bank.update(1, PROBLEMS, *frames(matched("m2", skill.id, [0, 0, 1, 0], [1, 1, 1, 0]) + matched("m3", skill.id, [0, 1, 1, 0], [0, 0, 1, 0])))
+    assert skill.status == status
+    assert skill.evidence["recent_score"] == pytest.approx({0.5: 0.0, 1.0: 0.5}[decay])
+    if status == "retired":
+        assert report["retired"] == [{"id": skill.id, "utility": pytest.approx(0.7 * 0.5 + 0.3 * -0.25), "reason": "low evidence"}]

@@ -250,7 +250,7 @@ def test_report_iteration_must_match(tmp_path):
 
 def test_real_skill_bank_report_ingests(tmp_path):
     """The report of an actual SkillBank.update: measured, admitted and created events arrive as the bank reports them."""
-    bank = SkillBank(CoevolverConfig(skill_bank=SkillBankConfig(min_count=1)), seed=0)
+    bank = SkillBank(CoevolverConfig(skill_bank=SkillBankConfig(min_count=1, admission="threshold")), seed=0)  # admits on one gap
     sid = bank.add(SkillDraft(text="2+5=7", family="add", key="2+5=", source="test"), iteration=0)
     rows = [(*row[:4], sid if row[4] else "", [sid] * len(row[5]), *row[6:]) for row in ITERATIONS[1]]  # s1 -> sid
     problems = pd.DataFrame({"id": ["p-add-1", "p-add-2", "p-mul-1"], "family": ["add", "add", "mul"], "level": 1, "prompt": "q", "answer": "7"})
