@@ -17,8 +17,9 @@ iterations), coevo/zero_var_share per iteration (the share of groups with no lea
 number a curriculum should push down) and, for the curriculum, each category's bandit value and draw
 probability over iterations. Writes bench/results/curriculum[-<tag>].json and .md.
 
-The "curriculum+skill_bank" arm waits for a list of co-evolvers per run (`coevolvers:`); its entry in
-LATER is the hook: move it into ARMS with the overrides that list both.
+Arms: GRPO alone, the curriculum, the curriculum and the skill bank in one run (`coevolvers:`), the
+skill bank alone, and the frozen-curriculum ablation (its bandit stops updating after
+FROZEN_AFTER iterations and keeps drawing from the values it had then).
 """
 
 from __future__ import annotations
@@ -34,13 +35,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 TRAIN_PHASES = ("time/rollout", "time/verify", "time/coevolve", "time/update")
+FROZEN_AFTER = 5  # the frozen-curriculum ablation's bandit learns for this many iterations, then stops
 
 ARMS: dict[str, dict] = {
     "grpo": {"coevolver": {"kind": "none"}},
     "curriculum": {"coevolver": {"kind": "curriculum"}},
+    "curriculum+skill_bank": {"coevolvers": [{"kind": "curriculum"}, {"kind": "skill_bank"}]},
     "skill_bank": {"coevolver": {"kind": "skill_bank"}},
+    "curriculum_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER}},
 }
-LATER: dict[str, dict] = {"curriculum+skill_bank": {}}  # needs `coevolvers: [curriculum, skill_bank]` (a list of co-evolvers per run)
 
 
 def overrides(arm: str, seed: int, args: argparse.Namespace, iterations: int, out_dir: Path) -> dict:
@@ -99,11 +102,14 @@ def probe(arm: str, seed: int, args: argparse.Namespace, boot_dir: str) -> float
 
 def run(arm: str, seed: int, args: argparse.Namespace, boot_dir: str, iterations: int) -> dict:
     """The measured run: accuracy curve, zero-variance share and (curriculum) arm values over iterations."""
+    from coevo.coevolvers.composite import member_reports
+
     summary, out_dir, rows = train_run(arm, seed, args, boot_dir, iterations, "run")
     values = []
     for it in range(1, iterations + 1):
         report = json.loads((out_dir / "reports" / f"iter_{it:04d}.json").read_text())
-        values += [{"iteration": it, **{k: a[k] for k in ("category", "value", "count", "prob")}} for a in report.get("arms", [])]
+        arms = [a for member in member_reports(report) for a in member.get("arms", [])]
+        values += [{"iteration": it, **{k: a[k] for k in ("category", "value", "count", "prob")}} for a in arms]
     return {
         "arm": arm,
         "seed": seed,
