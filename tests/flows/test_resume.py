@@ -23,9 +23,10 @@ import yaml
 from prefect.settings import PREFECT_API_URL
 from safetensors.torch import load_file
 
+from coevo.coevolvers.base import read_manifest
 from coevo.stages import RunLayout
 from coevo.store.catalog import Catalog
-from coevo.store.lineage import verify_lineage
+from coevo.store.lineage import read_record, verify_lineage
 from flows.train import train_flow
 
 from ..conftest import ROOT, TINY
@@ -36,8 +37,9 @@ ITERATIONS = 3
 INTERRUPTED = {"coevolve:2": {"reports/iter_0002.json"}}
 
 
-def _params(tmp_path, name: str) -> tuple[str, dict]:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+def _params(tmp_path, name: str, top: dict | None = None) -> tuple[str, dict]:
+    """The run's params file (TINY, `top` replacing whole top-level sections) and its overrides."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text()) | (top or {})
     overrides = {
         **TINY,
         # keep_last 1: by the end of each run the weights of every checkpoint but the newest (and the
@@ -143,3 +145,40 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     assert len(run) == 1  # the resumed flow continued the same MLflow run
     logged = [a.path for a in client.list_artifacts(run[0].info.run_id, "checkpoints")]
     assert len(logged) == len(set(logged)) == len(iterations)
+
+
+LISTED = {"coevolvers": [{"kind": "curriculum"}, {"kind": "skill_bank"}]}  # two co-evolvers, in this order
+
+
+@pytest.fixture(scope="module")
+def listed_reference(prefect_server, tmp_path_factory):
+    """An uninterrupted run with two co-evolvers."""
+    tmp = tmp_path_factory.mktemp("listed")
+    train_flow(_params(tmp, "reference", LISTED)[0])
+    return RunLayout(tmp / "reference" / "run")
+
+
+def test_sigkill_mid_coevolution_with_two_coevolvers_resumes_exactly(prefect_server, listed_reference, tmp_path):
+    params, _ = _params(tmp_path, "killed", LISTED)
+    _kill_at_pause(_run(params, "coevolve:2"), "coevolve:2")
+    layout = RunLayout(tmp_path / "killed" / "run")
+    done = {k: v for k, v in _stage_outputs(layout).items() if k not in INTERRUPTED["coevolve:2"]}
+    assert {"coevolver/iter_0001/0-curriculum/state.json", "coevolver/iter_0001/1-skill_bank/skills.jsonl"} <= set(done)
+    assert not layout.coevolver(2).exists()  # killed between iteration 2's report and its versions
+
+    finished = _run(params, None)
+    _, err = finished.communicate(timeout=900)
+    assert finished.returncode == 0, err[-3000:]
+    after = _stage_outputs(layout)
+    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
+    assert not rewritten, f"completed stages were recomputed, not restored: {rewritten}"
+    for it in range(ITERATIONS + 1):  # every version of both members, bit for bit (content hashes)
+        assert read_manifest(layout.coevolver(it))["members"] == read_manifest(listed_reference.coevolver(it))["members"]
+    record = read_record(layout.checkpoint(ITERATIONS))["coevolver"]
+    assert [(m["kind"], m["content_hash"]) for m in record["members"]] == [
+        (m["kind"], m["content_hash"]) for m in read_manifest(layout.coevolver(ITERATIONS))["members"]
+    ]
+    assert verify_lineage(layout.checkpoint(ITERATIONS)) == []
+    final = load_file(layout.checkpoint(ITERATIONS) / "model.safetensors")
+    expected = load_file(listed_reference.checkpoint(ITERATIONS) / "model.safetensors")
+    assert all(torch.equal(final[k], expected[k]) for k in expected)
