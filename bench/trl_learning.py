@@ -82,7 +82,7 @@ def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float
         it += 1
         rollouts = stages.rollout_stage(cfg, it, state["checkpoint"], state["coevolver"], train)
         rewards = stages.verify_stage(cfg, it, rollouts["path"], train)
-        evolved = stages.coevolve_stage(cfg, it, state["coevolver"], rollouts["path"], rewards["path"], train)
+        evolved = stages.coevolve_stage(cfg, it, state["coevolver"], rollouts["path"], rewards["path"], train, data["test"]["path"])
         updated = stages.update_stage(cfg, it, state["checkpoint"], rollouts["path"], rewards["path"], evolved["path"], data)
         state = {"checkpoint": updated["checkpoint"], "coevolver": evolved["path"]}
     return {"curve": clock.curve, "steps": it}

@@ -60,8 +60,7 @@ class ProblemsConfig(Strict):
 
 
 class ProposerConfig(Strict):
-    """The curriculum's problem proposer (coevo/problems/proposer.py). Not attached to a parent yet:
-    meant to sit at coevolver.curriculum.proposer."""
+    """The curriculum's problem proposer (coevolver.curriculum.proposer; coevo/problems/proposer.py)."""
 
     enabled: bool = Field(False, description="Write new training problems at the solver's frontier each iteration (arithmetic source only); false = the training problems stay those of data/problems.")
     band: float = Field(0.25, gt=0, lt=0.5, description="A category (family, level) is at the frontier when |pass_rate - 0.5| <= band; the proposer writes more problems of it.")
@@ -241,6 +240,7 @@ class CurriculumConfig(Strict):
     temperature: float = Field(0.2, gt=0, description="Boltzmann temperature of the arm distribution softmax(value / temperature); mean |advantage| lies in [0, 0.5] for 0/1 rewards, so lower is greedier.")
     epsilon: float = Field(0.05, ge=0, le=1, description="Uniform floor mixed into the arm distribution, (1 - epsilon) * softmax + epsilon / arms, so no category starves.")
     category: list[str] = Field(["family", "level"], min_length=1, description="Problem columns whose values name an arm (a user file's own fields are looked up too); a column the problems lack is an error.")
+    proposer: ProposerConfig = Field(default_factory=ProposerConfig, description="New training problems at the solver's frontier, written after each iteration into the curriculum's version (proposals.jsonl) and drawn from like the training split; the test split never changes.")
 
 
 class RubricsConfig(Strict):
@@ -411,6 +411,10 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _check_coevolvers(self) -> Config:
+        for i, entry in enumerate(self.coevolver_list):
+            if entry.curriculum.proposer.enabled and (entry.kind != "curriculum" or self.problems.source != "arithmetic"):
+                where = f"coevolvers[{i}]" if self.coevolvers else "coevolver"
+                raise ValueError(f"{where}.curriculum.proposer.enabled needs kind: curriculum and problems.source: arithmetic (got kind {entry.kind!r}, source {self.problems.source!r})")
         if self.coevolvers is None:
             return self
         if self.coevolver != CoevolverConfig():  # params.yaml spells out the defaults; anything else is a second choice

@@ -102,7 +102,7 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
         timers, train_path = Timers(), data["train"]["path"]
         rollouts, rewards = rollout_and_verify(cfg, it, checkpoint, coevolver, train_path, timers)
         with timers.phase("coevolve"):
-            evolved = stages.coevolve_stage(cfg, it, coevolver, rollouts["path"], rewards["path"], train_path)
+            evolved = stages.coevolve_stage(cfg, it, coevolver, rollouts["path"], rewards["path"], train_path, data["test"]["path"])
         with timers.phase("update"):
             updated = stages.update_stage(cfg, it, checkpoint, rollouts["path"], rewards["path"], evolved["path"], data)
         checkpoint, coevolver = updated["checkpoint"], evolved["path"]

@@ -25,9 +25,9 @@ from pathlib import Path
 import pandas as pd
 
 from coevo.coevolvers import CoEvolver, TextGenerator
-from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_reports, members_of
+from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_dir, member_reports, members_of
 from coevo.coevolvers.curriculum import zero_variance_share
-from coevo.coevolvers.base import MANIFEST
+from coevo.coevolvers.base import MANIFEST, load_coevolver
 from coevo.config import Config, SamplingConfig
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
@@ -224,6 +224,17 @@ def coevolver_at(cfg: Config, it: int, directory: str | Path, generate: TextGene
     return coevolver
 
 
+def training_split(cfg: Config, it: int, train: str | Path) -> pd.DataFrame:
+    """The problems iteration `it` draws from, verifies and trains on: the train split, plus the
+    problems the curriculum's proposer accepted up to co-evolver version it-1 (when it is on)."""
+    split = problems(train)
+    entry = next((entry for entry in cfg.coevolver_list if entry.curriculum.proposer.enabled), None)
+    if entry is None or it < 1:
+        return split
+    curriculum = load_coevolver(member_dir(cfg, RunLayout(cfg.run.out_dir).coevolver(it - 1), "curriculum"), entry, cfg.seed)
+    return split if curriculum.proposals.empty else pd.concat([split, curriculum.proposals], ignore_index=True)
+
+
 def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenerator:
     """Greedy continuations by the policy at `checkpoint`, loaded only when first called."""
 
@@ -238,7 +249,7 @@ def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenera
 def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, shard: int = 0, shards: int = 1) -> dict:
     """The iteration's rollouts, or shard `shard` of `shards` of them (coevo/sharding.py)."""
     evolver = coevolver_at(cfg, it, coevolver)
-    split = problems(train)
+    split = training_split(cfg, it, train)
     split.attrs["path"] = str(train)  # a curriculum's missing category column names the file
     batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)
     batch, variants = shard_of(batch, evolver.plan(batch, cfg.rollout.group_size), shard, shards)
@@ -252,7 +263,7 @@ def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: 
 def verify_stage(cfg: Config, it: int, rollouts: str, train: str, shard: int = 0, shards: int = 1) -> dict:
     """Rewards of the iteration's rollouts, or of shard `shard` of `shards` of them."""
     frame = table(read_rollouts, rollouts)
-    rewards = verify_rollouts(frame, problems(train), cfg)
+    rewards = verify_rollouts(frame, training_split(cfg, it, train), cfg)
     path = shard_path(RunLayout(cfg.run.out_dir).rewards(it), shard, shards)
     write_rewards(path, rewards)
     return {"path": str(path), "sha256": hash_file(path), "metrics": reward_metrics(frame, rewards)}
@@ -272,17 +283,23 @@ def merge_stage(cfg: Config, it: int, rollouts: list[str], rewards: list[str]) -
     }
 
 
-def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards: str, train: str) -> dict:
-    """Co-evolver k -> k+1 from this iteration's rollouts and rewards (a frozen one is saved unchanged)."""
+def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards: str, train: str, test: str) -> dict:
+    """Co-evolver k -> k+1 from this iteration's rollouts and rewards (a frozen one is saved unchanged);
+    then the curriculum's proposer, if on, adds training problems (report key "proposer")."""
     layout = RunLayout(cfg.run.out_dir)
     bank = coevolver_at(cfg, it, coevolver, policy_generator(cfg, layout.checkpoint(it - 1), it))
-    frame = table(read_rollouts, rollouts)
-    batch = problems(train).set_index("id").loc[frame["problem_id"].unique()].reset_index()
-    report = bank.update(it, batch, frame, table(read_rewards, rewards))
+    frame, scored, split = table(read_rollouts, rollouts), table(read_rewards, rewards), training_split(cfg, it, train)
+    batch = split.set_index("id").loc[frame["problem_id"].unique()].reset_index()
+    report = bank.update(it, batch, frame, scored)
+    for member in members_of(bank):
+        if "problems" in member.roles and (proposed := member.propose(it, batch, frame, scored, split, problems(test))):
+            report = {**report, "proposer": proposed}
     write_json(layout.report(it), report)
     pause_point("coevolve", it)  # between the report and the new version: a crash here must not matter
     content_hash = bank.save(layout.coevolver(it))
-    metrics = {**coevo_metrics(report), "coevo/zero_var_share": zero_variance_share(frame, table(read_rewards, rewards))}
+    metrics = {**coevo_metrics(report), "coevo/zero_var_share": zero_variance_share(frame, scored)}
+    if "proposer" in report:
+        metrics |= {"coevo/proposed": float(report["proposer"]["accepted"]), "coevo/proposals_total": float(report["proposer"]["total"])}
     return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": metrics}
 
 
@@ -338,7 +355,7 @@ def update_train(cfg: Config, it: int, policy: Policy, optimizer, objective, ref
     if cfg.policy.frozen:
         return {"policy/steps": 0.0}
     teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
-    answers = problems(data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
+    answers = training_split(cfg, it, data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
     frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
     seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
     return policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer, ranks)

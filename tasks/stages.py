@@ -64,7 +64,7 @@ def merge(params: str, it: int, rollouts: list[dict], rewards: list[dict]) -> di
 
 @task(name="coevolve", cache_policy=RESUMABLE, persist_result=True)
 def coevolve(params: str, it: int, coevolver: dict, rollouts: dict, rewards: dict, data: dict) -> dict:
-    return stages.coevolve_stage(_cfg(params), it, coevolver["path"], rollouts["path"], rewards["path"], data["train"]["path"])
+    return stages.coevolve_stage(_cfg(params), it, coevolver["path"], rollouts["path"], rewards["path"], data["train"]["path"], data["test"]["path"])
 
 
 @task(name="policy-update", cache_policy=RESUMABLE, persist_result=True, retries=0)

@@ -274,7 +274,7 @@ def test_coevolution_stage_fails_without_writing_a_version(serve, tmp_path, who,
         coevolver = {"kind": "memory", "writer": writer, "memory": {"reflector": "openai", "levels": [2]}}
     cfg, layout, data = _iteration_one(tmp_path, coevolver)
     with pytest.raises(EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\)"):
-        coevolve_stage(cfg, 1, str(layout.coevolver(0)), str(layout.rollouts(1)), str(layout.rewards(1)), data["train"]["path"])
+        coevolve_stage(cfg, 1, str(layout.coevolver(0)), str(layout.rollouts(1)), str(layout.rewards(1)), data["train"]["path"], data["test"]["path"])
     assert not layout.coevolver(1).exists()
     assert not layout.report(1).exists()
     assert not list(layout.root.glob("coevolver/.*"))  # no temporary half-written version either

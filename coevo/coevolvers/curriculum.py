@@ -25,8 +25,15 @@ Departures from the paper:
 6. Frozen (the ablation): values, counts and rewards stop updating; the cursors still advance, so a
    frozen curriculum keeps sampling with its frozen values without repeating the same problems.
 
+With `curriculum.proposer.enabled`, after each update the curriculum also writes new training
+problems where the solver's pass rate is near one half (coevo/problems/proposer.py, SEIF / R-Zero
+style, validated and de-duplicated against both splits); they accumulate in the version's
+`proposals.jsonl` and the stages draw, verify and train on train split + proposals of the version in
+force (`coevo.stages.training_split`); their categories become arms like any other.
+
 The saved directory holds `state.json` (category columns, temperature, per-arm value, count, last
-reward and cursor) and the manifest (coevo/coevolvers/base.py), so versions are hashed like the rest.
+reward and cursor), `proposals.jsonl` when the proposer is on, and the manifest
+(coevo/coevolvers/base.py), so versions are hashed like the rest (and DVC-tracked with them).
 """
 
 from __future__ import annotations
@@ -49,11 +56,15 @@ from coevo.coevolvers.base import (
 from coevo.config import CoevolverConfig
 from coevo.errors import InputError
 from coevo.objectives.advantages import group_advantages, nonzero_variance_groups
+from coevo.problems.arithmetic import COLUMNS
+from coevo.problems.proposer import problems_frame, propose
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant
-from schemas.problems import EXTRA
+from schemas.errors import SchemaError
+from schemas.problems import EXTRA, validate_problems
 
 STATE = "state.json"
+PROPOSALS = "proposals.jsonl"  # the proposer's accepted problems so far (problems schema), one JSON object per line
 SEPARATOR = "/"  # between the category columns' values in an arm's name ("add/2")
 
 
@@ -123,6 +134,7 @@ class Curriculum:
         self.columns = list(cfg.curriculum.category)
         self.temperature = cfg.curriculum.temperature
         self.arms: dict[str, dict] = {}  # category -> {"value", "count", "reward", "cursor"}
+        self.proposals = problems_frame([])  # the proposer's accepted problems, oldest first
 
     def _arm(self, name: str) -> dict:
         return self.arms.setdefault(name, {"value": 0.0, "count": 0, "reward": None, "cursor": 0})
@@ -187,12 +199,27 @@ class Curriculum:
             "arms": [{"category": n, "value": self.arms[n]["value"], "count": self.arms[n]["count"], "reward": self.arms[n]["reward"], "prob": float(p)} for n, p in zip(names, probs)],
         }
 
+    def propose(self, iteration: int, batch: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame, train: pd.DataFrame, test: pd.DataFrame) -> dict | None:
+        """The proposer's step (None when it is off or frozen): new problems at the frontier of this
+        iteration's pass rates, appended to `proposals`. `train`: the split drawn from this iteration
+        (train + earlier proposals); `test`: the held-out split, never proposed again."""
+        settings = self.cfg.curriculum.proposer
+        if not settings.enabled or self.frozen:
+            return None
+        proposal = propose(pass_rates(batch, rollouts, rewards), train, test, settings, self.seed, iteration, self.proposals)
+        if len(proposal.accepted):
+            self.proposals = proposal.accepted if self.proposals.empty else pd.concat([self.proposals, proposal.accepted], ignore_index=True)
+        return {**proposal.report, "total": len(self.proposals)}
+
     def state(self) -> dict:
         return {"category": self.columns, "temperature": self.temperature, "arms": {name: dict(self.arms[name]) for name in sorted(self.arms)}}
 
     def save(self, directory: Path) -> str:
-        data = json.dumps(self.state(), indent=2, sort_keys=True).encode() + b"\n"
-        return save_artifact(directory, self.kind, files={STATE: data})
+        files = {STATE: json.dumps(self.state(), indent=2, sort_keys=True).encode() + b"\n"}
+        if self.cfg.curriculum.proposer.enabled:
+            rows = self.proposals[COLUMNS].to_dict(orient="records")
+            files[PROPOSALS] = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows).encode()
+        return save_artifact(directory, self.kind, files=files)
 
     @classmethod
     def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> Curriculum:
@@ -205,7 +232,31 @@ class Curriculum:
         curriculum = cls(cfg, seed)
         curriculum.temperature = float(state["temperature"])
         curriculum.arms = {name: dict(arm) for name, arm in state["arms"].items()}
+        if PROPOSALS in files:
+            curriculum.proposals = read_proposal_lines(files[PROPOSALS], Path(directory) / PROPOSALS)
         return curriculum
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Curriculum) and self.state() == other.state()
+        return isinstance(other, Curriculum) and self.state() == other.state() and self.proposals.equals(other.proposals)
+
+
+def pass_rates(batch: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
+    """The proposer's stats: pass rate and rollout count per (family, level) of this iteration's batch."""
+    joined = rollouts[["rollout_id", "problem_id"]].merge(rewards[["rollout_id", "passed"]], on="rollout_id")
+    joined = joined.merge(batch[["id", "family", "level"]].rename(columns={"id": "problem_id"}), on="problem_id")
+    stats = joined.groupby(["family", "level"], sort=True)["passed"].agg(pass_rate="mean", n_samples="size").reset_index()
+    return stats.astype({"level": int, "pass_rate": float, "n_samples": int})
+
+
+def read_proposal_lines(data: bytes, path: Path) -> pd.DataFrame:
+    """proposals.jsonl back into a problems frame; errors name the file, line and field."""
+    rows = []
+    for number, line in enumerate(data.decode().splitlines(), start=1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise CoevolverDirError(f"{path}: line {number}: not JSON ({exc.msg})") from exc
+    try:
+        return validate_problems(problems_frame([pd.DataFrame(rows, columns=COLUMNS)]), str(path))
+    except (SchemaError, ValueError, TypeError) as exc:
+        raise CoevolverDirError(f"{path}: not a problems table: {exc}") from exc

@@ -221,7 +221,7 @@ def propose(
             rejected.append(bad)
             got += len(ok)
         rows.append({"family": target.family, "level": target.level, "why": target.why, "pass_rate": target.pass_rate, "quota": quota, "accepted": got})
-    frame = validate_problems(_problems(accepted), f"proposer iteration {iteration}")
+    frame = validate_problems(problems_frame(accepted), f"proposer iteration {iteration}")
     bad = pd.concat(rejected, ignore_index=True) if rejected else pd.DataFrame(columns=[*COLUMNS, "reason"])
     report = {
         "iteration": iteration,
@@ -282,6 +282,7 @@ def _style_of(train: pd.DataFrame) -> str:
     return "words" if styles.count("words") > styles.count("equation") else "equation"
 
 
-def _problems(parts: list[pd.DataFrame]) -> pd.DataFrame:
+def problems_frame(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The parts concatenated as a problems frame (its columns and dtypes; empty without parts)."""
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
     return frame[COLUMNS].astype({"id": str, "family": str, "prompt": str, "answer": str, "level": np.int64})

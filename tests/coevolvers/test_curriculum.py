@@ -176,3 +176,40 @@ def test_config_rejects_bad_curriculum_settings():
         CurriculumConfig(categry=["family"])
     with pytest.raises(ValidationError, match="category"):
         CurriculumConfig(category=[])
+
+
+PROPOSING = {"enabled": True, "band": 0.45, "drop_below": 0.0, "promote_above": 0.95, "min_samples": 2, "per_iter": 8}
+
+
+def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
+    from coevo.driver import train
+    from coevo.stages import RunLayout, problems, training_split, verify_stage
+
+    cfg = tiny_config(tmp_path, coevolver={"kind": "curriculum", "curriculum": {"proposer": PROPOSING}})
+    train(cfg)
+    layout, data = RunLayout(cfg.run.out_dir), cfg.problems.data_dir
+    report = json.loads(layout.report(1).read_text())["proposer"]
+    assert report["accepted"] == report["total"] > 0 and sum(t["accepted"] for t in report["targets"]) == report["accepted"]
+    saved = load_coevolver(layout.coevolver(1), cfg.coevolver, cfg.seed).proposals
+    assert len(saved) == report["total"] and saved["id"].str.startswith("p1-").all()
+    assert not set(saved["prompt"]) & set(problems(data / "test.parquet")["prompt"])  # the held-out split stays held out
+    train_split = problems(data / "train.parquet")
+    assert len(training_split(cfg, 1, data / "train.parquet")) == len(train_split)  # iteration 1 draws from the bootstrap's version
+    grown = training_split(cfg, 2, data / "train.parquet")
+    assert len(grown) == len(train_split) + len(saved) and grown["id"].is_unique
+    metrics = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[0]["coevo/proposals_total"] == report["total"]
+    # a rollout of a proposed problem is verified against the proposal's own answer
+    rollouts = pd.read_parquet(layout.rollouts(2)).head(1).assign(problem_id=saved["id"][0], completion=f"{saved['answer'][0]}")
+    rollouts.to_parquet(tmp_path / "one.parquet")
+    rewards = pd.read_parquet(verify_stage(cfg, 2, str(tmp_path / "one.parquet"), str(data / "train.parquet"))["path"])
+    assert rewards["passed"].tolist() == [True]
+
+
+def test_proposer_settings_need_a_curriculum_on_arithmetic(tmp_path):
+    from coevo.config import ConfigError
+
+    with pytest.raises(ConfigError, match="coevolver.curriculum.proposer.enabled needs kind: curriculum"):
+        tiny_config(tmp_path, coevolver={"kind": "skill_bank", "curriculum": {"proposer": PROPOSING}})
+    with pytest.raises(ConfigError, match="coevolvers\\[1\\].curriculum.proposer.enabled needs .*source 'constraints'"):
+        tiny_config(tmp_path, problems={"source": "constraints"}, coevolvers=[{"kind": "skill_bank"}, {"kind": "curriculum", "curriculum": {"proposer": PROPOSING}}])
