@@ -254,8 +254,20 @@ class RubricsConfig(Strict):
     judge_workers: int = Field(4, ge=1, description="Concurrent judge requests (coevo/judge.py); the judge is the endpoint of coevolver.writer.")
 
 
+class HarnessConfig(Strict):
+    collapse_share: float = Field(0.5, gt=0, le=1, description="Groups whose completions are all identical, as a share of the iteration's groups, from which the harness diagnoses collapsed sampling.")
+    temperature_step: float = Field(2.0, gt=1, description="A collapse's candidate fix: sampling temperature x this (from at least 0.05), capped at max_temperature.")
+    max_temperature: float = Field(1.0, gt=0, description="Highest sampling temperature the harness proposes.")
+    truncation_share: float = Field(0.25, gt=0, le=1, description="Unfinished completions (cut at max_new_tokens), as a share, from which the harness diagnoses truncation.")
+    max_tokens: int = Field(64, ge=1, description="Highest max_new_tokens the harness proposes (a truncation's fix doubles it).")
+    backtest_problems: int = Field(16, ge=1, description="Training problems of the backtest slice (a seeded choice fixed for the run), rollout.group_size completions each per arm.")
+    min_gain: float = Field(0.1, ge=0, le=1, description="A change is accepted when its measure (share of groups with reward variance, or of finished completions) gains at least this on the backtest slice ...")
+    max_reward_drop: float = Field(0.05, ge=0, description="... and its mean reward falls by at most this.")
+    retry_after: int = Field(5, ge=1, description="Iterations before a rejected change may be backtested again.")
+
+
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), or rubrics (EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward).")
+    kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics", "harness"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), rubrics (EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward), or harness (the sampling settings, changed when a backtest shows it helps; EvoTrainer).")
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
     frozen_after: int = Field(0, ge=0, description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).")
     update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")
@@ -264,6 +276,7 @@ class CoevolverConfig(Strict):
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="The procedural memory (kind=memory).")
     rubrics: RubricsConfig = Field(default_factory=RubricsConfig, description="The co-evolving rubric and its judge (kind=rubrics, reward 'rubric').")
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="The curriculum bandit (kind=curriculum).")
+    harness: HarnessConfig = Field(default_factory=HarnessConfig, description="The harness's diagnoses and backtests (kind=harness).")
 
     def frozen_at(self, iteration: int) -> bool:
         """Whether the co-evolver is frozen when iteration `iteration` runs (rollout and update)."""

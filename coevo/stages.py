@@ -29,6 +29,7 @@ from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_
 from coevo.coevolvers.curriculum import zero_variance_share
 from coevo.coevolvers.base import MANIFEST, load_coevolver
 from coevo.config import Config, SamplingConfig
+from coevo.types import ContextVariant
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
 from coevo.evaluate import evaluate
@@ -235,6 +236,30 @@ def training_split(cfg: Config, it: int, train: str | Path) -> pd.DataFrame:
     return split if curriculum.proposals.empty else pd.concat([split, curriculum.proposals], ignore_index=True)
 
 
+def harnessed(cfg: Config, it: int) -> Config:
+    """`cfg` with the sampling settings iteration `it` samples and trains with: those of the harness
+    in force (co-evolver version it-1; coevo/coevolvers/harness.py), or params' own without one."""
+    entry = next((entry for entry in cfg.coevolver_list if entry.kind == "harness"), None)
+    if entry is None or it < 1:
+        return cfg
+    harness = load_coevolver(member_dir(cfg, RunLayout(cfg.run.out_dir).coevolver(it - 1), "harness"), entry, cfg.seed)
+    return cfg.model_copy(update={"sampling": harness.sampling(cfg.sampling)})
+
+
+def backtest_sampler(cfg: Config, checkpoint: Path, it: int):
+    """The harness's backtest arm: the frozen policy at `checkpoint` samples rollout.group_size
+    completions of each problem under the given sampling settings (seeded: both arms draw with the
+    same seed), and the verifier scores them."""
+
+    def sample(batch: pd.DataFrame, sampling: SamplingConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+        trial = cfg.model_copy(update={"sampling": sampling})
+        variants = [ContextVariant(problem_id=str(pid), variant="solo", n=cfg.rollout.group_size) for pid in batch["id"]]
+        frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, trial, it, policy_version(checkpoint), "harness-backtest")
+        return frame, verify_rollouts(frame, batch, trial)
+
+    return sample
+
+
 def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenerator:
     """Greedy continuations by the policy at `checkpoint`, loaded only when first called."""
 
@@ -254,7 +279,7 @@ def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: 
     batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)
     batch, variants = shard_of(batch, evolver.plan(batch, cfg.rollout.group_size), shard, shards)
     pause_point("rollout", f"{it}.{shard}")  # a shard's rollout before it samples (the Ray worker-kill test)
-    frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, cfg, it, policy_version(checkpoint), seed_stage(shard, shards))
+    frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, harnessed(cfg, it), it, policy_version(checkpoint), seed_stage(shard, shards))
     path = shard_path(RunLayout(cfg.run.out_dir).rollouts(it), shard, shards)
     write_rollouts(path, frame)
     return {"path": str(path), "sha256": hash_file(path), "metrics": rollout_metrics(frame)}
@@ -285,7 +310,8 @@ def merge_stage(cfg: Config, it: int, rollouts: list[str], rewards: list[str]) -
 
 def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards: str, train: str, test: str) -> dict:
     """Co-evolver k -> k+1 from this iteration's rollouts and rewards (a frozen one is saved unchanged);
-    then the curriculum's proposer, if on, adds training problems (report key "proposer")."""
+    then the curriculum's proposer, if on, adds training problems (report key "proposer") and a
+    harness diagnoses the rollouts and backtests the change they call for (report key "harness")."""
     layout = RunLayout(cfg.run.out_dir)
     bank = coevolver_at(cfg, it, coevolver, policy_generator(cfg, layout.checkpoint(it - 1), it))
     frame, scored, split = table(read_rollouts, rollouts), table(read_rewards, rewards), training_split(cfg, it, train)
@@ -294,12 +320,19 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
     for member in members_of(bank):
         if "problems" in member.roles and (proposed := member.propose(it, batch, frame, scored, split, problems(test))):
             report = {**report, "proposer": proposed}
+        if "sampling" in member.roles:
+            sample = backtest_sampler(cfg, layout.checkpoint(it - 1), it)
+            report = {**report, "harness": member.revise(it, frame, scored, split, cfg.sampling, sample)}
     write_json(layout.report(it), report)
     pause_point("coevolve", it)  # between the report and the new version: a crash here must not matter
     content_hash = bank.save(layout.coevolver(it))
     metrics = {**coevo_metrics(report), "coevo/zero_var_share": zero_variance_share(frame, scored)}
     if "proposer" in report:
         metrics |= {"coevo/proposed": float(report["proposer"]["accepted"]), "coevo/proposals_total": float(report["proposer"]["total"])}
+    if "harness" in report:
+        entry = report["harness"].get("entry")
+        metrics |= {f"coevo/harness_{k}": float(v) for k, v in report["harness"]["in_force"].items()}
+        metrics |= {"coevo/harness_backtests": float(entry is not None), "coevo/harness_accepted": float(bool(entry and entry["accepted"]))}
     return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": metrics}
 
 
@@ -358,7 +391,7 @@ def update_train(cfg: Config, it: int, policy: Policy, optimizer, objective, ref
     answers = training_split(cfg, it, data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
     frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
     seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
-    return policy_update(policy, optimizer, objective, frame, scored, cfg, seed, reference, teacher, answers, engine_is_trainer, ranks)
+    return policy_update(policy, optimizer, objective, frame, scored, harnessed(cfg, it), seed, reference, teacher, answers, engine_is_trainer, ranks)
 
 
 def update_save(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict, policy: Policy, optimizer, stats: dict, meta: dict | None = None) -> str:

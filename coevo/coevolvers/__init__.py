@@ -1,5 +1,5 @@
 """Co-evolvers: the artifacts that evolve from the policy's rollouts. Importing this package registers
-"skill_bank", "memory", "none", "curriculum" and "rubrics"."""
+"skill_bank", "memory", "none", "curriculum", "rubrics" and "harness"."""
 
 from coevo.coevolvers.base import (
     CoEvolver,
@@ -10,6 +10,7 @@ from coevo.coevolvers.base import (
     register_coevolver,
 )
 from coevo.coevolvers.curriculum import Curriculum
+from coevo.coevolvers.harness import Harness
 from coevo.coevolvers.memory import ProceduralMemory
 from coevo.coevolvers.none import NoCoEvolver
 from coevo.coevolvers.rubrics import RubricsCoEvolver
@@ -25,6 +26,7 @@ from coevo.coevolvers.writers import (
 __all__ = [
     "CoEvolver",
     "Curriculum",
+    "Harness",
     "NoCoEvolver",
     "OpenAIChatWriter",
     "ProceduralMemory",
