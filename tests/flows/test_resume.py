@@ -147,23 +147,23 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     assert len(logged) == len(set(logged)) == len(iterations)
 
 
-LISTED = {"coevolvers": [{"kind": "curriculum"}, {"kind": "skill_bank"}]}  # two co-evolvers, in this order
+LISTED = {"coevolvers": [{"kind": "curriculum"}, {"kind": "skill_bank"}, {"kind": "harness"}]}  # in this order
 
 
 @pytest.fixture(scope="module")
 def listed_reference(prefect_server, tmp_path_factory):
-    """An uninterrupted run with two co-evolvers."""
+    """An uninterrupted run with three co-evolvers (curriculum, skill bank, harness)."""
     tmp = tmp_path_factory.mktemp("listed")
     train_flow(_params(tmp, "reference", LISTED)[0])
     return RunLayout(tmp / "reference" / "run")
 
 
-def test_sigkill_mid_coevolution_with_two_coevolvers_resumes_exactly(prefect_server, listed_reference, tmp_path):
+def test_sigkill_mid_coevolution_with_several_coevolvers_resumes_exactly(prefect_server, listed_reference, tmp_path):
     params, _ = _params(tmp_path, "killed", LISTED)
     _kill_at_pause(_run(params, "coevolve:2"), "coevolve:2")
     layout = RunLayout(tmp_path / "killed" / "run")
     done = {k: v for k, v in _stage_outputs(layout).items() if k not in INTERRUPTED["coevolve:2"]}
-    assert {"coevolver/iter_0001/0-curriculum/state.json", "coevolver/iter_0001/1-skill_bank/skills.jsonl"} <= set(done)
+    assert {"coevolver/iter_0001/0-curriculum/state.json", "coevolver/iter_0001/1-skill_bank/skills.jsonl", "coevolver/iter_0001/2-harness/harness.json"} <= set(done)
     assert not layout.coevolver(2).exists()  # killed between iteration 2's report and its versions
 
     finished = _run(params, None)
