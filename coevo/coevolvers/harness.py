@@ -43,17 +43,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from coevo.coevolvers.base import (
-    CoevolverDirError,
-    TextGenerator,
-    read_artifact,
-    register_coevolver,
-    save_artifact,
-    uniform_batch,
-)
+from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact
+from coevo.coevolvers.none import NoCoEvolver
 from coevo.config import CoevolverConfig, SamplingConfig
 from coevo.seeding import derive_seed
-from coevo.types import ContextVariant
 
 HARNESS = "harness.json"
 KNOBS = ("temperature", "max_new_tokens")
@@ -75,13 +68,14 @@ def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
 
 
 @register_coevolver("harness")
-class Harness:
-    kind: str
+class Harness(NoCoEvolver):
+    """Plans, chooses and gives context as the plain baseline does (NoCoEvolver); evolves the sampling settings."""
+
     roles: frozenset[str] = frozenset({"sampling"})  # the sampling settings of the rollouts and the update
 
     def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None):
-        self.cfg, self.params, self.seed = cfg, cfg.harness, seed
-        self.frozen = cfg.frozen
+        super().__init__(cfg, seed, generate)
+        self.params = cfg.harness
         self.overrides: dict[str, float | int] = {}  # knob -> value in force (absent: params' sampling)
         self.entries: list[dict] = []  # every backtested change, accepted or not
         self.rejected_at: dict[str, int] = {}  # change key -> iteration of its last rejection
@@ -89,19 +83,6 @@ class Harness:
     def sampling(self, base: SamplingConfig) -> SamplingConfig:
         """The sampling settings in force: params' `sampling` with this version's overrides."""
         return base.model_copy(update=self.overrides)
-
-    # ---- the co-evolver contract (the harness shapes neither batch nor context) ----
-    def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
-        return [ContextVariant(problem_id=str(pid), variant="solo", n=group_size) for pid in problems["id"]]
-
-    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
-        return uniform_batch(train, n, self.seed, iteration)
-
-    def context_for(self, problem: Mapping) -> list[str]:
-        return []
-
-    def teacher_context(self, problem: Mapping) -> list[str]:
-        return []
 
     def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
         return {"iteration": iteration, "frozen": self.frozen, "overrides": dict(self.overrides)}

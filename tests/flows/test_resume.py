@@ -98,6 +98,17 @@ def _pruned_since(layout: RunLayout, output: str) -> bool:
     return marker.is_file() and path.relative_to(version).as_posix() in json.loads(marker.read_text())["files"]
 
 
+def _resume_restoring(params: str, layout: RunLayout, done: dict[str, tuple[int, int]]) -> None:
+    """Run the same command again: it must finish, and every output in `done` must be the same file
+    (restored from the cache, not recomputed) unless retention has pruned it since."""
+    finished = _run(params, None)
+    _, err = finished.communicate(timeout=900)
+    assert finished.returncode == 0, err[-3000:]
+    after = _stage_outputs(layout)
+    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
+    assert not rewritten, f"completed stages were recomputed, not restored: {rewritten}"
+
+
 @pytest.fixture(scope="module")
 def reference(prefect_server, tmp_path_factory):
     """An uninterrupted run of the same configuration."""
@@ -117,12 +128,7 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     # iteration 1 finished and iteration 2's rollout and verification did, in every case
     assert {"rollouts/iter_0002.parquet", "rewards/iter_0002.parquet", "coevolver/iter_0001/manifest.json", "checkpoints/iter_0001/coevo.json"} <= set(done)
 
-    finished = _run(params, None)
-    out, err = finished.communicate(timeout=900)
-    assert finished.returncode == 0, err[-3000:]
-    after = _stage_outputs(layout)
-    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
-    assert not rewritten, f"completed stages were recomputed, not restored: {rewritten}"
+    _resume_restoring(params, layout, done)
 
     per_iter = TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
     with Catalog(layout.root / "catalog.duckdb", read_only=True) as catalog:
@@ -166,13 +172,8 @@ def test_sigkill_mid_coevolution_with_several_coevolvers_resumes_exactly(prefect
     assert {"coevolver/iter_0001/0-curriculum/state.json", "coevolver/iter_0001/1-skill_bank/skills.jsonl", "coevolver/iter_0001/2-harness/harness.json"} <= set(done)
     assert not layout.coevolver(2).exists()  # killed between iteration 2's report and its versions
 
-    finished = _run(params, None)
-    _, err = finished.communicate(timeout=900)
-    assert finished.returncode == 0, err[-3000:]
-    after = _stage_outputs(layout)
-    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
-    assert not rewritten, f"completed stages were recomputed, not restored: {rewritten}"
-    for it in range(ITERATIONS + 1):  # every version of both members, bit for bit (content hashes)
+    _resume_restoring(params, layout, done)
+    for it in range(ITERATIONS + 1):  # every version of every member, bit for bit (content hashes)
         assert read_manifest(layout.coevolver(it))["members"] == read_manifest(listed_reference.coevolver(it))["members"]
     record = read_record(layout.checkpoint(ITERATIONS))["coevolver"]
     assert [(m["kind"], m["content_hash"]) for m in record["members"]] == [
