@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -79,3 +82,32 @@ def loopback():
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """Base of the tests' loopback HTTP servers: JSON replies, no request log on stderr."""
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def first_iteration(cfg: Config) -> tuple[dict, dict, str, pd.DataFrame]:
+    """Prepare, bootstrap, and iteration 1's rollouts and rewards through the stages:
+    (data, bootstrap record, rollouts path, rewards frame)."""
+    from coevo import stages
+    from schemas.rewards import read_rewards
+
+    stages._POLICIES.clear()
+    data = stages.prepare_stage(cfg)
+    boot = stages.bootstrap_stage(cfg, data)
+    rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
+    scored = stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"]
+    return data, boot, rollouts, read_rewards(scored)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 import torch
@@ -14,6 +14,8 @@ import torch
 from coevo.coevolvers.writers import ChatEndpoint, EndpointError
 from coevo.judge import Judge, JudgeCache, parse_score
 from coevo.policy.checkpoint import load_policy
+
+from .conftest import JSONHandler
 
 
 class GraderServer(ThreadingHTTPServer):
@@ -30,7 +32,7 @@ class GraderServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
 
-class GraderHandler(BaseHTTPRequestHandler):
+class GraderHandler(JSONHandler):
     server: GraderServer
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
@@ -42,17 +44,6 @@ class GraderHandler(BaseHTTPRequestHandler):
         reply = self.server.answer(body["messages"][-1]["content"])
         choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
         self._send(200, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [choice]})
-
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 SCRIPT = {"short": "7", "polite": "Score: 3/10", "vague": "It is quite good overall."}

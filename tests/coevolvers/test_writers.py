@@ -4,7 +4,7 @@ HTTP server on 127.0.0.1 (the real openai client talks to it over loopback)."""
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -16,6 +16,8 @@ from coevo.coevolvers.writers import (
     build_writer,
 )
 from coevo.config import WriterConfig
+
+from ..conftest import JSONHandler
 
 
 def example(question: str, completion: str, pass_rate: float, family: str = "mul") -> dict:
@@ -72,7 +74,7 @@ class ChatServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
 
-class ChatHandler(BaseHTTPRequestHandler):
+class ChatHandler(JSONHandler):
     server: ChatServer
 
     def do_POST(self) -> None:
@@ -85,17 +87,6 @@ class ChatHandler(BaseHTTPRequestHandler):
         usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
         completion = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"]}
         self._send(200, completion | {"choices": [choice], "usage": usage})
-
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from coevo.objectives import build_objective
 from coevo.policy.checkpoint import WEIGHTS
 from coevo.policy.distributed import DistributedUpdateError, check_distributed
 from coevo.store.lineage import verify_lineage
-from schemas.rewards import read_rewards, write_rewards
-from tests.conftest import tiny_config
+from schemas.rewards import write_rewards
+from tests.conftest import first_iteration, tiny_config
 
 KL = {"kl_coef": 0.05, "aggregation": "seq-mean-token-mean"}  # a reference model and the per-sequence normaliser
 
@@ -30,12 +30,7 @@ def run(tmp_path_factory):
     """Bootstrap, one rollout shard and rewards with signal in every group (uneven completion lengths)."""
     root = tmp_path_factory.mktemp("ddp_run")
     cfg = tiny_config(root)
-    stages._POLICIES.clear()
-    data = stages.prepare_stage(cfg)
-    boot = stages.bootstrap_stage(cfg, data)
-    rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
-    scored = stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"]
-    frame = read_rewards(scored)
+    data, boot, rollouts, frame = first_iteration(cfg)
     signal = cfg.run.out_dir / "signal.parquet"
     write_rewards(signal, frame.assign(reward=[float(i % 3 == 0) for i in range(len(frame))], passed=[i % 3 == 0 for i in range(len(frame))]))
     return root, data, boot, rollouts, str(signal)

@@ -20,9 +20,9 @@ from coevo.policy.export import EXPORT_RECORD, export_merged
 from coevo.policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraTargetError, apply_lora, is_lora, merged_copy
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.store.lineage import verify_lineage
-from schemas.rewards import read_rewards, write_rewards
+from schemas.rewards import write_rewards
 
-from ..conftest import tiny_config
+from ..conftest import first_iteration, tiny_config
 from .test_update import _iteration_tables
 
 LORA = {"rank": 4, "alpha": 8.0, "lr": 1e-2}
@@ -125,12 +125,7 @@ def test_bfloat16_lora_update_runs(tmp_path, tiny_policy_dir):
 def lora_run(tmp_path_factory):
     """Bootstrap, one rollout shard, rewards with signal in every group and rewards without any."""
     cfg = tiny_config(tmp_path_factory.mktemp("lora_run"), policy={"lora": LORA})
-    stages._POLICIES.clear()
-    data = stages.prepare_stage(cfg)
-    boot = stages.bootstrap_stage(cfg, data)
-    rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
-    scored = stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"]
-    frame = read_rewards(scored)
+    data, boot, rollouts, frame = first_iteration(cfg)
     signal, flat = cfg.run.out_dir / "signal.parquet", cfg.run.out_dir / "flat.parquet"
     write_rewards(signal, frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]))
     write_rewards(flat, frame.assign(reward=0.0, passed=False))
