@@ -68,14 +68,15 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
         "zero_var_share": [row["coevo/zero_var_share"] for row in rows],
         "backtests": [{k: e[k] for k in ("iteration", "knob", "from", "value", "before", "after", "accepted")} for e in backtests],
         "fixed_at": fixed,
+        "final_temperature": reports[-1].get("harness", {}).get("in_force", {}).get("temperature", cfg.sampling.temperature),
     }
 
 
 def markdown(results: list[dict]) -> str:
-    head = "| arm | seed | initial acc | final acc | zero-var share (mean) | backtests | fix accepted at iteration |\n|---|---|---|---|---|---|---|\n"
+    head = "| arm | seed | initial acc | final acc | zero-var share (mean) | backtests | first fix accepted at iteration | final temperature |\n|---|---|---|---|---|---|---|---|\n"
     return head + "".join(
         f"| {r['arm']} | {r['seed']} | {r['initial_acc']:.3f} | {r['final_acc']:.3f} | {statistics.fmean(r['zero_var_share']):.3f} "
-        f"| {len(r['backtests'])} | {r['fixed_at'] if r['fixed_at'] is not None else '-'} |\n"
+        f"| {len(r['backtests'])} | {r['fixed_at'] if r['fixed_at'] is not None else '-'} | {r['final_temperature']} |\n"
         for r in results
     )
 

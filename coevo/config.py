@@ -255,7 +255,7 @@ class RubricsConfig(Strict):
 
 
 class HarnessConfig(Strict):
-    collapse_share: float = Field(0.5, gt=0, le=1, description="Groups whose completions are all identical, as a share of the iteration's groups, from which the harness diagnoses collapsed sampling.")
+    collapse_share: float = Field(0.25, gt=0, le=1, description="Groups whose completions are all identical, as a share of the iteration's groups, from which the harness diagnoses collapsed sampling.")
     temperature_step: float = Field(2.0, gt=1, description="A collapse's candidate fix: sampling temperature x this (from at least 0.05), capped at max_temperature.")
     max_temperature: float = Field(1.0, gt=0, description="Highest sampling temperature the harness proposes.")
     truncation_share: float = Field(0.25, gt=0, le=1, description="Unfinished completions (cut at max_new_tokens), as a share, from which the harness diagnoses truncation.")
