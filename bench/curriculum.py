@@ -18,8 +18,9 @@ number a curriculum should push down) and, for the curriculum, each category's b
 probability over iterations. Writes bench/results/curriculum[-<tag>].json and .md.
 
 Arms: GRPO alone, the curriculum, the curriculum and the skill bank in one run (`coevolvers:`), the
-skill bank alone, and the frozen-curriculum ablation (its bandit stops updating after
-FROZEN_AFTER iterations and keeps drawing from the values it had then).
+skill bank alone, the frozen-curriculum ablation (its bandit stops updating after FROZEN_AFTER
+iterations and keeps drawing from the values it had then), and the curriculum at a sharper
+temperature (`curriculum_sharp`, not in the default arms).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ ARMS: dict[str, dict] = {
     "curriculum+skill_bank": {"coevolvers": [{"kind": "curriculum"}, {"kind": "skill_bank"}]},
     "skill_bank": {"coevolver": {"kind": "skill_bank"}},
     "curriculum_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER}},
+    # the same bandit with a sharper Boltzmann distribution: mean |advantage| values lie in [0, 0.5]
+    # (here <= 0.17), so at the default temperature 0.2 the hopeless arms keep most of the draws
+    "curriculum_sharp": {"coevolver": {"kind": "curriculum", "curriculum": {"temperature": 0.03}}},
 }
 
 
@@ -102,9 +106,18 @@ def probe(arm: str, seed: int, args: argparse.Namespace, boot_dir: str) -> float
 
 def run(arm: str, seed: int, args: argparse.Namespace, boot_dir: str, iterations: int) -> dict:
     """The measured run: accuracy curve, zero-variance share and (curriculum) arm values over iterations."""
+    _, out_dir, _ = train_run(arm, seed, args, boot_dir, iterations, "run")
+    return collect(arm, seed, out_dir)
+
+
+def collect(arm: str, seed: int, out_dir: Path) -> dict:
+    """A finished run's record from its directory (metrics.jsonl, evals/, reports/)."""
     from coevo.coevolvers.composite import member_reports
 
-    summary, out_dir, rows = train_run(arm, seed, args, boot_dir, iterations, "run")
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    iterations = len(rows)
+    curve = [json.loads(path.read_text()) for path in sorted((out_dir / "evals").glob("iter_*.json"))]
+    curve = [{"iteration": e["iteration"], "acc": e["metrics"]["eval/acc"]} for e in curve if e["iteration"] <= iterations]
     values = []
     for it in range(1, iterations + 1):
         report = json.loads((out_dir / "reports" / f"iter_{it:04d}.json").read_text())
@@ -113,11 +126,11 @@ def run(arm: str, seed: int, args: argparse.Namespace, boot_dir: str, iterations
     return {
         "arm": arm,
         "seed": seed,
-        "iterations": summary["iterations"],
+        "iterations": iterations,
         "train_s": sum(sum(row.get(phase, 0.0) for phase in TRAIN_PHASES) for row in rows),
-        "initial_acc": summary["initial_eval"]["eval/acc"],
-        "final_acc": summary["final_eval"]["eval/acc"],
-        "curve": [{"iteration": p["iteration"], "acc": p["eval/acc"]} for p in summary["curve"]],
+        "initial_acc": curve[0]["acc"],
+        "final_acc": curve[-1]["acc"],
+        "curve": curve,
         "zero_var_share": [row["coevo/zero_var_share"] for row in rows],
         "category_values": values,
     }
@@ -146,7 +159,7 @@ def parse_iterations(pairs: list[str]) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--arms", nargs="+", default=[arm for arm in ARMS if arm != "curriculum_sharp"], choices=list(ARMS))
     parser.add_argument("--budget-s", type=float, default=300.0, help="training seconds each arm gets (rollout + verify + co-evolve + update)")
     parser.add_argument("--probe-iters", type=int, default=5, help="iterations that measure an arm's seconds per iteration")
     parser.add_argument("--iterations", nargs="*", default=[], metavar="ARM=N", help="fixed iteration counts (replay; skips the probe for these arms)")
@@ -155,7 +168,10 @@ def main() -> None:
     parser.add_argument("--bootstrap-steps", type=int, default=150)
     parser.add_argument("--workers", type=int, default=1, help="processes; >1 shares the CPUs between arms (their probes too)")
     parser.add_argument("--tag", default="")
+    parser.add_argument("--collect", nargs="+", default=[], metavar="NAME", help="only tabulate the finished runs under bench/results/NAME/seed*/ARM-run (e.g. of a stopped benchmark)")
     args = parser.parse_args()
+    if args.collect:
+        return write_collected(args)
     args.name = f"curriculum-{args.tag}" if args.tag else "curriculum"
     fixed = parse_iterations(args.iterations)
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
@@ -173,6 +189,23 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(report, indent=2))
     (RESULTS / f"{args.name}.md").write_text(f"budget {args.budget_s:.0f} training seconds per arm, operands 1-{args.max_digits} digits\n\n" + text)
+    print(text)
+
+
+def write_collected(args: argparse.Namespace) -> None:
+    """bench/results/curriculum-collected[-<tag>].json and .md from finished run directories."""
+    results = []
+    for name in args.collect:
+        for seed_dir in sorted((RESULTS / name).glob("seed*")):
+            for arm in args.arms:
+                out_dir = seed_dir / f"{arm}-run"
+                if (out_dir / "evals").is_dir() and (out_dir / "metrics.jsonl").is_file():
+                    results.append({**collect(arm, int(seed_dir.name[4:]), out_dir), "from": name})
+    plan = {(r["arm"], r["seed"]): {"s_per_iter": float("nan")} for r in results}
+    text = markdown(results, plan)
+    label = f"curriculum-collected-{args.tag}" if args.tag else "curriculum-collected"
+    (RESULTS / f"{label}.json").write_text(json.dumps({"collected": args.collect, "runs": results}, indent=2))
+    (RESULTS / f"{label}.md").write_text(text)
     print(text)
 
 
