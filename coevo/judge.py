@@ -41,6 +41,7 @@ JUDGE_SYSTEM = (
     "Reply with a single integer from 0 (criterion not met) to 10 (fully met) and nothing else."
 )
 JUDGE_TEMPLATE = "Task:\n{prompt}\n\nResponse:\n{response}\n\nCriterion: {criterion}\n\nScore (0-10):"
+JUDGE_SAMPLING = {"temperature": 0.0, "max_tokens": 16}  # part of the judge's version (the cache key)
 _SCORE = re.compile(r"^\s*(?:score\s*[:=]?\s*)?(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*\.?\s*$", re.IGNORECASE)
 
 
@@ -123,8 +124,14 @@ class Judge:
         self.endpoint = endpoint
         self.cache = cache
         self.workers = workers
-        self.version = f"{endpoint.model}:{hash_bytes((JUDGE_SYSTEM + JUDGE_TEMPLATE).encode())[:12]}"
+        self.version = f"{endpoint.model}:{hash_bytes((JUDGE_SYSTEM + JUDGE_TEMPLATE + json.dumps(JUDGE_SAMPLING, sort_keys=True)).encode())[:12]}"
         self.stats = JudgeStats()
+
+    def _ask(self, item: tuple[str, str, str]) -> str:
+        """One judgement's reply: greedy (the same items get the same scores) and short (a score is
+        a few tokens; without a cap a chat model may write up to its context length)."""
+        prompt, response, criterion = item
+        return self.endpoint.ask(JUDGE_SYSTEM, JUDGE_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion), **JUDGE_SAMPLING)
 
     def key(self, prompt: str, response: str, criterion: str) -> str:
         return hash_bytes(json.dumps([self.version, prompt, response, criterion]).encode())
@@ -143,7 +150,7 @@ class Judge:
                 missing.setdefault(key, item)
         self.stats.cache_hits += sum(1 for key in keys if key in found)
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            replies = list(pool.map(lambda item: self.endpoint.ask(JUDGE_SYSTEM, JUDGE_TEMPLATE.format(prompt=item[0], response=item[1], criterion=item[2])), missing.values()))
+            replies = list(pool.map(self._ask, missing.values()))
         fresh = [{"key": key, "score": parse_score(reply), "reply": reply, "version": self.version} for key, reply in zip(missing, replies)]
         if self.cache is not None:
             self.cache.put_many(fresh)

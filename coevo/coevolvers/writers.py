@@ -133,9 +133,10 @@ class ChatEndpoint:
         api_key = os.environ.get(cfg.api_key_env) or "EMPTY"
         return cls(base_url=cfg.base_url, model=cfg.model, api_key=api_key, timeout_s=cfg.timeout_s)
 
-    def ask(self, system: str, prompt: str) -> str:
+    def ask(self, system: str, prompt: str, **sampling: float | int) -> str:
         """The first non-empty line of the reply, cut to MAX_SKILL_CHARS. Transient errors and garbage
-        replies (not JSON, not a chat completion, no text) are retried; then EndpointError."""
+        replies (not JSON, not a chat completion, no text) are retried; then EndpointError. `sampling`:
+        request fields such as max_tokens and temperature (the server's defaults otherwise)."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         retrying = Retrying(
             stop=stop_after_attempt(ATTEMPTS),
@@ -144,14 +145,14 @@ class ChatEndpoint:
             reraise=True,
         )
         try:
-            return retrying(self._ask_once, messages)
+            return retrying(self._ask_once, messages, sampling)
         except (openai.OpenAIError, GarbageReply) as exc:
             tries = retrying.statistics.get("attempt_number", 1)  # transient errors are retried, others fail at once
             raise EndpointError(f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient errors and garbage replies retried with backoff): {exc}") from exc
 
-    def _ask_once(self, messages: list[dict]) -> str:
+    def _ask_once(self, messages: list[dict], sampling: dict) -> str:
         try:
-            reply = self.client.chat.completions.create(model=self.model, messages=messages)
+            reply = self.client.chat.completions.create(model=self.model, messages=messages, **sampling)
         except ValueError as exc:  # a 200 whose body is not JSON (json.JSONDecodeError)
             raise GarbageReply(f"the reply is not JSON: {exc}") from exc
         choices = getattr(reply, "choices", None)  # the client does not validate: a str, a list or any JSON object comes back as is
