@@ -24,12 +24,16 @@ from prefect.settings import PREFECT_API_URL
 from safetensors.torch import load_file
 
 from coevo.coevolvers.base import read_manifest
+from coevo.coevolvers.composite import member_reports
+from coevo.config import deep_merge
 from coevo.stages import RunLayout
 from coevo.store.catalog import Catalog
 from coevo.store.lineage import read_record, verify_lineage
 from flows.train import train_flow
 
 from ..conftest import ROOT, TINY
+from ..test_judge import GraderServer
+from ..test_rubrics_run import grade
 
 ITERATIONS = 3
 
@@ -37,8 +41,9 @@ ITERATIONS = 3
 INTERRUPTED = {"coevolve:2": {"reports/iter_0002.json"}}
 
 
-def _params(tmp_path, name: str, top: dict | None = None) -> tuple[str, dict]:
-    """The run's params file (TINY, `top` replacing whole top-level sections) and its overrides."""
+def _params(tmp_path, name: str, top: dict | None = None, merge: dict | None = None) -> tuple[str, dict]:
+    """The run's params file (TINY, `top` replacing whole top-level sections, then `merge` merged
+    into it) and its overrides."""
     raw = yaml.safe_load((ROOT / "params.yaml").read_text()) | (top or {})
     overrides = {
         **TINY,
@@ -52,6 +57,7 @@ def _params(tmp_path, name: str, top: dict | None = None) -> tuple[str, dict]:
     }
     for section, values in overrides.items():
         raw[section].update(values)
+    raw = deep_merge(raw, merge or {})
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return str(path), overrides
@@ -182,4 +188,33 @@ def test_sigkill_mid_coevolution_with_several_coevolvers_resumes_exactly(prefect
     assert verify_lineage(layout.checkpoint(ITERATIONS)) == []
     final = load_file(layout.checkpoint(ITERATIONS) / "model.safetensors")
     expected = load_file(listed_reference.checkpoint(ITERATIONS) / "model.safetensors")
+    assert all(torch.equal(final[k], expected[k]) for k in expected)
+
+
+def test_sigkill_mid_coevolution_with_rubrics_and_harness_resumes_exactly(prefect_server, loopback, tmp_path):
+    """The rubric (judged reward, criteria rewritten by the writer) and the harness, both in one run
+    on the constraint problems, against a scripted judge on loopback: killed mid co-evolution, the
+    resumed run's rubric and harness versions, judge cache and weights match an uninterrupted run's."""
+    server = loopback(GraderServer(grade))
+    writer = {"base_url": server.base_url, "model": "grader", "timeout_s": 10}
+    top = {"coevolvers": [{"kind": "rubrics", "writer": writer, "rubrics": {"min_groups": 1}}, {"kind": "harness"}], "rewards": [{"function": "rubric"}]}
+    merge = {"problems": {"source": "constraints"}, "policy": {"shape": {"max_position": 128}}, "sampling": {"max_new_tokens": 16}}
+    train_flow(_params(tmp_path, "reference", top, merge)[0])
+    reference = RunLayout(tmp_path / "reference" / "run")
+    params, _ = _params(tmp_path, "killed", top, merge)
+    _kill_at_pause(_run(params, "coevolve:2"), "coevolve:2")
+    layout = RunLayout(tmp_path / "killed" / "run")
+    done = {k: v for k, v in _stage_outputs(layout).items() if k not in INTERRUPTED["coevolve:2"]}
+    assert {"coevolver/iter_0001/0-rubrics/rubric.json", "coevolver/iter_0001/1-harness/harness.json"} <= set(done)
+
+    _resume_restoring(params, layout, done)
+    for it in range(ITERATIONS + 1):
+        assert read_manifest(layout.coevolver(it))["members"] == read_manifest(reference.coevolver(it))["members"]
+    reports = [json.loads((layout.root / "reports" / f"iter_{it:04d}.json").read_text()) for it in range(1, ITERATIONS + 1)]
+    assert any(member_reports(report)[0]["retired"] for report in reports)  # the writer replaced a criterion
+    judged = sorted((layout.root / "judge" / "cache.jsonl").read_text().splitlines())
+    assert judged == sorted((reference.root / "judge" / "cache.jsonl").read_text().splitlines())
+    assert verify_lineage(layout.checkpoint(ITERATIONS)) == []
+    final = load_file(layout.checkpoint(ITERATIONS) / "model.safetensors")
+    expected = load_file(reference.checkpoint(ITERATIONS) / "model.safetensors")
     assert all(torch.equal(final[k], expected[k]) for k in expected)
