@@ -1,4 +1,5 @@
-"""The policy-update stage with 1 vs 2 processes (policy.distributed.world_size; torchrun + DDP, gloo on CPU).
+"""The policy-update stage with 1 vs 2 processes (policy.distributed.world_size; torchrun + DDP, gloo on CPU),
+and on a GPU where one is visible (`--arms cpu:1,cpu:2,cuda:1`).
 
 Per model (the tiny default policy, and SmolLM2-135M-Instruct with LoRA r8), one run directory:
 prepare, bootstrap (the tiny one trains its warm start; SmolLM2 is copied in), one rollout shard of
@@ -6,9 +7,11 @@ P problems x G samples of up to C tokens (HF engine), rewards with signal in eve
 then `update_stage` of iteration 1 timed once per world size, the policy cache emptied before each
 (a fresh stage: load, train, save). One minibatch = the whole batch, so one optimizer step. The
 2-process time includes torchrun's start, each rank's imports and its load of checkpoint k. Also
-reports the max abs weight difference between the two checkpoints. JSON to bench/results/ddp_update/.
+reports each arm's max abs weight difference from the first arm's checkpoint. Each arm is
+DEVICE:WORLD_SIZE (policy.device, policy.distributed.world_size); rollouts are always on the CPU.
+JSON to bench/results/ddp_update/ (`--out-json` elsewhere).
 
-    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--problems 8] [--group 8] [--tokens 16] [--smollm DIR] [--reuse]
+    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--arms cpu:1,cpu:2] [--problems 8] [--group 8] [--tokens 16] [--smollm DIR] [--reuse]
 """
 
 from __future__ import annotations
@@ -31,9 +34,17 @@ from schemas.rewards import read_rewards, write_rewards
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# "llama135": the tiny policy's Llama with SmolLM2-135M's layer shapes (char vocabulary, so ~106M
+# parameters), randomly initialised, its warm start and rollouts on the GPU: a GPU-sized update
+# without model files (only the update's cost is of interest; its rewards are the bench's own)
+SMOLLM2_SHAPE = {"hidden_size": 576, "num_layers": 30, "num_heads": 9, "intermediate_size": 1536, "max_position": 128}
+
+
 def model_overrides(name: str, args) -> dict:
     if name == "tiny":
         return {"bootstrap": {"steps": 30, "batch_size": 16}}
+    if name == "llama135":
+        return {"bootstrap": {"steps": 2, "batch_size": 16}, "policy": {"shape": SMOLLM2_SHAPE, "device": "cuda", "threads": args.cpu_threads}}
     return {"policy": {"checkpoint": str(args.smollm.resolve()), "lora": {"rank": 8, "lr": 1e-4}}, "prompt": {"format": "chat"}}
 
 
@@ -60,15 +71,17 @@ def run_model(name: str, args, out: Path) -> dict:
     frame = read_rewards(signal)
     result: dict = {"model": name, "sequences": len(frame)}
     weights = {}
-    for world in (1, 2):
-        wcfg = load_config(ROOT / "params.yaml", deep_merge(overrides, {"policy": {"distributed": {"world_size": world}}}))
+    for arm in args.arms.split(","):
+        device, world = arm.split(":")
+        wcfg = load_config(ROOT / "params.yaml", deep_merge(overrides, {"policy": {"device": device, "distributed": {"world_size": int(world)}}}))
         stages._POLICIES.clear()
         start = time.perf_counter()
         record = stages.update_stage(wcfg, 1, boot["checkpoint"], str(rollouts), str(signal), boot["coevolver"], data)
-        result[f"update_s_world{world}"] = round(time.perf_counter() - start, 2)
-        result[f"steps_world{world}"] = record["metrics"]["policy/steps"]
-        weights[world] = load_file(weights_file(stages.RunLayout(wcfg.run.out_dir).checkpoint(1)))
-    result["max_abs_weight_diff"] = max(float((weights[1][k] - weights[2][k]).abs().max()) for k in weights[1])
+        result[f"update_s_{arm}"] = round(time.perf_counter() - start, 2)
+        result[f"steps_{arm}"] = record["metrics"]["policy/steps"]
+        weights[arm] = load_file(weights_file(stages.RunLayout(wcfg.run.out_dir).checkpoint(1)))
+        first = next(iter(weights.values()))
+        result[f"max_abs_weight_diff_{arm}"] = max(float((first[k] - weights[arm][k]).abs().max()) for k in first)
     print(result, flush=True)
     return result
 
@@ -76,15 +89,18 @@ def run_model(name: str, args, out: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="tiny,smollm2")
+    parser.add_argument("--arms", default="cpu:1,cpu:2", help="DEVICE:WORLD_SIZE,... (the first is the reference of the weight differences)")
     parser.add_argument("--problems", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--smollm", type=Path, default=ROOT / "models" / "smollm2-135m-instruct", help="SmolLM2-135M-Instruct HF directory")
+    parser.add_argument("--cpu-threads", type=int, default=1, help="torch threads of the llama135 model's CPU arms")
     parser.add_argument("--reuse", action="store_true", help="keep the rollouts and rewards of an earlier run in --out")
     parser.add_argument("--out", type=Path, default=Path("/tmp/coevo-bench-ddp"))
+    parser.add_argument("--out-json", type=Path, default=ROOT / "bench" / "results" / "ddp_update" / "results.json")
     args = parser.parse_args()
     results = [run_model(name, args, args.out) for name in args.models.split(",")]
-    write_json(ROOT / "bench" / "results" / "ddp_update" / "results.json", {"args": {k: str(v) for k, v in vars(args).items()}, "results": results})
+    write_json(args.out_json, {"args": {k: str(v) for k, v in vars(args).items()}, "results": results})
 
 
 if __name__ == "__main__":
