@@ -34,9 +34,9 @@ from schemas.rewards import read_rewards, write_rewards
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# "llama135": the tiny policy's Llama with SmolLM2-135M's layer shapes (char vocabulary, so ~106M
-# parameters), randomly initialised, its warm start and rollouts on the GPU: a GPU-sized update
-# without model files (only the update's cost is of interest; its rewards are the bench's own)
+# "llama135": the tiny policy's Llama with SmolLM2-135M's layer sizes (a char vocabulary and 9
+# key-value heads, so 119.5M parameters), randomly initialised, its warm start and rollouts on the
+# GPU: a GPU-sized update without model files (only the update's cost is of interest; its rewards are the bench's own)
 SMOLLM2_SHAPE = {"hidden_size": 576, "num_layers": 30, "num_heads": 9, "intermediate_size": 1536, "max_position": 128}
 
 
