@@ -3,6 +3,8 @@ PMD ablations (frozen memory, frozen policy, no co-evolver), several seeds each.
 
     .venv/bin/python bench/methods.py --seeds 0 1 2 --budget-s 150 --workers 2 [--mlflow]
     .venv/bin/python bench/methods.py --bootstrap-steps 400 --recall-prob 0.5 --tag reader  # a policy that reads its context
+    .venv/bin/python bench/methods.py --params examples/smollm2.yaml --set policy.checkpoint=models/smollm2-135m-instruct \
+        --methods grpo skill_bank pmd pmd-frozen-memory --seeds 0 1 --workers 1 --tag smollm2   # a pretrained model
 
 Every run starts from the same bootstrap checkpoint of its seed (bootstrapped once, copied into each
 run directory), trains with the plain driver under `run.time_budget_s`, and evaluates greedy
@@ -29,6 +31,7 @@ PMD = {"objective": {"name": "opsd", "teacher": {"sources": ["coevolver"]}}, "co
 METHODS: dict[str, dict] = {
     "grpo": {"objective": {"name": "grpo"}, "coevolver": {"kind": "none"}},
     "opsd-answer": {"objective": {"name": "opsd", "teacher": {"sources": ["answer"]}}, "coevolver": {"kind": "none"}},
+    "skill_bank": {"objective": {"name": "grpo"}, "coevolver": {"kind": "skill_bank"}},
     "pmd": PMD,
     "ess": {"objective": {"name": "ess"}, "coevolver": {"kind": "none"}},
     "opsa": {"objective": {"name": "opsa"}, "coevolver": {"kind": "none"}},
@@ -39,7 +42,7 @@ METHODS: dict[str, dict] = {
 
 
 def overrides(method: str, seed: int, args: argparse.Namespace) -> dict:
-    from coevo.config import deep_merge
+    from coevo.config import deep_merge, parse_overrides
 
     out = RESULTS / args.name / f"seed{seed}"
     base = {
@@ -50,7 +53,7 @@ def overrides(method: str, seed: int, args: argparse.Namespace) -> dict:
         "bootstrap": {"steps": args.bootstrap_steps, "time_budget_s": 10**5} | ({} if args.recall_prob is None else {"recall_prob": args.recall_prob}),
         "eval": {"every": args.eval_every},
     }
-    return deep_merge(base, METHODS[method])
+    return deep_merge(deep_merge(base, parse_overrides(args.set)), METHODS[method])
 
 
 def bootstrap(seed: int, args: argparse.Namespace) -> str:
@@ -62,7 +65,7 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
     from coevo.config import deep_merge, load_config
     from coevo.driver import set_threads
 
-    cfg = load_config(ROOT / "params.yaml", deep_merge(overrides("grpo", seed, args), {"run": {"out_dir": str(RESULTS / args.name / f"seed{seed}" / "_bootstrap")}}))
+    cfg = load_config(args.params, deep_merge(overrides("grpo", seed, args), {"run": {"out_dir": str(RESULTS / args.name / f"seed{seed}" / "_bootstrap")}}))
     set_threads(cfg)
     stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
     return str(cfg.bootstrap_dir)
@@ -75,7 +78,7 @@ def run(method: str, seed: int, args: argparse.Namespace, boot_dir: str) -> dict
     from coevo.config import load_config
     from coevo.driver import train
 
-    cfg = load_config(ROOT / "params.yaml", overrides(method, seed, args))
+    cfg = load_config(args.params, overrides(method, seed, args))
     shutil.rmtree(cfg.run.out_dir, ignore_errors=True)
     shutil.copytree(boot_dir, cfg.bootstrap_dir)
     summary = train(cfg, Console(quiet=True))
@@ -183,6 +186,8 @@ def log_to_mlflow(rows: list[dict], files: list[Path], args: argparse.Namespace)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="the params file every run starts from (e.g. examples/smollm2.yaml)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a params override of every run, as `coevo train --set` (repeatable)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--budget-s", type=float, default=150.0, help="wall-clock budget of each run (seconds)")
     parser.add_argument("--eval-every", type=int, default=10)
@@ -203,7 +208,7 @@ def main() -> None:
         results = [f.result() for f in futures]
     rows = table(results, args.methods)
     text = markdown(rows)
-    (out / "results.json").write_text(json.dumps({"args": vars(args), "table": rows, "runs": results}, indent=2))
+    (out / "results.json").write_text(json.dumps({"args": vars(args), "table": rows, "runs": results}, indent=2, default=str))
     (out / "table.md").write_text(text)
     files = plot(results, args.methods, out)
     if args.mlflow:

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
 from coevo.config import Config, ConfigError, load_config
+from coevo.config import parse_overrides as parse_set_pairs
 from coevo.store.lineage_cli import lineage
 from coevo.store.query_cli import query_app
 
@@ -30,17 +30,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object ins
 
 
 def parse_overrides(pairs: list[str] | None) -> dict:
-    tree: dict = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise typer.BadParameter(f"--set expects section.key=value, got {pair!r}")
-        node = tree
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(value)
-    return tree
+    try:
+        return parse_set_pairs(pairs)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def config_from(params: Path, overrides: list[str] | None) -> Config:

@@ -478,6 +478,21 @@ class ConfigError(ValueError):
     """params.yaml could not be read or did not validate; the message names the file and the key."""
 
 
+def parse_overrides(pairs: list[str] | None) -> dict:
+    """`section.key=value` pairs (YAML values), as `--set` gives them, as a nested overrides dict."""
+    tree: dict = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects section.key=value, got {pair!r}")
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    return tree
+
+
 def load_config(path: str | Path = "params.yaml", overrides: dict | None = None) -> Config:
     """Read params.yaml (plus optional nested overrides) into a validated Config."""
     path = Path(path)
