@@ -1,7 +1,10 @@
 """Scoring completions against problems: the verification stage's rewards table and `score_rows`.
 
-Verifiers are chosen by problem family from a registry (`FAMILY_VERIFIERS`), never by if-chains: a
-family without an entry (arithmetic, user math files) gets the exact-match math verifier; the code
+Verifiers are chosen by problem family from a registry (`FAMILY_VERIFIERS`), never by if-chains: the
+built-in arithmetic families (add, sub, mul, addmul) need the answer stated as a number
+(`check_stated_number`: math-verify would evaluate a boxed restatement of the question, a reward
+hack a real policy found); a family without an entry (user math files) gets the math verifier
+(exact integers, math-verify for other answers); the code
 families (coevo.code.verifier.CODE_FAMILIES) run the completion's program against the hidden tests
 in the sandbox configured by code.sandbox. An entry is `score(problem_rows, completions, cfg) ->
 list[Reward]`, where the rows are problems-table rows of that family, one per completion.
@@ -23,7 +26,8 @@ import pandas as pd
 from coevo.code.verifier import CODE_FAMILIES, score_problem_rows
 from coevo.config import Config
 from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constraints
-from coevo.problems.verifier import MathVerifier
+from coevo.problems.arithmetic import COMBINATIONS, FAMILIES as ARITHMETIC_FAMILIES
+from coevo.problems.verifier import MathVerifier, check_stated_number
 from coevo.registry import Registry
 from coevo.rewards import combine, reward_terms
 from coevo.types import Reward
@@ -38,6 +42,12 @@ def score_math(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) 
     return MathVerifier().score(list(problems["answer"]), list(completions))
 
 
+def score_arithmetic(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
+    return [check_stated_number(completion, str(answer)) for answer, completion in zip(problems["answer"], completions, strict=True)]
+
+
+for _family in [*ARITHMETIC_FAMILIES, *COMBINATIONS]:
+    register_family_verifier(_family, score_arithmetic)
 for _family in CODE_FAMILIES:
     register_family_verifier(_family, score_problem_rows)
 for _family in CONSTRAINT_KINDS:  # the constraint problems' hidden gold checks

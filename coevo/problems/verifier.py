@@ -64,6 +64,17 @@ def check_answer(completion: str, answer: str) -> Reward:
     return check_exact(completion, expected)
 
 
+def check_stated_number(completion: str, answer: str) -> Reward:
+    """For problems that ask to compute a value (the built-in arithmetic families): 1.0 iff the final
+    number stated (in the last box, else in the text) is the answer. Never math-verify: it evaluates
+    a boxed expression, so restating the question (`\\boxed{92 \\times 86}`) would pass; here the
+    box's last number (86) is read instead."""
+    expected = canonical_number(answer)
+    if expected is None:
+        return Reward(0.0, False, MathVerifier.name, f"reference answer {answer!r} is not a number")
+    return check_exact(completion, expected)
+
+
 def check_exact(completion: str, expected: str) -> Reward:
     """1.0 iff the completion's final number equals `expected` (a canonical number) exactly."""
     extracted = extract_final_number(completion)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pandas as pd
 import pytest
 
+from coevo.config import Config
 from coevo.problems.symbolic import NAME, check_symbolic
 from coevo.problems.verifier import check_answer
+from coevo.verify import family_verdicts
 
 
 @pytest.mark.parametrize(
@@ -82,3 +85,22 @@ def test_math_verify_runs_in_worker_threads_and_repeats_its_verdicts():
     check_symbolic.cache_clear()
     assert threaded == [check_answer(*pair) for pair in pairs]
     assert [r.passed for r in threaded[:3]] == [True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("completion", "passed"),
+    [
+        ("\\boxed{92 \\times 86}", False),  # the question restated: math-verify would evaluate it to 7912
+        ("\\boxed{92*86}", False),
+        ("92 * 86 = \\boxed{92 \\cdot 86}", False),
+        ("92 * 86 = \\boxed{7912}", True),
+        ("\\boxed{92 \\times 86 = 7912}", True),
+        ("92 * 86 = 7,912", True),
+    ],
+)
+def test_arithmetic_families_need_the_answer_stated_as_a_number(completion, passed):
+    # SmolLM2-135M under GRPO learned to box the question's expression (bench/README "PMD on a GPU")
+    problems = pd.DataFrame({"family": ["mul"], "answer": ["7912"], "prompt": ["What is 92 * 86?"]})
+    (reward,) = family_verdicts(problems, [completion], Config())
+    assert (reward.passed, reward.verifier) == (passed, "math_exact")
+    assert check_answer("\\boxed{92 \\times 86}", "7912").passed  # a user's math family keeps math-verify's reading
