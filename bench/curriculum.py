@@ -20,7 +20,7 @@ probability over iterations. Writes bench/results/curriculum[-<tag>].json and .m
 Arms: GRPO alone, the curriculum, the curriculum and the skill bank in one run (`coevolvers:`), the
 skill bank alone, the frozen-curriculum ablation (its bandit stops updating after FROZEN_AFTER
 iterations and keeps drawing from the values it had then), and the curriculum at a sharper
-temperature (`curriculum_sharp`, not in the default arms).
+temperature (`curriculum_sharp`, and `curriculum_sharp_frozen` its frozen ablation; not in the default arms).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ ARMS: dict[str, dict] = {
     # the same bandit with a sharper Boltzmann distribution: mean |advantage| values lie in [0, 0.5]
     # (here <= 0.17), so at the default temperature 0.2 the hopeless arms keep most of the draws
     "curriculum_sharp": {"coevolver": {"kind": "curriculum", "curriculum": {"temperature": 0.03}}},
+    "curriculum_sharp_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": {"temperature": 0.03}}},
 }
 
 
@@ -159,7 +160,7 @@ def parse_iterations(pairs: list[str]) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", default=[arm for arm in ARMS if arm != "curriculum_sharp"], choices=list(ARMS))
+    parser.add_argument("--arms", nargs="+", default=[arm for arm in ARMS if not arm.startswith("curriculum_sharp")], choices=list(ARMS))
     parser.add_argument("--budget-s", type=float, default=300.0, help="training seconds each arm gets (rollout + verify + co-evolve + update)")
     parser.add_argument("--probe-iters", type=int, default=5, help="iterations that measure an arm's seconds per iteration")
     parser.add_argument("--iterations", nargs="*", default=[], metavar="ARM=N", help="fixed iteration counts (replay; skips the probe for these arms)")
