@@ -266,7 +266,7 @@ def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenera
     def generate(prompts: list[str], max_new_tokens: int) -> list[str]:
         engine = live_engine(cfg, checkpoint)
         greedy = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens)
-        return [group[0].text for group in engine.generate(prompts, 1, greedy, derive_seed(cfg.seed, it, "reflect"))]
+        return [group[0].text for group in engine.generate(prompts, 1, greedy, derive_seed(cfg.seed, it, "reflect"), stop_at_newline=True)]
 
     return generate
 

@@ -49,7 +49,8 @@ class PrunedCoevolverError(CoevolverDirError):
 
 
 # (prompts, max_new_tokens) -> one greedy continuation per prompt by the policy that produced the
-# rollouts; co-evolvers that write with the policy itself (the memory's reflector) call it.
+# rollouts, ending at its first line break; co-evolvers that write one line with the policy itself
+# (the memory's reflector) call it.
 TextGenerator = Callable[[list[str], int], list[str]]
 
 

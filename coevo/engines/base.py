@@ -17,10 +17,12 @@ class Engine(Protocol):
     add_special_tokens: bool  # whether prompts are encoded with the tokenizer's special tokens (False for chat-templated text)
 
     def generate(
-        self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int
+        self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False
     ) -> list[list[Generation]]:
         """n completions per prompt (outer list follows `prompts`), each with token ids and the
-        per-token logprobs of the distribution it was sampled from (temperature applied, before top-p)."""
+        per-token logprobs of the distribution it was sampled from (temperature applied, before top-p).
+        `stop_at_newline`: a completion also ends at its first line break (for writers that keep one
+        line: their first lines are unchanged, the tokens after them are not generated)."""
         ...
 
     def load_weights(self, weights: Mapping[str, torch.Tensor] | str | Path) -> None:

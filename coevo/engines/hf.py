@@ -4,7 +4,8 @@ A hand-rolled decode loop rather than `model.generate`, because RL needs exactly
 its logprobs: prompts are left-padded, each step samples from softmax(logits / temperature) after
 top-p filtering, and the logprob recorded is that of the temperature-scaled distribution before
 top-p (what the trainer recomputes). Sampling uses a seeded torch.Generator, so the same seed gives
-the same completions on CPU. Generation stops at EOS or max_new_tokens. A group's n samples share
+the same completions on CPU. Generation stops at EOS or max_new_tokens (or, when asked, after the
+first token whose text holds a line break). A group's n samples share
 one prefill of their prompt (`shared_prefill`: its KV cache is expanded to the n rows), as vLLM's
 prefix cache does: with short completions the prompts are most of the tokens.
 """
@@ -30,6 +31,7 @@ class HFEngine:
         self.policy = policy
         self.batch_size = batch_size
         self.add_special_tokens = True  # False for chat-templated prompts (coevo/prompting.py): no double BOS
+        self._newline_ids: list[int] | None = None
 
     @property
     def tokenizer(self):
@@ -54,17 +56,27 @@ class HFEngine:
         self.model.load_state_dict(weights)
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int) -> list[list[Generation]]:
+    def generate(self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False) -> list[list[Generation]]:
         generator = torch.Generator(device=self.model.device).manual_seed(seed)
         encoded = encode_prompts(self.policy.tokenizer, prompts, self.add_special_tokens)
         flat = [ids for ids in encoded for _ in range(n)]
+        stops = [self.policy.tokenizer.eos_token_id, *(self.newline_ids() if stop_at_newline else [])]
         outputs: list[Generation] = []
         for start in range(0, len(flat), self.batch_size):
-            outputs.extend(self._generate_batch(flat[start : start + self.batch_size], sampling, generator))
+            outputs.extend(self._generate_batch(flat[start : start + self.batch_size], sampling, generator, stops))
         return [outputs[i * n : (i + 1) * n] for i in range(len(prompts))]
 
-    def _generate_batch(self, prompt_ids: list[list[int]], sampling: SamplingConfig, generator: torch.Generator) -> list[Generation]:
+    def newline_ids(self) -> list[int]:
+        """Token ids whose text holds a line break (computed once per tokenizer)."""
+        if self._newline_ids is None:
+            tok = self.policy.tokenizer
+            pieces = tok.batch_decode([[i] for i in range(len(tok))])
+            self._newline_ids = [i for i, piece in enumerate(pieces) if "\n" in piece]
+        return self._newline_ids
+
+    def _generate_batch(self, prompt_ids: list[list[int]], sampling: SamplingConfig, generator: torch.Generator, stops: list[int]) -> list[Generation]:
         tok, model = self.policy.tokenizer, self.model
+        stop_ids = torch.tensor(stops, device=model.device)
         packed = pack_prompts(prompt_ids, tok.pad_token_id, model.device)  # the distinct prompts, prefilled once
         logits, cache, attention, positions = shared_prefill(model, *packed)  # [B, V], KV cache, [B, P], [B, 1]
         logits = logits.float()
@@ -75,21 +87,23 @@ class HFEngine:
             token = torch.where(done, torch.full_like(token, tok.pad_token_id), token)
             tokens.append(token)
             logprobs.append(logprob)
-            done = done | (token == tok.eos_token_id)
+            done = done | torch.isin(token, stop_ids)
             if bool(done.all()) or step == sampling.max_new_tokens - 1:
                 break
             attention = torch.cat([attention, torch.ones_like(token).unsqueeze(-1)], dim=-1)  # [B, P+t]
             positions = positions + 1  # [B, 1]
             out = model(input_ids=token.unsqueeze(-1), attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True)
             cache, logits = out.past_key_values, out.logits[:, -1, :].float()
-        return self._collect(prompt_ids, torch.stack(tokens, 1), torch.stack(logprobs, 1))
+        return self._collect(prompt_ids, torch.stack(tokens, 1), torch.stack(logprobs, 1), set(stops))
 
-    def _collect(self, prompt_ids: list[list[int]], tokens: Tensor, logprobs: Tensor) -> list[Generation]:
-        """Cut each row after its EOS (kept: the policy learns to stop) and decode it."""
+    def _collect(self, prompt_ids: list[list[int]], tokens: Tensor, logprobs: Tensor, stops: set[int]) -> list[Generation]:
+        """Cut each row after its first stop token (EOS, kept: the policy learns to stop; or a line
+        break when asked) and decode it; `finished` = it ended at a stop, not at max_new_tokens."""
         tok = self.policy.tokenizer
         results = []
         for prompt, row_tokens, row_logprobs in zip(prompt_ids, tokens.tolist(), logprobs.tolist()):
-            length = row_tokens.index(tok.eos_token_id) + 1 if tok.eos_token_id in row_tokens else len(row_tokens)
+            ends = [i for i, token in enumerate(row_tokens) if token in stops]
+            length = ends[0] + 1 if ends else len(row_tokens)
             ids = row_tokens[:length]
             results.append(
                 Generation(
@@ -97,7 +111,7 @@ class HFEngine:
                     token_ids=ids,
                     logprobs=row_logprobs[:length],
                     text=tok.decode(ids, skip_special_tokens=True),
-                    finished=tok.eos_token_id in ids,
+                    finished=bool(ends),
                 )
             )
         return results

@@ -124,7 +124,7 @@ class VLLMEngine:
         )
 
     # ---- generation ----
-    def generate(self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int) -> list[list[Generation]]:
+    def generate(self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False) -> list[list[Generation]]:
         from vllm import SamplingParams, TokensPrompt
 
         if sampling.top_p < 1.0 and sampling.temperature > 0 and not self._warned_top_p:
@@ -141,6 +141,7 @@ class VLLMEngine:
                 logprobs=0,  # the sampled token's logprob only
                 seed=derive_seed(seed, "vllm", i) % 2**62,
                 skip_special_tokens=True,
+                stop=["\n"] if stop_at_newline else None,
             )
             for i in range(len(prompts))
         ]

@@ -65,3 +65,24 @@ def test_load_weights_in_place(tiny_policy_dir):
     restored = load_policy(tiny_policy_dir, "cpu").model.state_dict()
     for name, tensor in engine.policy.model.state_dict().items():
         torch.testing.assert_close(tensor, restored[name])
+
+
+def test_stop_at_newline_keeps_the_first_line_and_generates_no_further(tiny_policy_dir):
+    engine = _engine(tiny_policy_dir)
+    tok = engine.policy.tokenizer
+    newline, minus = tok.convert_tokens_to_ids("\n"), tok.convert_tokens_to_ids("-")
+    assert engine.newline_ids() == [newline]  # the char tokenizer's one line-break token
+    with torch.no_grad():  # a policy that writes line breaks: "\n" scores as "-" does (a frequent token)
+        engine.model.get_output_embeddings().weight[newline] = engine.model.get_output_embeddings().weight[minus]
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=12)
+    prompts = ["1+2=", "9-3=", "4+4=", "7*8="]
+    full = [g for group in engine.generate(prompts, 4, sampling, seed=0) for g in group]
+    lines = [g for group in engine.generate(prompts, 4, sampling, seed=0, stop_at_newline=True) for g in group]
+    assert any(newline in g.token_ids[:-1] for g in full)  # some completions go on past a line break
+    for whole, line in zip(full, lines):  # the same seed draws the same tokens up to the break
+        if newline in whole.token_ids:
+            cut = whole.token_ids.index(newline) + 1
+            assert (line.token_ids, line.finished) == (whole.token_ids[:cut], True)
+        else:
+            assert line.token_ids == whole.token_ids
+        assert line.text.splitlines()[:1] == whole.text.splitlines()[:1]

@@ -81,6 +81,17 @@ def test_n_samples_per_prompt_stop_at_eos_and_repeat_with_the_seed(setup):
     assert ids(engine.generate(PROMPTS, 3, SamplingConfig(temperature=1.5, max_new_tokens=4), seed=2)) != ids(out)
 
 
+def test_stop_at_newline_ends_each_completion_at_its_first_line(setup):
+    _, _, engine = setup
+    hot = SamplingConfig(temperature=2.0, max_new_tokens=24)  # vLLM's hottest: line breaks appear among 100 chars
+    full = [g for group in engine.generate(PROMPTS, 8, hot, seed=4) for g in group]
+    lines = [g for group in engine.generate(PROMPTS, 8, hot, seed=4, stop_at_newline=True) for g in group]
+    assert any("\n" in g.text.rstrip("\n") for g in full)
+    for whole, line in zip(full, lines):  # per-request seeds: the same draws up to the break
+        assert line.token_ids == whole.token_ids[: len(line.token_ids)]
+        assert line.text == (whole.text.split("\n")[0] + "\n" if "\n" in whole.text else whole.text)
+
+
 def test_a_batch_larger_than_one_prefill_step(setup):
     """Regression: on CPU, seeded requests whose prompts vLLM splits across steps (chunked prefill)
     killed the engine ('CPU Generator does not use offset'); the engine turns chunked prefill off there."""
