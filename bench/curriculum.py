@@ -111,11 +111,13 @@ def run(arm: str, seed: int, args: argparse.Namespace, boot_dir: str, iterations
     return collect(arm, seed, out_dir)
 
 
-def collect(arm: str, seed: int, out_dir: Path) -> dict:
-    """A finished run's record from its directory (metrics.jsonl, evals/, reports/)."""
+def collect(arm: str, seed: int, out_dir: Path, upto: int | None = None) -> dict:
+    """A finished run's record from its directory (metrics.jsonl, evals/, reports/), cut at iteration
+    `upto` if given: no schedule depends on run.iterations, so iteration N of a longer run is an
+    N-iteration run (used to compare arms whose iterations cost differently at equal seconds)."""
     from coevo.coevolvers.composite import member_reports
 
-    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()][:upto]
     iterations = len(rows)
     curve = [json.loads(path.read_text()) for path in sorted((out_dir / "evals").glob("iter_*.json"))]
     curve = [{"iteration": e["iteration"], "acc": e["metrics"]["eval/acc"]} for e in curve if e["iteration"] <= iterations]
@@ -163,7 +165,7 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", default=[arm for arm in ARMS if not arm.startswith("curriculum_sharp")], choices=list(ARMS))
     parser.add_argument("--budget-s", type=float, default=300.0, help="training seconds each arm gets (rollout + verify + co-evolve + update)")
     parser.add_argument("--probe-iters", type=int, default=5, help="iterations that measure an arm's seconds per iteration")
-    parser.add_argument("--iterations", nargs="*", default=[], metavar="ARM=N", help="fixed iteration counts (replay; skips the probe for these arms)")
+    parser.add_argument("--iterations", nargs="*", default=[], metavar="ARM=N", help="fixed iteration counts (replay; skips the probe for these arms); with --collect: read ARM's runs up to iteration N")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--max-digits", type=int, default=3, help="problems.max_digits of the harder mix (min_digits is 1)")
     parser.add_argument("--bootstrap-steps", type=int, default=150)
@@ -195,13 +197,13 @@ def main() -> None:
 
 def write_collected(args: argparse.Namespace) -> None:
     """bench/results/curriculum-collected[-<tag>].json and .md from finished run directories."""
-    results = []
+    results, upto = [], parse_iterations(args.iterations)
     for name in args.collect:
         for seed_dir in sorted((RESULTS / name).glob("seed*")):
             for arm in args.arms:
                 out_dir = seed_dir / f"{arm}-run"
                 if (out_dir / "evals").is_dir() and (out_dir / "metrics.jsonl").is_file():
-                    results.append({**collect(arm, int(seed_dir.name[4:]), out_dir), "from": name})
+                    results.append({**collect(arm, int(seed_dir.name[4:]), out_dir, upto.get(arm)), "from": name})
     plan = {(r["arm"], r["seed"]): {"s_per_iter": float("nan")} for r in results}
     text = markdown(results, plan)
     label = f"curriculum-collected-{args.tag}" if args.tag else "curriculum-collected"
