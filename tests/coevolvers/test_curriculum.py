@@ -50,7 +50,7 @@ ADD1, MUL2 = arm_ids("add/1"), arm_ids("mul/2")
 
 
 def test_td0_values_by_hand():
-    curriculum = Curriculum(config(alpha=0.5), seed=0)
+    curriculum = Curriculum(config(alpha=0.5, temperature=0.2), seed=0)
     # add/1: [1,0,0,0] mean .25, |A| = .75,.25,.25,.25 -> .375; [1,1,1,1] -> 0 (zero variance); arm reward .1875
     # mul/2: [1,1,0,0] |A| = .5 each -> .5; values: .5*0 + .5*.1875 = .09375 and .5*.5 = .25
     report = curriculum.update(1, *frames({ADD1[0]: [1, 0, 0, 0], ADD1[1]: [1, 1, 1, 1], MUL2[0]: [1, 1, 0, 0]}))
