@@ -50,7 +50,6 @@ ARMS: dict[str, dict] = {
     "curriculum_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": FLAT}},
     "curriculum_sharp": {"coevolver": {"kind": "curriculum", "curriculum": SHARP}},
     "curriculum_sharp_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": SHARP}},
-    "curriculum_sharp+skill_bank": {"coevolvers": [{"kind": "curriculum", "curriculum": SHARP}, {"kind": "skill_bank"}]},
 }
 
 
