@@ -252,6 +252,7 @@ class RubricsConfig(Strict):
     shown: int = Field(2, ge=1, description="Best and worst responses (each) shown to the writer per family.")
     pass_threshold: float = Field(0.5, ge=0, le=1, description="A rollout 'passes' the rubric when its weighted judge score is at least this (the `passed` of the rubric reward when it is the first judge in `rewards`).")
     judge_workers: int = Field(4, ge=1, description="Concurrent judge requests (coevo/judge.py); the judge is the endpoint of coevolver.writer.")
+    judge_scoring: Literal["reply", "yes_no"] = Field("reply", description="How the judge scores (coevo/judge.py): 'reply' (it writes a number 0..10) or 'yes_no' (P(yes) / (P(yes) + P(no)) over its first token's top log-probabilities; the endpoint must return logprobs, as vLLM's server does; for small judges that never write a parsable number).")
 
 
 class HarnessConfig(Strict):

@@ -6,16 +6,23 @@ Each judgement is one chat request (the HTTP client, its retries with exponentia
 timeout and its garbage-reply handling are `ChatEndpoint`'s, coevo/coevolvers/writers.py); a batch
 of judgements runs on `workers` threads, identical items are asked once.
 
-Scores: the judge replies with one number 0..10 (or "7/10", "Score: 7"); it is stored divided by 10.
-A reply that is not such a number is a parse failure: score None, never a reward (the rubric reward
-leaves it out of its weighted mean and counts it, `verify/judge_parse_fail`). An endpoint that stays
-down, times out or answers garbage after its retries raises EndpointError (the verification task's
-own retries apply): never a silent reward.
+Scores (`scoring`, rubrics.judge_scoring):
+- "reply": the judge replies with one number 0..10 (or "7/10", "Score: 7"); it is stored divided by
+  10. A reply that is not such a number is a parse failure.
+- "yes_no": the judge is asked whether the response meets the criterion and generates one token; the
+  score is P(yes) / (P(yes) + P(no)) over its top first-token log-probabilities (tokens "yes"/"no" in
+  any case and spacing), the probability-weighted judgement of G-Eval (arXiv 2303.16634) reduced to
+  two labels. A small instruct model that never writes a parsable number still ranks its two answers
+  (bench/README.md: The rubric judge). Neither label among the top tokens is a parse failure.
+A parse failure is score None, never a reward (the rubric reward leaves it out of its weighted mean
+and counts it, `verify/judge_parse_fail`). An endpoint that stays down, times out or answers garbage
+after its retries raises EndpointError (the verification task's own retries apply): never a silent
+reward.
 
 Cache: every judgement (parse failures too, so a re-run reproduces the same rewards) is appended to a
 JSONL file keyed by sha256 of (judge version, prompt, response, criterion), where the judge version
-is the endpoint's model plus a hash of the judge prompt: a new judge model or prompt never reads old
-scores. Appends are whole lines under an exclusive file lock, flushed and fsynced; a torn last line (a
+is the endpoint's model plus a hash of the scoring mode's prompts and sampling: a new judge model,
+prompt or mode never reads old scores. Appends are whole lines under an exclusive file lock, flushed and fsynced; a torn last line (a
 crash mid-write) is skipped on load and counted.
 
 Departures: RaR asks for all criteria in one request and a Likert score; one request per criterion
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import re
 import threading
@@ -42,7 +50,17 @@ JUDGE_SYSTEM = (
 )
 JUDGE_TEMPLATE = "Task:\n{prompt}\n\nResponse:\n{response}\n\nCriterion: {criterion}\n\nScore (0-10):"
 JUDGE_SAMPLING = {"temperature": 0.0, "max_tokens": 16}  # part of the judge's version (the cache key)
+YES_NO_SYSTEM = (
+    "You are a strict grader. Read the task, the response and one criterion. "
+    "Answer yes if the response meets the criterion and no if it does not."
+)
+YES_NO_TEMPLATE = "Task:\n{prompt}\n\nResponse:\n{response}\n\nCriterion: {criterion}\n\nDoes the response meet the criterion? Answer yes or no."
+YES_NO_TOP = 20  # first-token alternatives asked for (vLLM's default max_logprobs)
 _SCORE = re.compile(r"^\s*(?:score\s*[:=]?\s*)?(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*\.?\s*$", re.IGNORECASE)
+SCORING = {  # mode -> what defines its judgements (hashed into the judge's version)
+    "reply": JUDGE_SYSTEM + JUDGE_TEMPLATE + json.dumps(JUDGE_SAMPLING, sort_keys=True),
+    "yes_no": YES_NO_SYSTEM + YES_NO_TEMPLATE + f"temperature=0 top={YES_NO_TOP}",
+}
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,19 @@ def parse_score(reply: str) -> float | None:
         return None
     value = float(match.group(1))
     return value / 10.0 if 0.0 <= value <= 10.0 else None
+
+
+def yes_no_score(logprobs: dict[str, float]) -> tuple[float | None, str]:
+    """P(yes) / (P(yes) + P(no)) from first-token log-probabilities, and the reply kept for it (the two
+    probabilities); None when neither label is among the tokens."""
+    mass = {"yes": 0.0, "no": 0.0}
+    for token, logprob in logprobs.items():
+        label = token.strip().lower()
+        if label in mass:
+            mass[label] += math.exp(logprob)
+    total = mass["yes"] + mass["no"]
+    reply = f"p_yes={mass['yes']:.4g} p_no={mass['no']:.4g} top={max(logprobs, key=logprobs.get)!r}"
+    return (mass["yes"] / total if total > 0 else None), reply
 
 
 class JudgeCache:
@@ -120,18 +151,25 @@ class JudgeCache:
 class Judge:
     """Scores (prompt, response, criterion) triples through `endpoint`, with an optional disk cache."""
 
-    def __init__(self, endpoint: ChatEndpoint, cache: JudgeCache | None = None, workers: int = 4):
+    def __init__(self, endpoint: ChatEndpoint, cache: JudgeCache | None = None, workers: int = 4, scoring: str = "reply"):
+        if scoring not in SCORING:
+            raise ValueError(f"judge scoring {scoring!r} is not one of {sorted(SCORING)}")
         self.endpoint = endpoint
         self.cache = cache
         self.workers = workers
-        self.version = f"{endpoint.model}:{hash_bytes((JUDGE_SYSTEM + JUDGE_TEMPLATE + json.dumps(JUDGE_SAMPLING, sort_keys=True)).encode())[:12]}"
+        self.scoring = scoring
+        self.version = f"{endpoint.model}:{hash_bytes(SCORING[scoring].encode())[:12]}"
         self.stats = JudgeStats()
 
-    def _ask(self, item: tuple[str, str, str]) -> str:
-        """One judgement's reply: greedy (the same items get the same scores) and short (a score is
-        a few tokens; without a cap a chat model may write up to its context length)."""
+    def _ask(self, item: tuple[str, str, str]) -> tuple[float | None, str]:
+        """One judgement's score and the reply kept for it: greedy (the same items get the same scores)
+        and short (a score is a few tokens; without a cap a chat model may write up to its context length)."""
         prompt, response, criterion = item
-        return self.endpoint.ask(JUDGE_SYSTEM, JUDGE_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion), **JUDGE_SAMPLING)
+        if self.scoring == "yes_no":
+            asked = YES_NO_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion)
+            return yes_no_score(self.endpoint.first_token_logprobs(YES_NO_SYSTEM, asked, YES_NO_TOP, temperature=0.0))
+        reply = self.endpoint.ask(JUDGE_SYSTEM, JUDGE_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion), **JUDGE_SAMPLING)
+        return parse_score(reply), reply
 
     def key(self, prompt: str, response: str, criterion: str) -> str:
         return hash_bytes(json.dumps([self.version, prompt, response, criterion]).encode())
@@ -150,8 +188,8 @@ class Judge:
                 missing.setdefault(key, item)
         self.stats.cache_hits += sum(1 for key in keys if key in found)
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            replies = list(pool.map(self._ask, missing.values()))
-        fresh = [{"key": key, "score": parse_score(reply), "reply": reply, "version": self.version} for key, reply in zip(missing, replies)]
+            judged = list(pool.map(self._ask, missing.values()))
+        fresh = [{"key": key, "score": score, "reply": reply, "version": self.version} for key, (score, reply) in zip(missing, judged)]
         if self.cache is not None:
             self.cache.put_many(fresh)
         found.update({r["key"]: Judgement(r["score"], r["reply"]) for r in fresh})

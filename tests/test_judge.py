@@ -1,10 +1,11 @@
 """The LLM judge against real HTTP servers on loopback (the real openai client): a scripted grader
-(exact replies, a 500 before it answers) and the tiny policy served as a chat model (its scores are
-noise: the test asserts the plumbing)."""
+(exact replies or first-token log-probabilities, a 500 before it answers) and the tiny policy served
+as a chat model (its scores are noise: the test asserts the plumbing)."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from http.server import ThreadingHTTPServer
 
@@ -12,20 +13,22 @@ import pytest
 import torch
 
 from coevo.coevolvers.writers import ChatEndpoint, EndpointError
-from coevo.judge import Judge, JudgeCache, parse_score
+from coevo.judge import YES_NO_TOP, Judge, JudgeCache, parse_score, yes_no_score
 from coevo.policy.checkpoint import load_policy
 
 from .conftest import JSONHandler
 
 
 class GraderServer(ThreadingHTTPServer):
-    """POST /v1/chat/completions: 500 for the first `failures` requests, then `answer(user message)`."""
+    """POST /v1/chat/completions: 500 for the first `failures` requests, then `answer(user message)`:
+    a str is the reply's content, a dict {token: probability} its first token's top log-probabilities
+    (OpenAI's chat logprobs shape), None a reply without logprobs. The last request body is kept."""
 
     daemon_threads = True
 
     def __init__(self, answer, failures: int = 0):
         super().__init__(("127.0.0.1", 0), GraderHandler)
-        self.answer, self.failures, self.hits = answer, failures, 0
+        self.answer, self.failures, self.hits, self.last = answer, failures, 0, None
 
     @property
     def base_url(self) -> str:
@@ -41,8 +44,13 @@ class GraderHandler(JSONHandler):
         if self.server.failures > 0:
             self.server.failures -= 1
             return self._send(500, {"error": {"message": "boom", "type": "server_error"}})
+        self.server.last = body
         reply = self.server.answer(body["messages"][-1]["content"])
         choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
+        if not isinstance(reply, str):
+            top = [{"token": t, "logprob": math.log(p), "bytes": None} for t, p in (reply or {}).items()]
+            first = {**max(top, key=lambda t: t["logprob"]), "top_logprobs": top} if top else None
+            choice = {**choice, "message": {"role": "assistant", "content": first["token"] if first else "?"}, "logprobs": {"content": [first]} if first else None}
         self._send(200, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [choice]})
 
 
@@ -106,6 +114,35 @@ def test_judge_endpoint_down_is_a_clear_error_not_a_reward(loopback):
     server = loopback(GraderServer(scripted, failures=10))
     with pytest.raises(EndpointError, match=rf"request to {server.base_url} .*failed after 3 attempt"):
         judge_for(server).score([("q", "r", "short")])
+
+
+@pytest.mark.parametrize(
+    ("probs", "score"),
+    [({"yes": 0.6, " No": 0.2, "maybe": 0.1}, 0.75), ({"Yes": 0.3, " yes": 0.3, "no": 0.2}, 0.75), ({"NO": 0.5}, 0.0), ({"yes!": 0.4, "y": 0.3}, None)],
+)
+def test_yes_no_score(probs, score):
+    got, reply = yes_no_score({token: math.log(p) for token, p in probs.items()})
+    assert got == pytest.approx(score) if score is not None else got is None
+    assert reply.startswith("p_yes=")
+
+
+YES_NO = {"short": {"yes": 0.6, "no": 0.2, "The": 0.1}, "vague": {"The": 0.7, "I": 0.2}, "empty": None}
+
+
+def test_yes_no_judge_scores_from_first_token_logprobs(loopback, tmp_path):
+    server = loopback(GraderServer(lambda user: YES_NO[re.search(r"Criterion: (\w+)", user).group(1)]))
+    endpoint = ChatEndpoint(server.base_url, "grader", "EMPTY", timeout_s=5, backoff_s=0.01)
+    judge = Judge(endpoint, JudgeCache(tmp_path / "cache.jsonl"), workers=2, scoring="yes_no")
+    short, vague = judge.score([("Write about cats.", "Cats nap.", "short"), ("Write about cats.", "Cats nap.", "vague")])
+    assert short.score == pytest.approx(0.75) and vague.score is None and judge.stats.parse_fail == 1
+    assert "Answer yes or no" in server.last["messages"][-1]["content"]
+    assert {k: server.last[k] for k in ("max_tokens", "logprobs", "top_logprobs", "temperature")} == {"max_tokens": 1, "logprobs": True, "top_logprobs": YES_NO_TOP, "temperature": 0.0}
+    hits = server.hits
+    reply_mode = Judge(endpoint, JudgeCache(tmp_path / "cache.jsonl"), workers=2)  # another scoring mode: another judge version
+    assert reply_mode.version != judge.version
+    with pytest.raises(EndpointError, match="no top_logprobs"):  # a server that ignores logprobs: garbage, retried, then an error
+        judge.score([("Write about cats.", "Cats nap.", "empty")])
+    assert server.hits == hits + 3
 
 
 def test_judge_against_the_tiny_policy_served_as_a_chat_model(loopback, tiny_policy_dir, tmp_path):

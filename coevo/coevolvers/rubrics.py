@@ -292,7 +292,7 @@ def rubric_reward(cfg):
         raise ValueError(f"the 'rubric' reward needs a rubrics co-evolver (got {[e.kind for e in cfg.coevolver_list]})")
     params = entry.rubrics
     endpoint = ChatEndpoint.from_config(entry.writer, "the 'rubric' reward (its judge)")
-    judge = Judge(endpoint, JudgeCache(cfg.run.out_dir / "judge" / "cache.jsonl"), params.judge_workers)
+    judge = Judge(endpoint, JudgeCache(cfg.run.out_dir / "judge" / "cache.jsonl"), params.judge_workers, params.judge_scoring)
 
     def score(rows: pd.DataFrame, completions: list[str]) -> list[Reward]:
         iteration = rows.attrs.get("iteration")

@@ -134,9 +134,17 @@ class ChatEndpoint:
         return cls(base_url=cfg.base_url, model=cfg.model, api_key=api_key, timeout_s=cfg.timeout_s)
 
     def ask(self, system: str, prompt: str, **sampling: float | int) -> str:
-        """The first non-empty line of the reply, cut to MAX_SKILL_CHARS. Transient errors and garbage
-        replies (not JSON, not a chat completion, no text) are retried; then EndpointError. `sampling`:
-        request fields such as max_tokens and temperature (the server's defaults otherwise)."""
+        """The first non-empty line of the reply. Transient errors and garbage replies (not JSON, not a
+        chat completion, no text) are retried; then EndpointError. `sampling`: request fields such as
+        max_tokens and temperature (the server's defaults otherwise)."""
+        return self._retried(self._text, system, prompt, sampling)
+
+    def first_token_logprobs(self, system: str, prompt: str, top: int, **sampling: float | int) -> dict[str, float]:
+        """The `top` most likely first tokens of the reply and their log-probabilities (one token is
+        generated); a reply without them is garbage, retried like `ask`'s."""
+        return self._retried(self._first_logprobs, system, prompt, {**sampling, "max_tokens": 1, "logprobs": True, "top_logprobs": top})
+
+    def _retried(self, extract, system: str, prompt: str, sampling: dict):
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         retrying = Retrying(
             stop=stop_after_attempt(ATTEMPTS),
@@ -145,12 +153,12 @@ class ChatEndpoint:
             reraise=True,
         )
         try:
-            return retrying(self._ask_once, messages, sampling)
+            return retrying(lambda: extract(self._choice(messages, sampling)))
         except (openai.OpenAIError, GarbageReply) as exc:
             tries = retrying.statistics.get("attempt_number", 1)  # transient errors are retried, others fail at once
             raise EndpointError(f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient errors and garbage replies retried with backoff): {exc}") from exc
 
-    def _ask_once(self, messages: list[dict], sampling: dict) -> str:
+    def _choice(self, messages: list[dict], sampling: dict):
         try:
             reply = self.client.chat.completions.create(model=self.model, messages=messages, **sampling)
         except ValueError as exc:  # a 200 whose body is not JSON (json.JSONDecodeError)
@@ -158,11 +166,23 @@ class ChatEndpoint:
         choices = getattr(reply, "choices", None)  # the client does not validate: a str, a list or any JSON object comes back as is
         if not isinstance(choices, list) or not choices:
             raise GarbageReply(f"the reply is not a chat completion with choices: {str(reply)[:200]!r}")
-        content = getattr(getattr(choices[0], "message", None), "content", None)
+        return choices[0]
+
+    @staticmethod
+    def _text(choice) -> str:
+        content = getattr(getattr(choice, "message", None), "content", None)
         text = _first_line(content) if isinstance(content, str) else ""
         if not text:
-            raise GarbageReply(f"the reply has no text in choices[0].message.content: {str(choices[0])[:200]!r}")
+            raise GarbageReply(f"the reply has no text in choices[0].message.content: {str(choice)[:200]!r}")
         return text
+
+    @staticmethod
+    def _first_logprobs(choice) -> dict[str, float]:
+        content = getattr(getattr(choice, "logprobs", None), "content", None)
+        top = getattr(content[0], "top_logprobs", None) if isinstance(content, list) and content else None
+        if not top:
+            raise GarbageReply(f"the reply has no top_logprobs in choices[0].logprobs.content[0]: {str(choice)[:200]!r}")
+        return {str(t.token): float(t.logprob) for t in top}
 
 
 class OpenAIChatWriter:
