@@ -29,10 +29,8 @@ setup: $(STAMP)
 train: $(STAMP)
 	$(VENV)/bin/coevo train
 
-# Two workers (the suite's subprocess-heavy tests leave a core idle each); tests/conftest.py keeps
-# the Ray/vLLM tests and the sandbox tests each on one worker.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
+	$(VENV)/bin/python -m pytest
 
 # vLLM through coevo vs vLLM directly vs the HF engine, and in-place sync vs restart (bench/README.md).
 bench-engines: $(STAMP)

@@ -34,27 +34,6 @@ def tiny_config(tmp_path: Path, **overrides) -> Config:
     return load_config(ROOT / "params.yaml", deep_merge(deep_merge(TINY, paths), overrides))
 
 
-# `make test` runs the suite on 2 pytest-xdist workers (--dist loadgroup). Tests that must not overlap
-# one another share a group, and a group runs on one worker: "servers" start Ray clusters or vLLM
-# engines (two at once collide on Ray's session files and double the engines' memory); "sandbox" runs
-# untrusted programs as the sandbox user, whose RLIMIT_NPROC counts every sandboxed process of the
-# machine (a hostile fork test beside a code run could starve it).
-GROUPS = {
-    "servers": ("flows/test_ray.py", "test_deploy_rehearsal.py", "engines/test_vllm.py", "engines/test_parallelism.py",
-                "coevolvers/test_memory_served.py", "flows/test_vllm_flow.py"),
-    "sandbox": ("sandbox/", "code/", "test_malformed_inputs.py"),
-}  # fmt: skip
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    tests = Path(__file__).parent
-    for item in items:
-        where = item.path.relative_to(tests).as_posix()
-        group = next((name for name, prefixes in GROUPS.items() if where.startswith(prefixes)), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(scope="session")
 def prefect_server():
     """Prefect's real local test server (SQLite), shared by the flow and DVC tests."""
