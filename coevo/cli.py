@@ -45,9 +45,30 @@ def config_from(params: Path, overrides: list[str] | None) -> Config:
 
 
 def fail_cleanly(command):
-    """Bad input (a problems file, a table, params) exits with code 2 and its message, no traceback."""
+    """Bad input (a problems file, a table, params) exits with code 2 and its message, no traceback.
+    The error classes are imported when one is raised: importing them up front would load torch and
+    transformers (~10 s) for every command, the quick refusals included."""
     from functools import wraps
 
+    @wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except typer.Exit:  # already reported (invalid params, a held run lock)
+            raise
+        except Exception as exc:
+            bad_input, resumable = clean_errors()
+            if not isinstance(exc, bad_input + resumable):
+                raise
+            console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+            # 2: bad input; 1: an endpoint failed after its retries, or the disk filled (rerunning resumes)
+            raise typer.Exit(2 if isinstance(exc, bad_input) else 1) from exc
+
+    return wrapper
+
+
+def clean_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """(bad-input errors, resumable errors): the ones `fail_cleanly` reports without a traceback."""
     from coevo.coevolvers.writers import EndpointError
     from coevo.errors import InputError
     from coevo.io import DiskFullError
@@ -56,18 +77,7 @@ def fail_cleanly(command):
     from coevo.problems.loader import ProblemsFileError
     from schemas.errors import SchemaError
 
-    @wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError, InputError, LoraTargetError) as exc:
-            console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
-            raise typer.Exit(2) from exc
-        except (EndpointError, DiskFullError) as exc:  # not bad input: an endpoint failed after its retries, or the disk filled; rerunning resumes
-            console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
-            raise typer.Exit(1) from exc
-
-    return wrapper
+    return (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError, InputError, LoraTargetError), (EndpointError, DiskFullError)
 
 
 @contextmanager
@@ -122,11 +132,11 @@ def prepare(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_jso
 @fail_cleanly
 def bootstrap(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_json: JsonOpt = False) -> None:
     """Prepare problems and create the initial policy checkpoint (tiny warm start or your checkpoint)."""
-    from coevo import stages
-
     cfg = config_from(params, set_)
-    quiet_libraries()
     with writer_lock(cfg, "bootstrap"):
+        from coevo import stages
+
+        quiet_libraries()
         result = stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
     print_json(result) if as_json else console.print(result)
 
@@ -142,8 +152,8 @@ def train(
 ) -> None:
     """Bootstrap, then train for run.iterations: the Prefect flow (resumable, tracked) or --plain."""
     cfg = config_from(params, set_)
-    quiet_libraries()
     with writer_lock(cfg, "train" + (" --plain" if plain else "")):
+        quiet_libraries()
         if plain:
             from coevo.driver import train as run_training
 

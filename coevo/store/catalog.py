@@ -55,7 +55,6 @@ import pyarrow
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from coevo.coevolvers.composite import member_reports
 from coevo.errors import InputError
 from coevo.io import hash_bytes
 from schemas import (
@@ -335,6 +334,8 @@ def load_iteration(files: IterationFiles) -> LoadedIteration:
     check_iteration(rollouts.select(["iteration"]).to_pandas(), files.iteration, str(files.rollouts))
     check_iteration(rewards.select(["iteration"]).to_pandas(), files.iteration, str(files.rewards))
     check_pairing(rollouts, rewards, str(files.rollouts), str(files.rewards))
+    from coevo.coevolvers.composite import member_reports  # the co-evolvers load torch: not for `coevo query`
+
     report = read_report(files.report, files.iteration) if files.report is not None else {}
     try:
         members = member_reports(report)  # a list of co-evolvers reports each member's evolution

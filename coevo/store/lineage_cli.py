@@ -8,14 +8,15 @@ an MLflow model URI (models:/NAME@ALIAS, models:/NAME/VERSION). Exit codes: 0 sh
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from coevo.store.lineage import Mismatch, lineage_chain, resolve_checkpoint, verify_lineage
+if TYPE_CHECKING:
+    from coevo.store.lineage import Mismatch
 
 console = Console(soft_wrap=True)
 PREFIX = 12  # hex digits of a hash shown in the tree
@@ -28,6 +29,8 @@ def lineage(
     tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ refs.")] = None,
 ) -> None:
     """Show a checkpoint's lineage back to the bootstrap and its data; --verify rechecks every hash."""
+    from coevo.store.lineage import lineage_chain, resolve_checkpoint, verify_lineage  # transformers: ~7 s, only for this command
+
     try:
         path = resolve_checkpoint(checkpoint, tracking_uri)
         chain = lineage_chain(path)

@@ -124,15 +124,24 @@ def reference(prefect_server, tmp_path_factory):
     return RunLayout(tmp / "reference" / "run")
 
 
-@pytest.mark.parametrize("pause", ["update:2", "coevolve:2", "write:checkpoints/iter_0002"])
-def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tmp_path, pause):
+# killed in iteration 2's co-evolution, then (the resumed run) in its policy update, then in the
+# checkpoint write: each kill is resumed from what the runs before it completed, in stage order
+KILLS = ["coevolve:2", "update:2", "write:checkpoints/iter_0002"]
+
+
+def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tmp_path):
     params, overrides = _params(tmp_path, "killed")
-    _kill_at_pause(_run(params, pause), pause)
     layout = RunLayout(tmp_path / "killed" / "run")
-    assert not layout.checkpoint(ITERATIONS).exists()
-    done = {k: v for k, v in _stage_outputs(layout).items() if k not in INTERRUPTED.get(pause, set())}
-    # iteration 1 finished and iteration 2's rollout and verification did, in every case
-    assert {"rollouts/iter_0002.parquet", "rewards/iter_0002.parquet", "coevolver/iter_0001/manifest.json", "checkpoints/iter_0001/coevo.json"} <= set(done)
+    done: dict[str, tuple[int, int]] = {}
+    for pause in KILLS:
+        _kill_at_pause(_run(params, pause), pause)
+        assert not layout.checkpoint(ITERATIONS).exists()
+        after = _stage_outputs(layout)
+        rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
+        assert not rewritten, f"killed at {pause}: completed stages were recomputed, not restored: {rewritten}"
+        done = {k: v for k, v in after.items() if k not in INTERRUPTED.get(pause, set())}
+        # iteration 1 finished and iteration 2's rollout and verification did, at every kill
+        assert {"rollouts/iter_0002.parquet", "rewards/iter_0002.parquet", "coevolver/iter_0001/manifest.json", "checkpoints/iter_0001/coevo.json"} <= set(done)
 
     _resume_restoring(params, layout, done)
 
