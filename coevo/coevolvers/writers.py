@@ -34,7 +34,6 @@ from itertools import groupby
 from statistics import fmean
 from typing import Protocol
 
-import openai
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -48,7 +47,6 @@ from coevo.registry import Registry
 MAX_SKILL_CHARS = 200  # longest skill the OpenAI writer keeps (characters, one line)
 MAX_EXAMPLES = 8  # verified trajectories shown per OpenAI request
 ATTEMPTS = 3  # tries per OpenAI request (tenacity, exponential backoff)
-TRANSIENT = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
 
 SYSTEM_PROMPT = (
     "You write skills for a student model: short, reusable pieces of procedural knowledge. "
@@ -122,6 +120,8 @@ class ChatEndpoint:
         self.base_url = base_url
         self.model = model
         self.backoff_s = backoff_s
+        import openai  # here, not at the top: every run imports this module, few talk to an endpoint (~1.5 s)
+
         # max_retries=0: retries are tenacity's, so attempts and backoff are ours to state.
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
 
@@ -145,11 +145,14 @@ class ChatEndpoint:
         return self._retried(self._first_logprobs, system, prompt, {**sampling, "max_tokens": 1, "logprobs": True, "top_logprobs": top})
 
     def _retried(self, extract, system: str, prompt: str, sampling: dict):
+        import openai
+
+        transient = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         retrying = Retrying(
             stop=stop_after_attempt(ATTEMPTS),
             wait=wait_exponential(multiplier=self.backoff_s, max=8 * self.backoff_s),
-            retry=retry_if_exception_type((*TRANSIENT, GarbageReply)),
+            retry=retry_if_exception_type((*transient, GarbageReply)),
             reraise=True,
         )
         try:
