@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,12 +64,12 @@ def _params(tmp_path, name: str, top: dict | None = None, merge: dict | None = N
     return str(path), overrides
 
 
-def _run(params: str, pause: str | None) -> subprocess.Popen:
+def _run(params: str, pause: str | None, *python_options: str) -> subprocess.Popen:
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
     env.pop("COEVO_PAUSE", None)
     if pause:
         env["COEVO_PAUSE"] = f"{pause}:300"
-    command = [sys.executable, "-m", "coevo.cli", "train", "--params", params, "--json"]
+    command = [sys.executable, *python_options, "-m", "coevo.cli", "train", "--params", params, "--json"]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -104,15 +105,16 @@ def _pruned_since(layout: RunLayout, output: str) -> bool:
     return marker.is_file() and path.relative_to(version).as_posix() in json.loads(marker.read_text())["files"]
 
 
-def _resume_restoring(params: str, layout: RunLayout, done: dict[str, tuple[int, int]]) -> None:
+def _resume_restoring(params: str, layout: RunLayout, done: dict[str, tuple[int, int]], *python_options: str) -> str:
     """Run the same command again: it must finish, and every output in `done` must be the same file
-    (restored from the cache, not recomputed) unless retention has pruned it since."""
-    finished = _run(params, None)
+    (restored from the cache, not recomputed) unless retention has pruned it since. Its stderr."""
+    finished = _run(params, None, *python_options)
     _, err = finished.communicate(timeout=900)
     assert finished.returncode == 0, err[-3000:]
     after = _stage_outputs(layout)
     rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
     assert not rewritten, f"completed stages were recomputed, not restored: {rewritten}"
+    return err
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +145,10 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
         # iteration 1 finished and iteration 2's rollout and verification did, at every kill
         assert {"rollouts/iter_0002.parquet", "rewards/iter_0002.parquet", "coevolver/iter_0001/manifest.json", "checkpoints/iter_0001/coevo.json"} <= set(done)
 
-    _resume_restoring(params, layout, done)
+    # the last run, a whole default (local runner) flow process, also shows that the default neither
+    # imports Ray nor (without it) starts it: `-X importtime` lists every module the process imported
+    imported = _resume_restoring(params, layout, done, "-X", "importtime")
+    assert "coevo.stages" in imported and not re.search(r"\| +ray(\.|$)", imported, re.MULTILINE)
 
     per_iter = TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
     with Catalog(layout.root / "catalog.duckdb", read_only=True) as catalog:

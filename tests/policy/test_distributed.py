@@ -55,10 +55,24 @@ def single(run):
     return _update(run, 1)
 
 
+@pytest.fixture(scope="module")
+def two_ranks(run):
+    """The 2-rank GRPO update: its record, weights, and what rank 0 left on disk right after it."""
+    record, weights = _update(run, 2)
+    checkpoint = stages.RunLayout(run[0] / "run").checkpoint(1)
+    left = {
+        "meta": json.loads((checkpoint / "coevo.json").read_text()),
+        "lineage_mismatches": verify_lineage(checkpoint),
+        "trainer_state": (checkpoint / "trainer_state.pt").is_file(),
+        "job_dirs": list((run[0] / "run").glob(".ddp-*")),
+    }
+    return record, weights, left
+
+
 @pytest.mark.parametrize("objective", [None, KL], ids=["grpo", "grpo-kl-seqmean"])
-def test_two_ranks_give_the_single_process_weights(run, single, objective):
+def test_two_ranks_give_the_single_process_weights(run, single, two_ranks, objective):
     one, one_weights = single if objective is None else _update(run, 1, objective)
-    two, two_weights = _update(run, 2, objective)
+    two, two_weights = two_ranks[:2] if objective is None else _update(run, 2, objective)
     boot_weights = load_file(stages.RunLayout(run[0] / "run").checkpoint(0) / WEIGHTS)
     assert _max_abs_diff(one_weights, boot_weights) > 1e-4  # the update moved the weights
     diff = _max_abs_diff(one_weights, two_weights)
@@ -68,16 +82,15 @@ def test_two_ranks_give_the_single_process_weights(run, single, objective):
     assert two["metrics"]["policy/grad_norm"] == pytest.approx(one["metrics"]["policy/grad_norm"], rel=1e-4)  # the global gradient on every rank
 
 
-def test_rank_zero_writes_the_checkpoint_with_its_lineage(run, single):
-    record, _ = _update(run, 2)
-    checkpoint = stages.RunLayout(run[0] / "run").checkpoint(1)
-    meta = json.loads((checkpoint / "coevo.json").read_text())
+def test_rank_zero_writes_the_checkpoint_with_its_lineage(run, two_ranks):
+    record, _, left = two_ranks
+    meta = left["meta"]
     assert meta["world_size"] == 2 and meta["iteration"] == 1
     assert meta["weights_sha256"] == record["weights_sha256"]
     assert meta["lineage"]["parent"]["weights_sha256"] == run[2]["weights_sha256"]
-    assert verify_lineage(checkpoint) == []
-    assert (checkpoint / "trainer_state.pt").is_file()
-    assert not list((run[0] / "run").glob(".ddp-*"))  # the launcher's job directory is gone
+    assert left["lineage_mismatches"] == []
+    assert left["trainer_state"]
+    assert left["job_dirs"] == []  # the launcher's job directory is gone
 
 
 def test_a_killed_rank_fails_the_update_and_the_rerun_resumes(run, single, monkeypatch):
