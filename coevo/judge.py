@@ -12,8 +12,9 @@ Scores (`scoring`, rubrics.judge_scoring):
 - "yes_no": the judge is asked whether the response meets the criterion and generates one token; the
   score is P(yes) / (P(yes) + P(no)) over its top first-token log-probabilities (tokens "yes"/"no" in
   any case and spacing), the probability-weighted judgement of G-Eval (arXiv 2303.16634) reduced to
-  two labels. A small instruct model that never writes a parsable number still ranks its two answers
-  (bench/README.md: The rubric judge). Neither label among the top tokens is a parse failure.
+  two labels. A small instruct model that never writes a parsable number still scores every item;
+  whether the scores mean anything is what bench/judge.py measures (agreement with gold checks:
+  SmolLM2-135M's is at chance, bench/README.md). Neither label among the top tokens is a parse failure.
 A parse failure is score None, never a reward (the rubric reward leaves it out of its weighted mean
 and counts it, `verify/judge_parse_fail`). An endpoint that stays down, times out or answers garbage
 after its retries raises EndpointError (the verification task's own retries apply): never a silent
@@ -22,8 +23,8 @@ reward.
 Cache: every judgement (parse failures too, so a re-run reproduces the same rewards) is appended to a
 JSONL file keyed by sha256 of (judge version, prompt, response, criterion), where the judge version
 is the endpoint's model plus a hash of the scoring mode's prompts and sampling: a new judge model,
-prompt or mode never reads old scores. Appends are whole lines under an exclusive file lock, flushed and fsynced; a torn last line (a
-crash mid-write) is skipped on load and counted.
+prompt or mode never reads old scores. Appends are whole lines under an exclusive file lock, flushed
+and fsynced; a torn last line (a crash mid-write) is skipped on load and counted.
 
 Departures: RaR asks for all criteria in one request and a Likert score; one request per criterion
 keeps each score's parse failure separate (a garbled reply loses one criterion, not a whole rubric).

@@ -11,6 +11,7 @@ process started is torn down (its own process group, by id). Select it with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import shutil
@@ -41,23 +42,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def started(stack: ExitStack, args: list[str], env: dict, log: Path) -> subprocess.Popen:
-    """A server process in its own process group, stopped (the group, by id) when the stack closes."""
+Servers = list[tuple[subprocess.Popen, int]]  # each process and the signal that stops it
+
+
+def started(servers: Servers, args: list[str], env: dict, log: Path, stop_signal: int = signal.SIGTERM) -> subprocess.Popen:
+    """A server process in its own process group, added to `servers` (stopped together, `stop`)."""
     proc = subprocess.Popen(args, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
-
-    def stop():
-        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(proc.pid, sig)
-                proc.wait(timeout=wait)
-                return
-            except ProcessLookupError:
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
-    stack.callback(stop)
+    servers.append((proc, stop_signal))
     return proc
+
+
+def stop(servers: Servers) -> None:
+    """Every process group gets its stop signal at once; SIGKILL for the groups still there after 15 s."""
+    for kill, wait in ((False, 15), (True, 5)):
+        for proc, stop_signal in servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL if kill else stop_signal)
+        deadline = time.monotonic() + wait
+        for proc, _ in servers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        if all(proc.poll() is not None for proc, _ in servers):
+            return
 
 
 def wait_http(url: str, proc: subprocess.Popen, log: Path, deadline_s: float = 120) -> None:
@@ -81,10 +87,13 @@ def test_the_flow_runs_through_separate_prefect_mlflow_and_ray_processes(tmp_pat
     with ExitStack() as stack:
         ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
         stack.callback(shutil.rmtree, ray_tmp, ignore_errors=True)
-        ray_head = started(stack, [str(BIN / "ray"), "start", "--head", "--block", f"--port={ray_port}", "--num-cpus=2",
-                                   "--object-store-memory=100000000", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env, tmp_path / "ray.log")
-        prefect = started(stack, [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port)], env, tmp_path / "prefect.log")
-        mlflow = started(stack, [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--artifacts-destination",
+        servers: Servers = []
+        stack.callback(stop, servers)  # every server started below, stopped side by side
+        ray_head = started(servers, [str(BIN / "ray"), "start", "--head", "--block", f"--port={ray_port}", "--num-cpus=2",
+                                   "--object-store-memory=100000000", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env, tmp_path / "ray.log",
+                           signal.SIGINT)  # Ctrl-C: `ray start --block` cleans up on it (it ignored SIGTERM for 15 s)
+        prefect = started(servers, [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port)], env, tmp_path / "prefect.log")
+        mlflow = started(servers, [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--artifacts-destination",
                                  str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(mlflow_port), "--workers", "1"], env, tmp_path / "mlflow.log")
         wait_http(f"{prefect_url}/health", prefect, tmp_path / "prefect.log")
         wait_http(f"{mlflow_url}/health", mlflow, tmp_path / "mlflow.log")

@@ -134,9 +134,9 @@ class ChatEndpoint:
         return cls(base_url=cfg.base_url, model=cfg.model, api_key=api_key, timeout_s=cfg.timeout_s)
 
     def ask(self, system: str, prompt: str, **sampling: float | int) -> str:
-        """The first non-empty line of the reply. Transient errors and garbage replies (not JSON, not a
-        chat completion, no text) are retried; then EndpointError. `sampling`: request fields such as
-        max_tokens and temperature (the server's defaults otherwise)."""
+        """The first non-empty line of the reply, cut to MAX_SKILL_CHARS. Transient errors and garbage
+        replies (not JSON, not a chat completion, no text) are retried; then EndpointError. `sampling`:
+        request fields such as max_tokens and temperature (the server's defaults otherwise)."""
         return self._retried(self._text, system, prompt, sampling)
 
     def first_token_logprobs(self, system: str, prompt: str, top: int, **sampling: float | int) -> dict[str, float]:
