@@ -57,10 +57,11 @@ YES_NO_SYSTEM = (
 )
 YES_NO_TEMPLATE = "Task:\n{prompt}\n\nResponse:\n{response}\n\nCriterion: {criterion}\n\nDoes the response meet the criterion? Answer yes or no."
 YES_NO_TOP = 20  # first-token alternatives asked for (vLLM's default max_logprobs)
+YES_NO_SAMPLING = {"temperature": 0.0}  # with YES_NO_TOP, part of the judge's version (the cache key)
 _SCORE = re.compile(r"^\s*(?:score\s*[:=]?\s*)?(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*\.?\s*$", re.IGNORECASE)
 SCORING = {  # mode -> what defines its judgements (hashed into the judge's version)
     "reply": JUDGE_SYSTEM + JUDGE_TEMPLATE + json.dumps(JUDGE_SAMPLING, sort_keys=True),
-    "yes_no": YES_NO_SYSTEM + YES_NO_TEMPLATE + f"temperature=0 top={YES_NO_TOP}",
+    "yes_no": YES_NO_SYSTEM + YES_NO_TEMPLATE + json.dumps({**YES_NO_SAMPLING, "top_logprobs": YES_NO_TOP}, sort_keys=True),
 }
 
 
@@ -168,7 +169,7 @@ class Judge:
         prompt, response, criterion = item
         if self.scoring == "yes_no":
             asked = YES_NO_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion)
-            return yes_no_score(self.endpoint.first_token_logprobs(YES_NO_SYSTEM, asked, YES_NO_TOP, temperature=0.0))
+            return yes_no_score(self.endpoint.first_token_logprobs(YES_NO_SYSTEM, asked, YES_NO_TOP, **YES_NO_SAMPLING))
         reply = self.endpoint.ask(JUDGE_SYSTEM, JUDGE_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion), **JUDGE_SAMPLING)
         return parse_score(reply), reply
 

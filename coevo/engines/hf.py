@@ -33,6 +33,7 @@ class HFEngine:
         self.policy = policy
         self.batch_size = batch_size
         self.add_special_tokens = True  # False for chat-templated prompts (coevo/prompting.py): no double BOS
+        self._newline_ids: list[int] | None = None
 
     @property
     def tokenizer(self):
@@ -69,13 +70,16 @@ class HFEngine:
 
     def newline_ids(self) -> list[int]:
         """Token ids whose text holds a line break. Decoding a vocabulary takes ~0.6 s (SmolLM2's
-        49k tokens) and an HF engine is built per checkpoint, so the ids are kept per vocabulary."""
-        tok = self.policy.tokenizer
-        vocabulary = hash(frozenset(tok.get_vocab().items()))  # ~0.06 s
-        if vocabulary not in _NEWLINE_IDS:
-            pieces = tok.batch_decode([[i] for i in range(len(tok))])
-            _NEWLINE_IDS[vocabulary] = [i for i, piece in enumerate(pieces) if "\n" in piece]
-        return _NEWLINE_IDS[vocabulary]
+        49k tokens) and an HF engine is built per checkpoint, so the ids are kept per vocabulary
+        (its fingerprint, ~0.06 s, taken once per engine)."""
+        if self._newline_ids is None:
+            tok = self.policy.tokenizer
+            vocabulary = hash(frozenset(tok.get_vocab().items()))
+            if vocabulary not in _NEWLINE_IDS:
+                pieces = tok.batch_decode([[i] for i in range(len(tok))])
+                _NEWLINE_IDS[vocabulary] = [i for i, piece in enumerate(pieces) if "\n" in piece]
+            self._newline_ids = _NEWLINE_IDS[vocabulary]
+        return self._newline_ids
 
     def _generate_batch(self, prompt_ids: list[list[int]], sampling: SamplingConfig, generator: torch.Generator, stops: list[int]) -> list[Generation]:
         tok, model = self.policy.tokenizer, self.model

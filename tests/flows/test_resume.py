@@ -105,15 +105,21 @@ def _pruned_since(layout: RunLayout, output: str) -> bool:
     return marker.is_file() and path.relative_to(version).as_posix() in json.loads(marker.read_text())["files"]
 
 
+def _assert_restored(layout: RunLayout, done: dict[str, tuple[int, int]], when: str) -> dict[str, tuple[int, int]]:
+    """Every output in `done` is still the same file (restored from the cache, not recomputed)
+    unless retention has pruned it since; the outputs on disk now."""
+    after = _stage_outputs(layout)
+    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
+    assert not rewritten, f"{when}: completed stages were recomputed, not restored: {rewritten}"
+    return after
+
+
 def _resume_restoring(params: str, layout: RunLayout, done: dict[str, tuple[int, int]], *python_options: str) -> str:
-    """Run the same command again: it must finish, and every output in `done` must be the same file
-    (restored from the cache, not recomputed) unless retention has pruned it since. Its stderr."""
+    """Run the same command again: it must finish and restore every output in `done`. Its stderr."""
     finished = _run(params, None, *python_options)
     _, err = finished.communicate(timeout=900)
     assert finished.returncode == 0, err[-3000:]
-    after = _stage_outputs(layout)
-    rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
-    assert not rewritten, f"completed stages were recomputed, not restored: {rewritten}"
+    _assert_restored(layout, done, "the finished run")
     return err
 
 
@@ -138,9 +144,7 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     for pause in KILLS:
         _kill_at_pause(_run(params, pause), pause)
         assert not layout.checkpoint(ITERATIONS).exists()
-        after = _stage_outputs(layout)
-        rewritten = sorted(p for p, stamp in done.items() if after.get(p) != stamp and not _pruned_since(layout, p))
-        assert not rewritten, f"killed at {pause}: completed stages were recomputed, not restored: {rewritten}"
+        after = _assert_restored(layout, done, f"killed at {pause}")
         done = {k: v for k, v in after.items() if k not in INTERRUPTED.get(pause, set())}
         # iteration 1 finished and iteration 2's rollout and verification did, at every kill
         assert {"rollouts/iter_0002.parquet", "rewards/iter_0002.parquet", "coevolver/iter_0001/manifest.json", "checkpoints/iter_0001/coevo.json"} <= set(done)
