@@ -1,15 +1,23 @@
-"""The harness co-evolver against a known-bad harness: sampling at temperature 0.05 collapses every
-group (identical completions, no reward variance, no advantage), so GRPO stops learning.
+"""The harness co-evolver against a known-bad harness, in two scenarios.
+
+`--scenario temperature` (the tiny policy, default params): sampling at temperature 0.05 collapses
+every group (identical completions, no reward variance, no advantage), so GRPO stops learning.
 
     .venv/bin/python bench/harness.py --seeds 0 1 --iterations 40
 
-Arms, each from the same bootstrap per seed (default params otherwise, the plain driver):
-- `bad`: sampling.temperature 0.05 and no co-evolver (the injected fault, undetected);
+`--scenario instruction` (SmolLM2-135M-Instruct, examples/smollm2.yaml: LoRA, the chat format, vLLM
+on CPU; `coevo import-model smollm2-135m-instruct` first): the answer-format instruction asks for a
+step-by-step explanation, which 16 tokens cut before any answer.
+
+    .venv/bin/python bench/harness.py --scenario instruction --seeds 0 --iterations 6 --eval-every 3
+
+Arms, each from the same bootstrap per seed (the plain driver):
+- `bad`: the injected fault and no co-evolver (undetected);
 - `bad+harness`: the same fault with `coevolver.kind: harness` (diagnoses, backtests, fixes);
-- `good`: params' own temperature 1.0 and no co-evolver (what the fix should recover).
-Records per arm the held-out greedy accuracy curve, coevo/zero_var_share per iteration and, for
-the harness, every backtest (iteration, value, before/after, accepted). Writes
-bench/results/harness[-<tag>].json and .md.
+- `good`: the scenario's own setting and no co-evolver (what the fix should recover).
+Records per arm the held-out greedy accuracy curve (asked with the instruction in force),
+coevo/zero_var_share per iteration and, for the harness, every backtest (iteration, knob, value,
+before/after, accepted). Writes bench/results/harness[-<tag>].json and .md.
 """
 
 from __future__ import annotations
@@ -23,16 +31,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 BAD_TEMPERATURE = 0.05
-ARMS = {
-    "bad": {"sampling": {"temperature": BAD_TEMPERATURE}, "coevolver": {"kind": "none"}},
-    "bad+harness": {"sampling": {"temperature": BAD_TEMPERATURE}, "coevolver": {"kind": "harness"}},
-    "good": {"coevolver": {"kind": "none"}},
+BAD_INSTRUCTION = "Explain your reasoning in detail, step by step, before the answer."
+SCENARIOS = {
+    "temperature": {
+        "params": ROOT / "params.yaml",
+        "fault": f"sampling.temperature {BAD_TEMPERATURE}",
+        "arms": {
+            "bad": {"sampling": {"temperature": BAD_TEMPERATURE}, "coevolver": {"kind": "none"}},
+            "bad+harness": {"sampling": {"temperature": BAD_TEMPERATURE}, "coevolver": {"kind": "harness"}},
+            "good": {"coevolver": {"kind": "none"}},
+        },
+    },
+    "instruction": {
+        "params": ROOT / "examples" / "smollm2.yaml",
+        "fault": f"prompt.instruction.math {BAD_INSTRUCTION!r}",
+        "arms": {
+            "bad": {"prompt": {"instruction": {"math": BAD_INSTRUCTION}}, "coevolver": {"kind": "none"}},
+            "bad+harness": {"prompt": {"instruction": {"math": BAD_INSTRUCTION}}, "coevolver": {"kind": "harness"}},
+            "good": {"coevolver": {"kind": "none"}},
+        },
+    },
 }
 
 
 def config(arm: str, seed: int, args: argparse.Namespace, out_dir: Path):
     from coevo.config import deep_merge, load_config
 
+    scenario = SCENARIOS[args.scenario]
     base = {
         "seed": seed,
         "run": {"out_dir": str(out_dir), "iterations": args.iterations, "checkpoint_every": 10**6},
@@ -42,7 +67,10 @@ def config(arm: str, seed: int, args: argparse.Namespace, out_dir: Path):
         "eval": {"every": args.eval_every},
         "tracking": {"mlflow_uri": f"sqlite:///{out_dir / 'mlflow.db'}"},
     }
-    return load_config(ROOT / "params.yaml", deep_merge(base, ARMS[arm]))
+    if args.scenario == "instruction":
+        base["policy"]["checkpoint"] = str(ROOT / "models" / "smollm2-135m-instruct")
+        base["run"]["retention"] = {"keep_last": 1, "keep_every": 10**6, "keep_best": False}  # bounded disk: the newest checkpoint only
+    return load_config(scenario["params"], deep_merge(base, scenario["arms"][arm]))
 
 
 def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
@@ -68,15 +96,16 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
         "zero_var_share": [row["coevo/zero_var_share"] for row in rows],
         "backtests": [{k: e[k] for k in ("iteration", "knob", "from", "value", "before", "after", "accepted")} for e in backtests],
         "fixed_at": fixed,
-        "final_temperature": reports[-1].get("harness", {}).get("in_force", {}).get("temperature", cfg.sampling.temperature),
+        "final": reports[-1].get("harness", {}).get("in_force", {"temperature": cfg.sampling.temperature, "instruction": cfg.prompt.instruction.math}),
+        "mean_reward": [row["verify/reward_mean"] for row in rows if "verify/reward_mean" in row],
     }
 
 
-def markdown(results: list[dict]) -> str:
-    head = "| arm | seed | initial acc | final acc | zero-var share (mean) | backtests | first fix accepted at iteration | final temperature |\n|---|---|---|---|---|---|---|---|\n"
+def markdown(results: list[dict], knob: str) -> str:
+    head = f"| arm | seed | initial acc | final acc | zero-var share (mean) | backtests | first fix accepted at iteration | final {knob} |\n|---|---|---|---|---|---|---|---|\n"
     return head + "".join(
         f"| {r['arm']} | {r['seed']} | {r['initial_acc']:.3f} | {r['final_acc']:.3f} | {statistics.fmean(r['zero_var_share']):.3f} "
-        f"| {len(r['backtests'])} | {r['fixed_at'] if r['fixed_at'] is not None else '-'} | {r['final_temperature']} |\n"
+        f"| {len(r['backtests'])} | {r['fixed_at'] if r['fixed_at'] is not None else '-'} | {r['final'][knob]} |\n"
         for r in results
     )
 
@@ -84,17 +113,18 @@ def markdown(results: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--scenario", default="temperature", choices=list(SCENARIOS))
+    parser.add_argument("--arms", nargs="+", default=["bad", "bad+harness", "good"], choices=["bad", "bad+harness", "good"])
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    args.name = f"harness-{args.tag}" if args.tag else "harness"
+    args.name = "-".join(["harness", *([args.scenario] if args.scenario != "temperature" else []), *([args.tag] if args.tag else [])])
     results = [run(arm, seed, args) for seed in args.seeds for arm in args.arms]
-    text = markdown(results)
+    text = markdown(results, args.scenario)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "runs": results}, indent=2))
-    (RESULTS / f"{args.name}.md").write_text(f"{args.iterations} iterations per arm, injected temperature {BAD_TEMPERATURE}\n\n" + text)
+    (RESULTS / f"{args.name}.md").write_text(f"{args.iterations} iterations per arm, injected {SCENARIOS[args.scenario]['fault']}\n\n" + text)
     print(text)
 
 

@@ -259,16 +259,18 @@ class HarnessConfig(Strict):
     collapse_share: float = Field(0.25, gt=0, le=1, description="Groups whose completions are all identical, as a share of the iteration's groups, from which the harness diagnoses collapsed sampling.")
     temperature_step: float = Field(2.0, gt=1, description="A collapse's candidate fix: sampling temperature x this (from at least 0.05), capped at max_temperature.")
     max_temperature: float = Field(1.0, gt=0, description="Highest sampling temperature the harness proposes.")
+    format_share: float = Field(0.25, gt=0, le=1, description="Failed completions that were cut at max_new_tokens or state no number the verifier reads (numeric answers), as a share of the completions the math instruction applies to, from which the harness diagnoses a wrong answer-format instruction (prompt.format: chat).")
+    instructions: list[str] = Field(["Put the final answer in \\boxed{}.", "Reply with the number only."], description="Answer-format instructions (prompt.instruction.math) a format failure's fix tries, in order (the one in force is skipped).")
     truncation_share: float = Field(0.25, gt=0, le=1, description="Unfinished completions (cut at max_new_tokens), as a share, from which the harness diagnoses truncation.")
     max_tokens: int = Field(64, ge=1, description="Highest max_new_tokens the harness proposes (a truncation's fix doubles it).")
     backtest_problems: int = Field(16, ge=1, description="Training problems of the backtest slice (a seeded choice fixed for the run), rollout.group_size completions each per arm.")
-    min_gain: float = Field(0.1, ge=0, le=1, description="A change is accepted when its measure (share of groups with reward variance, or of finished completions) gains at least this on the backtest slice ...")
+    min_gain: float = Field(0.1, ge=0, le=1, description="A change is accepted when its measure (share of groups with reward variance, mean reward, or share of finished completions) gains at least this on the backtest slice ...")
     max_reward_drop: float = Field(0.05, ge=0, description="... and its mean reward falls by at most this.")
     retry_after: int = Field(5, ge=1, description="Iterations before a rejected change may be backtested again.")
 
 
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics", "harness"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), rubrics (EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward), or harness (the sampling settings, changed when a backtest shows it helps; EvoTrainer).")
+    kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics", "harness"] = Field("skill_bank", description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), rubrics (EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward), or harness (the sampling settings and the answer-format instruction, changed when a backtest shows it helps; EvoTrainer).")
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
     frozen_after: int = Field(0, ge=0, description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).")
     update_context: Literal["strip", "keep"] = Field("strip", description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.")

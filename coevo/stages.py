@@ -28,6 +28,7 @@ from coevo.coevolvers import CoEvolver, TextGenerator
 from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_dir, member_reports, members_of
 from coevo.coevolvers.curriculum import zero_variance_share
 from coevo.coevolvers.base import MANIFEST, load_coevolver
+from coevo.coevolvers.harness import SAMPLING_KNOBS
 from coevo.config import Config, SamplingConfig
 from coevo.types import ContextVariant
 from coevo.engines import LIVE, samples_with_trainer_model
@@ -237,22 +238,21 @@ def training_split(cfg: Config, it: int, train: str | Path) -> pd.DataFrame:
 
 
 def harnessed(cfg: Config, it: int) -> Config:
-    """`cfg` with the sampling settings iteration `it` samples and trains with: those of the harness
-    in force (co-evolver version it-1; coevo/coevolvers/harness.py), or params' own without one."""
+    """`cfg` with the sampling settings and answer-format instruction iteration `it` samples and
+    trains with: those of the harness in force (co-evolver version it-1; coevo/coevolvers/harness.py),
+    or params' own without one."""
     entry = next((entry for entry in cfg.coevolver_list if entry.kind == "harness"), None)
     if entry is None or it < 1:
         return cfg
-    harness = load_coevolver(member_dir(cfg, RunLayout(cfg.run.out_dir).coevolver(it - 1), "harness"), entry, cfg.seed)
-    return cfg.model_copy(update={"sampling": harness.sampling(cfg.sampling)})
+    return load_coevolver(member_dir(cfg, RunLayout(cfg.run.out_dir).coevolver(it - 1), "harness"), entry, cfg.seed).apply(cfg)
 
 
 def backtest_sampler(cfg: Config, checkpoint: Path, it: int):
     """The harness's backtest arm: the frozen policy at `checkpoint` samples rollout.group_size
-    completions of each problem under the given sampling settings (seeded: both arms draw with the
-    same seed), and the verifier scores them."""
+    completions of each problem under a trial config (a harness applied to `cfg`; seeded: both arms
+    draw with the same seed), and the verifier scores them."""
 
-    def sample(batch: pd.DataFrame, sampling: SamplingConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-        trial = cfg.model_copy(update={"sampling": sampling})
+    def sample(batch: pd.DataFrame, trial: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
         variants = [ContextVariant(problem_id=str(pid), variant="solo", n=cfg.rollout.group_size) for pid in batch["id"]]
         frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, trial, it, policy_version(checkpoint), "harness-backtest")
         return frame, verify_rollouts(frame, batch, trial)
@@ -320,9 +320,9 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
     for member in members_of(bank):
         if "problems" in member.roles and (proposed := member.propose(it, batch, frame, scored, split, problems(test))):
             report = {**report, "proposer": proposed}
-        if "sampling" in member.roles:
+        if "harness" in member.roles:
             sample = backtest_sampler(cfg, layout.checkpoint(it - 1), it)
-            report = {**report, "harness": member.revise(it, frame, scored, split, cfg.sampling, sample)}
+            report = {**report, "harness": member.revise(it, frame, scored, split, cfg, sample)}
     write_json(layout.report(it), report)
     pause_point("coevolve", it)  # between the report and the new version: a crash here must not matter
     content_hash = bank.save(layout.coevolver(it))
@@ -331,7 +331,7 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
         metrics |= {"coevo/proposed": float(report["proposer"]["accepted"]), "coevo/proposals_total": float(report["proposer"]["total"])}
     if "harness" in report:
         entry = report["harness"].get("entry")
-        metrics |= {f"coevo/harness_{k}": float(v) for k, v in report["harness"]["in_force"].items()}
+        metrics |= {f"coevo/harness_{k}": float(report["harness"]["in_force"][k]) for k in SAMPLING_KNOBS}
         metrics |= {"coevo/harness_backtests": float(entry is not None), "coevo/harness_accepted": float(bool(entry and entry["accepted"]))}
     return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": metrics}
 
@@ -408,7 +408,8 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
     evolver = coevolver_at(cfg, it, coevolver)
     context_for = evolver.context_for if cfg.eval.with_skills and "context" in evolver.roles else None
     engine = live_engine(cfg, checkpoint)
-    metrics = evaluate(engine, problems(test), cfg, derive_seed(cfg.seed, it, "eval"), context_for)
+    asked = cfg.model_copy(update={"prompt": harnessed(cfg, it).prompt})  # the instruction checkpoint `it` was trained under
+    metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for)
     record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics}
     write_json(RunLayout(cfg.run.out_dir).evals(it), record)  # keep_best decides from these, also after a resume
     return {"metrics": metrics}

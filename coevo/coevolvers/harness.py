@@ -1,5 +1,6 @@
-"""Harness co-evolver: the sampling settings the trainer runs with, diagnosed from the rollouts and
-changed only when a backtest on the frozen current policy shows the change helps.
+"""Harness co-evolver: the sampling settings and the answer-format instruction the trainer runs
+with, diagnosed from the rollouts and changed only when a backtest on the frozen current policy
+shows the change helps.
 
 Method: EvoTrainer / HarnessRL (METHODS.md item 13): besides the weights, the trainer controls a
 harness (prompts, sampling settings, shaping terms, task weights) that can be quietly wrong. Each
@@ -8,27 +9,34 @@ and backtests it against the harness in force before accepting it; accepted chan
 entries, rejected ones are kept with their measured effect.
 
 What this harness holds (departures from the papers):
-1. Two knobs, the ones whose failures the rollouts show directly: the sampling temperature
-   (failure: collapsed groups, every completion of a group identical, so no reward variance and no
-   advantage) and max_new_tokens (failure: completions cut before their end). The version holds
-   overrides of params' `sampling`; version 0 has none (params' values are in force). Task weights are
-   the curriculum's role and rubric criteria the rubrics co-evolver's; prompts are not changed.
-2. Diagnosis is a rule per failure mode, over this iteration's rollouts: collapse when at least
-   `collapse_share` of the groups have one distinct completion; truncation when at least
-   `truncation_share` of the completions are unfinished. At most one change per iteration
-   (collapse first): the first step up the knob's ladder not rejected in the last `retry_after`
-   iterations: temperature x `temperature_step`, x `temperature_step`^2, ... then `max_temperature`;
-   max_new_tokens x 2, x 4, ... then `max_tokens`.
+1. Three knobs, the ones whose failures the rollouts show directly (`FAILURES`, tried in this order):
+   - the sampling temperature; failure: collapsed groups (every completion of a group identical, so
+     no reward variance and no advantage), at least `collapse_share` of the groups;
+   - the answer-format instruction of the chat format (prompt.instruction.math; the plain layout has
+     none); failure: completions that fail and were cut before their end or state no number the
+     verifier reads (problems with a numeric answer), at least `format_share` of the completions the
+     instruction applies to (every problem but code). Before truncation: an instruction that asks
+     for an explanation also shows as truncation, and changing it costs no longer generations;
+   - max_new_tokens; failure: at least `truncation_share` of the completions unfinished.
+   The version holds overrides of params' values; version 0 has none. Task weights are the
+   curriculum's role and rubric criteria the rubrics co-evolver's; the system prompt and shaping
+   terms are not changed.
+2. At most one change per iteration: the first failure whose symptom is over its threshold and whose
+   knob has a value not rejected in the last `retry_after` iterations, the first such value of its
+   ladder: temperature x `temperature_step`, x `temperature_step`^2, ... then `max_temperature`;
+   the `instructions` in order, skipping the one in force; max_new_tokens x 2, x 4, ... then
+   `max_tokens`.
 3. Backtest: a fixed slice of `backtest_problems` training problems (a seeded choice made once per
    run), `rollout.group_size` completions each, sampled by the frozen current policy under the
    harness in force and under the candidate with the same seed (matched), and verified. The
    candidate is accepted when its measure (collapse: the share of groups with reward variance;
-   truncation: the share of finished completions) gains at least `min_gain` and its mean reward does
-   not fall by more than `max_reward_drop`. A rejected value is not backtested again for
-   `retry_after` iterations (the next diagnosis tries the next rung).
-4. The change takes effect from the next iteration: its rollouts and the policy update's log-probs
-   use the sampling settings of the harness version in force (coevo.stages.harnessed); evaluation
-   keeps params' settings.
+   format: the mean reward; truncation: the share of finished completions) gains at least
+   `min_gain` and its mean reward does not fall by more than `max_reward_drop`. A rejected value is
+   not backtested again for `retry_after` iterations (the next diagnosis tries the next rung).
+4. The change takes effect from the next iteration: its rollouts and the policy update's prompts and
+   log-probs use the harness in force (coevo.stages.harnessed). Evaluation asks with the instruction
+   the checkpoint was trained under (the prompt is part of how it is meant to be asked) and keeps
+   params' sampling.
 
 Saved: `harness.json` (overrides in force, every entry accepted or rejected with its diagnosis and
 backtest numbers, last rejection per change) and the manifest, hashed like the other co-evolvers.
@@ -38,91 +46,138 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from coevo.code.verifier import CODE_FAMILIES
 from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact
 from coevo.coevolvers.none import NoCoEvolver
-from coevo.config import CoevolverConfig, SamplingConfig
+from coevo.config import Config, CoevolverConfig
+from coevo.problems.verifier import canonical_number, extract_final_number
 from coevo.seeding import derive_seed
 
 HARNESS = "harness.json"
-KNOBS = ("temperature", "max_new_tokens")
+SAMPLING_KNOBS = ("temperature", "max_new_tokens")
+KNOBS = (*SAMPLING_KNOBS, "instruction")  # instruction: prompt.instruction.math
 
-# (problems, sampling) -> (rollouts, rewards) of the frozen current policy on those problems
-Sampler = Callable[[pd.DataFrame, SamplingConfig], tuple[pd.DataFrame, pd.DataFrame]]
+# (problems, config in force) -> (rollouts, rewards) of the frozen current policy on those problems
+Sampler = Callable[[pd.DataFrame, Config], tuple[pd.DataFrame, pd.DataFrame]]
 
 
-def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, float]:
-    """Shares over the groups (one per problem) and completions of one batch."""
-    joined = rollouts[["rollout_id", "problem_id", "completion", "finished"]].merge(rewards[["rollout_id", "reward"]], on="rollout_id")
+@dataclass(frozen=True)
+class Failure:
+    symptom: str  # evidence share that diagnoses it
+    threshold: str  # HarnessConfig field: the share from which it is diagnosed
+    knob: str  # what its fix changes
+    measure: str  # evidence the fix must raise on the backtest
+
+
+FAILURES = (
+    Failure("collapsed_share", "collapse_share", "temperature", "signal_share"),
+    Failure("format_failure_share", "format_share", "instruction", "mean_reward"),
+    Failure("unfinished_share", "truncation_share", "max_new_tokens", "finished_share"),
+)
+
+
+def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.DataFrame) -> dict[str, float]:
+    """Shares over the groups (one per problem) and completions of one batch; `problems` holds the
+    batch's rows (id, family, answer)."""
+    joined = rollouts[["rollout_id", "problem_id", "completion", "finished"]].merge(rewards[["rollout_id", "reward", "passed"]], on="rollout_id")
+    rows = problems.set_index("id").loc[joined["problem_id"]]
+    instructed = ~rows["family"].isin(CODE_FAMILIES).to_numpy()  # prompt.instruction.math applies
+    numeric = rows["answer"].map(lambda answer: canonical_number(str(answer)) is not None).to_numpy()
+    silent = joined["completion"].map(lambda text: extract_final_number(text) is None).to_numpy()
+    finished, passed = joined["finished"].to_numpy(bool), joined["passed"].to_numpy(bool)
+    format_failed = instructed & ~passed & (~finished | (numeric & silent))
     groups = joined.groupby("problem_id", sort=True)
     return {
         "collapsed_share": float((groups["completion"].nunique() == 1).mean()),
         "signal_share": float((groups["reward"].nunique() > 1).mean()),
-        "finished_share": float(joined["finished"].mean()),
+        "format_failure_share": float(format_failed.sum() / instructed.sum()) if instructed.any() else 0.0,
+        "finished_share": float(finished.mean()),
+        "unfinished_share": float(1.0 - finished.mean()),
         "mean_reward": float(joined["reward"].mean()),
     }
 
 
+def in_force(cfg: Config) -> dict[str, float | int | str | None]:
+    """The knobs' values in `cfg`."""
+    return {"temperature": cfg.sampling.temperature, "max_new_tokens": cfg.sampling.max_new_tokens, "instruction": cfg.prompt.instruction.math}
+
+
 @register_coevolver("harness")
 class Harness(NoCoEvolver):
-    """Plans, chooses and gives context as the plain baseline does (NoCoEvolver); evolves the sampling settings."""
+    """Plans, chooses and gives context as the plain baseline does (NoCoEvolver); evolves the sampling
+    settings and the answer-format instruction."""
 
-    roles: frozenset[str] = frozenset({"sampling"})  # the sampling settings of the rollouts and the update
+    roles: frozenset[str] = frozenset({"harness"})  # the sampling settings and the instruction of the rollouts and the update
 
     def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None):
         super().__init__(cfg, seed, generate)
         self.params = cfg.harness
-        self.overrides: dict[str, float | int] = {}  # knob -> value in force (absent: params' sampling)
+        self.overrides: dict[str, float | int | str] = {}  # knob -> value in force (absent: params' value)
         self.entries: list[dict] = []  # every backtested change, accepted or not
         self.rejected_at: dict[str, int] = {}  # change key -> iteration of its last rejection
 
-    def sampling(self, base: SamplingConfig) -> SamplingConfig:
-        """The sampling settings in force: params' `sampling` with this version's overrides."""
-        return base.model_copy(update=self.overrides)
+    def apply(self, cfg: Config) -> Config:
+        """`cfg` with this version's overrides: the sampling knobs in `sampling`, the instruction in
+        prompt.instruction.math."""
+        sampling = cfg.sampling.model_copy(update={k: v for k, v in self.overrides.items() if k in SAMPLING_KNOBS})
+        prompt = cfg.prompt
+        if "instruction" in self.overrides:
+            prompt = prompt.model_copy(update={"instruction": prompt.instruction.model_copy(update={"math": self.overrides["instruction"]})})
+        return cfg.model_copy(update={"sampling": sampling, "prompt": prompt})
 
     def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
         return {"iteration": iteration, "frozen": self.frozen, "overrides": dict(self.overrides)}
 
     # ---- the harness step (coevo.stages.coevolve_stage calls it after `update`) ----
-    def diagnose(self, evidence: Mapping[str, float], current: SamplingConfig, iteration: int) -> dict | None:
-        """The change this iteration's evidence calls for, or None: {"knob", "value", "why"}. The
-        value is the first step up the knob's ladder (x temperature_step, or x2 for max_new_tokens, to
-        the cap) that was not rejected in the last retry_after iterations."""
+    def diagnose(self, evidence: Mapping[str, float], current: Config, iteration: int) -> dict | None:
+        """The change this iteration's evidence calls for, or None: {"knob", "value", "why"}: the first
+        failure over its threshold with a value on its knob's ladder not rejected in the last
+        retry_after iterations."""
         p = self.params
-        if evidence["collapsed_share"] >= p.collapse_share:
-            ladder = _ladder(max(current.temperature, 0.05), p.temperature_step, p.max_temperature, current.temperature)
-            why = f"collapsed groups {evidence['collapsed_share']:.2f} >= {p.collapse_share}"
-            knob = "temperature"
-        elif 1.0 - evidence["finished_share"] >= p.truncation_share:
-            ladder = [int(v) for v in _ladder(current.max_new_tokens, 2, p.max_tokens, current.max_new_tokens)]
-            why = f"unfinished {1.0 - evidence['finished_share']:.2f} >= {p.truncation_share}"
-            knob = "max_new_tokens"
-        else:
-            return None
-        fresh = [v for v in ladder if iteration - self.rejected_at.get(f"{knob}={v}", -(10**9)) >= p.retry_after]
-        return {"knob": knob, "value": fresh[0], "why": why} if fresh else None
+        for failure in FAILURES:
+            share, threshold = evidence[failure.symptom], getattr(p, failure.threshold)
+            if share < threshold:
+                continue
+            fresh = [v for v in self.ladder(failure.knob, current) if iteration - self.rejected_at.get(f"{failure.knob}={v}", -(10**9)) >= p.retry_after]
+            if fresh:
+                return {"knob": failure.knob, "value": fresh[0], "why": f"{failure.symptom} {share:.2f} >= {threshold}"}
+        return None
 
-    def revise(self, iteration: int, rollouts: pd.DataFrame, rewards: pd.DataFrame, train: pd.DataFrame, base: SamplingConfig, sample: Sampler) -> dict:
-        """Diagnose this iteration's rollouts, backtest the change it calls for, keep it if it helps."""
-        current = self.sampling(base)
-        evidence = group_evidence(rollouts, rewards)
-        report = {"in_force": {k: getattr(current, k) for k in KNOBS}, "evidence": evidence, "change": None}
+    def ladder(self, knob: str, current: Config) -> list:
+        """The values a fix of `knob` may take, in the order they are tried."""
+        p, sampling = self.params, current.sampling
+        if knob == "temperature":
+            return _ladder(max(sampling.temperature, 0.05), p.temperature_step, p.max_temperature, sampling.temperature)
+        if knob == "max_new_tokens":
+            return [int(v) for v in _ladder(sampling.max_new_tokens, 2, p.max_tokens, sampling.max_new_tokens)]
+        if current.prompt.format != "chat":
+            return []  # the plain layout shows no instruction
+        return [text for text in p.instructions if text != current.prompt.instruction.math]
+
+    def revise(self, iteration: int, rollouts: pd.DataFrame, rewards: pd.DataFrame, train: pd.DataFrame, cfg: Config, sample: Sampler) -> dict:
+        """Diagnose this iteration's rollouts, backtest the change they call for, keep it if it helps."""
+        current = self.apply(cfg)
+        evidence = group_evidence(rollouts, rewards, train)
+        report = {"in_force": in_force(current), "evidence": evidence, "change": None}
         change = None if self.frozen else self.diagnose(evidence, current, iteration)
         if change is None:
             return report
         slice_ = self.backtest_slice(train)
-        candidate = current.model_copy(update={change["knob"]: change["value"]})
-        before, after = (group_evidence(*sample(slice_, setting)) for setting in (current, candidate))
-        measure = "signal_share" if change["knob"] == "temperature" else "finished_share"
+        candidate = Harness(self.cfg, self.seed)
+        candidate.overrides = {**self.overrides, change["knob"]: change["value"]}
+        before, after = (group_evidence(*sample(slice_, setting), train) for setting in (current, candidate.apply(cfg)))
+        measure = next(f.measure for f in FAILURES if f.knob == change["knob"])
         accepted = after[measure] - before[measure] >= self.params.min_gain and after["mean_reward"] >= before["mean_reward"] - self.params.max_reward_drop
-        entry = {"iteration": iteration, **change, "from": getattr(current, change["knob"]), "measure": measure, "before": before, "after": after, "accepted": accepted}
+        entry = {"iteration": iteration, **change, "from": report["in_force"][change["knob"]], "measure": measure, "before": before, "after": after, "accepted": accepted}
         self.entries.append(entry)
         if accepted:
-            self.overrides[change["knob"]] = change["value"]
+            self.overrides = candidate.overrides
         else:
             self.rejected_at[f"{change['knob']}={change['value']}"] = iteration
         return {**report, "change": change, "entry": entry}

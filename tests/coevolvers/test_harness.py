@@ -1,5 +1,6 @@
-"""The harness co-evolver: diagnosis rules on hand-made evidence, the acceptance rule, and a real run
-with an injected bad temperature that the harness backtests on the tiny policy and fixes."""
+"""The harness co-evolver: diagnosis rules on hand-made evidence, the acceptance rule, a wrong
+answer-format instruction backtested through the real chat renderer, and a real run with an injected
+bad temperature that the harness backtests on the tiny policy and fixes."""
 
 from __future__ import annotations
 
@@ -11,27 +12,33 @@ import pytest
 from coevo.coevolvers import Harness, build_coevolver, load_coevolver
 from coevo.coevolvers.base import CoevolverDirError
 from coevo.coevolvers.harness import HARNESS, _ladder, group_evidence
-from coevo.config import CoevolverConfig, HarnessConfig, SamplingConfig
+from coevo.config import CoevolverConfig, Config, HarnessConfig, PromptConfig, SamplingConfig
 
 from ..conftest import tiny_config
+from ..test_prompting import chat_tokenizer
 
-BASE = SamplingConfig(temperature=0.05, max_new_tokens=8)
+BASE = Config(sampling=SamplingConfig(temperature=0.05, max_new_tokens=8))
+CHAT = BASE.model_copy(update={"prompt": PromptConfig(format="chat", instruction={"math": "Explain your reasoning."})})
+BOXED, NUMBER = "Put the final answer in \\boxed{}.", "Reply with the number only."
+PROBLEMS = pd.DataFrame({"id": ["a", "b", "c"], "family": ["add", "add", "add"], "answer": ["7", "4", "2"]})
 
 
 def batch(groups: dict[str, list[tuple[str, float, bool]]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rollouts and rewards for {problem id: [(completion, reward, finished), ...]}."""
+    """Rollouts and rewards for {problem id: [(completion, reward, finished), ...]}; reward 1 passes."""
     rollouts, rewards = [], []
     for pid, rows in groups.items():
         for completion, reward, finished in rows:
             rid = f"r{len(rollouts):03d}"
             rollouts.append({"rollout_id": rid, "problem_id": pid, "completion": completion, "finished": finished})
-            rewards.append({"rollout_id": rid, "reward": reward})
+            rewards.append({"rollout_id": rid, "reward": reward, "passed": reward == 1.0})
     return pd.DataFrame(rollouts), pd.DataFrame(rewards)
 
 
 COLLAPSED = batch({"a": [("7", 1.0, True)] * 4, "b": [("3", 0.0, True)] * 4, "c": [("1", 0.0, True), ("2", 1.0, True)] * 2})
 SPREAD = batch({"a": [("7", 1.0, True), ("8", 0.0, True)] * 2, "b": [("3", 0.0, True), ("4", 1.0, True)] * 2})
 CUT = batch({"a": [("77", 1.0, False), ("7", 1.0, True)] * 2, "b": [("3", 0.0, False), ("4", 1.0, True)] * 2})
+# failing completions: cut ("First, 3"), stating no number ("seven"), or readable and wrong ("8")
+WORDY = batch({"a": [("First, 3", 0.0, False), ("seven", 0.0, True), ("8", 0.0, True), ("7", 1.0, True)], "b": [("So 2 and", 0.0, False), ("4", 1.0, True)] * 2})
 
 
 def harness(**params: object) -> Harness:
@@ -39,22 +46,42 @@ def harness(**params: object) -> Harness:
 
 
 def test_evidence_shares_by_hand():
-    assert group_evidence(*COLLAPSED) == {"collapsed_share": 2 / 3, "signal_share": 1 / 3, "finished_share": 1.0, "mean_reward": 0.5}
-    assert group_evidence(*CUT)["finished_share"] == 0.5
+    assert group_evidence(*COLLAPSED, PROBLEMS) == {
+        "collapsed_share": 2 / 3, "signal_share": 1 / 3, "format_failure_share": 0.0, "finished_share": 1.0, "unfinished_share": 0.0, "mean_reward": 0.5,
+    }  # fmt: skip
+    assert group_evidence(*CUT, PROBLEMS)["finished_share"] == 0.5
+    assert group_evidence(*CUT, PROBLEMS)["format_failure_share"] == 2 / 8  # ("3", cut, failed) x2; a cut pass ("77") is no failure
+    assert group_evidence(*WORDY, PROBLEMS)["format_failure_share"] == 4 / 8  # "First, 3", "seven", "So 2 and" x2; not "8"
+    code = PROBLEMS.assign(family="humaneval")
+    assert group_evidence(*WORDY, code)["format_failure_share"] == 0.0  # the math instruction does not apply to code
 
 
 def test_diagnosis_walks_up_the_ladder_past_recent_rejections():
     assert _ladder(0.05, 2.0, 1.0, 0.05) == [0.1, 0.2, 0.4, 0.8, 1.0]
     h = harness()
-    assert h.diagnose(group_evidence(*SPREAD), BASE, 1) is None  # every group varies, every completion ends
-    change = h.diagnose(group_evidence(*COLLAPSED), BASE, 1)
-    assert change["knob"] == "temperature" and change["value"] == 0.1 and "collapsed groups 0.67" in change["why"]
+    assert h.diagnose(group_evidence(*SPREAD, PROBLEMS), BASE, 1) is None  # every group varies, every completion ends
+    change = h.diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 1)
+    assert change["knob"] == "temperature" and change["value"] == 0.1 and "collapsed_share 0.67 >= 0.25" in change["why"]
     h.rejected_at = {"temperature=0.1": 1, "temperature=0.2": 2}
-    assert h.diagnose(group_evidence(*COLLAPSED), BASE, 3)["value"] == 0.4
-    assert h.diagnose(group_evidence(*COLLAPSED), BASE, 6)["value"] == 0.1  # retry_after 5 has passed for 0.1
-    truncated = h.diagnose(group_evidence(*CUT), BASE, 1)
+    assert h.diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 3)["value"] == 0.4
+    assert h.diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 6)["value"] == 0.1  # retry_after 5 has passed for 0.1
+    truncated = h.diagnose(group_evidence(*CUT, PROBLEMS), BASE, 1)
     assert (truncated["knob"], truncated["value"]) == ("max_new_tokens", 16)
-    assert harness(max_temperature=0.05).diagnose(group_evidence(*COLLAPSED), BASE, 1) is None  # nothing above the cap
+    assert harness(max_temperature=0.05).diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 1) is None  # nothing above the cap
+
+
+def test_a_format_failure_tries_the_instructions_in_order_then_falls_through_to_truncation():
+    """The plain layout has no instruction to change: its cut completions are a truncation. Under the
+    chat format the instructions are tried first (the one in force skipped), and once each is
+    rejected within retry_after iterations the next failure in line, truncation, gets its turn."""
+    h, wordy = harness(), group_evidence(*WORDY, PROBLEMS)
+    assert h.diagnose(wordy, BASE, 1)["knob"] == "max_new_tokens"
+    change = h.diagnose(wordy, CHAT, 1)
+    assert change == {"knob": "instruction", "value": BOXED, "why": "format_failure_share 0.50 >= 0.25"}
+    boxed = CHAT.model_copy(update={"prompt": PromptConfig(format="chat", instruction={"math": BOXED})})
+    assert h.diagnose(wordy, boxed, 1)["value"] == NUMBER  # the instruction in force is not a candidate
+    h.rejected_at = {f"instruction={BOXED}": 1, f"instruction={NUMBER}": 2}
+    assert h.diagnose(wordy, CHAT, 3)["knob"] == "max_new_tokens"
 
 
 def test_acceptance_needs_the_measure_to_gain_without_losing_reward():
@@ -62,17 +89,44 @@ def test_acceptance_needs_the_measure_to_gain_without_losing_reward():
     than max_reward_drop is rejected (a harmful change), one that gains with the reward kept is kept."""
     arms = {0.05: COLLAPSED, 0.1: batch({"a": [("1", 0.0, True), ("2", 0.0, True)] * 2, "b": [("3", 0.0, True), ("4", 0.0, True)] * 2})}
 
-    def sample(problems: pd.DataFrame, sampling: SamplingConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return arms[sampling.temperature]
+    def sample(problems: pd.DataFrame, trial: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return arms[trial.sampling.temperature]
 
-    h, train = harness(), pd.DataFrame({"id": [f"p{i}" for i in range(20)]})
+    h, train = harness(), pd.DataFrame({"id": [f"p{i}" for i in range(20)] + ["a", "b", "c"], "family": "add", "answer": "1"})
     report = h.revise(1, *COLLAPSED, train, BASE, sample)
     assert report["entry"]["accepted"] is False and h.overrides == {} and h.rejected_at == {"temperature=0.1": 1}
     arms[0.2] = SPREAD  # all groups vary, mean reward 0.5 >= 0.5 - 0.05
     report = h.revise(2, *COLLAPSED, train, BASE, sample)
     assert report["entry"]["value"] == 0.2 and report["entry"]["accepted"] is True and h.overrides == {"temperature": 0.2}
-    assert h.sampling(BASE) == SamplingConfig(temperature=0.2, max_new_tokens=8)
+    assert h.apply(BASE).sampling == SamplingConfig(temperature=0.2, max_new_tokens=8) and h.apply(BASE).prompt == BASE.prompt
     assert len(h.backtest_slice(train)) == 16 and h.backtest_slice(train).equals(h.backtest_slice(train.iloc[::-1]))
+
+
+def test_a_wrong_instruction_is_backtested_through_the_chat_renderer_and_replaced():
+    """The backtest's arms differ only in the instruction the real chat renderer writes into the
+    prompt; a responder that follows it (explains and is cut off, or answers in a box) stands in for
+    the frozen policy. The fix raises the mean reward by more than min_gain: accepted, and the
+    harness then renders every prompt with it."""
+    from coevo.prompting import prompt_renderer
+
+    tokenizer = chat_tokenizer()
+    train = pd.DataFrame({"id": [f"p{i}" for i in range(4)], "family": "add", "prompt": ["1+2=", "2+2=", "3+4=", "1+1="], "answer": ["3", "4", "7", "2"]})
+    seen: list[str] = []
+
+    def sample(problems: pd.DataFrame, trial: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
+        prompts = prompt_renderer(trial.prompt, tokenizer).render_all(problems.to_dict("records"))
+        seen.extend(prompts)
+        rows = {pid: [((f"\\boxed{{{answer}}}", 1.0, True) if BOXED in prompt else ("First we", 0.0, False))] * 4 for pid, answer, prompt in zip(problems["id"], problems["answer"], prompts)}
+        return batch(rows)
+
+    h = harness(backtest_problems=4)
+    report = h.revise(1, *batch({"p0": [("First we", 0.0, False), ("So", 0.0, False)] * 2}), train, CHAT, sample)
+    entry = report["entry"]
+    assert (entry["knob"], entry["from"], entry["value"], entry["measure"]) == ("instruction", "Explain your reasoning.", BOXED, "mean_reward")
+    assert (entry["before"]["mean_reward"], entry["after"]["mean_reward"], entry["accepted"]) == (0.0, 1.0, True)
+    assert all("Explain your reasoning." in p for p in seen[:4]) and all(BOXED in p and "Explain" not in p for p in seen[4:])
+    assert h.overrides == {"instruction": BOXED} and h.apply(CHAT).prompt.instruction.math == BOXED
+    assert h.apply(CHAT).sampling == CHAT.sampling
 
 
 def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(tmp_path):
@@ -97,9 +151,41 @@ def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(t
     assert read_record(out / "checkpoints" / "iter_0004")["coevolver"]["kind"] == "harness"  # the version trained under
 
 
+def test_a_run_under_chat_samples_and_trains_with_the_accepted_instruction(tmp_path, tiny_policy_dir):
+    """A real run on the chat-templated tiny policy with a wrong instruction; the acceptance rule is
+    opened (min_gain 0, any reward drop) so the first format diagnosis is accepted whatever the tiny
+    policy does, and the plumbing is what is checked: iteration 1 samples with the wrong instruction,
+    iteration 2 with the fix, and its update trains on those very tokens."""
+    from schemas.rollouts import read_rollouts
+
+    from coevo.driver import train
+    from coevo.store.lineage import read_record
+
+    from ..test_prompting import templated_copy
+
+    checkpoint = templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")
+    opened = {"collapse_share": 1.0, "truncation_share": 1.0, "format_share": 0.01, "min_gain": 0.0, "max_reward_drop": 1.0}
+    cfg = tiny_config(
+        tmp_path,
+        prompt={"format": "chat", "instruction": {"math": "Explain your reasoning."}, "context_header": None},
+        policy={"checkpoint": str(checkpoint)},
+        coevolver={"kind": "harness", "harness": opened},
+    )
+    train(cfg)
+    out = cfg.run.out_dir
+    entry = json.loads((out / "reports" / "iter_0001.json").read_text())["harness"]["entry"]
+    assert (entry["knob"], entry["value"], entry["accepted"]) == ("instruction", BOXED, True)
+    first, second = (read_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet") for it in (1, 2))
+    assert first["prompt"].str.contains("Explain your reasoning.", regex=False).all()
+    assert second["prompt"].str.contains(BOXED, regex=False).all() and not second["prompt"].str.contains("Explain", regex=False).any()
+    assert json.loads((out / "reports" / "iter_0002.json").read_text())["harness"]["in_force"]["instruction"] == BOXED
+    named = out / read_record(out / "checkpoints" / "iter_0002")["coevolver"]["path"]  # the lineage's harness version
+    assert load_coevolver(named, cfg.coevolver, cfg.seed).overrides == {"instruction": BOXED}
+
+
 def test_saved_harness_round_trips_and_refuses_unknown_knobs(tmp_path):
     h = harness()
-    h.overrides, h.rejected_at = {"temperature": 0.4}, {"temperature=0.2": 3}
+    h.overrides, h.rejected_at = {"temperature": 0.4, "instruction": BOXED}, {"temperature=0.2": 3}
     h.save(tmp_path / "v1")
     assert load_coevolver(tmp_path / "v1", h.cfg, 0) == h
     state = json.loads((tmp_path / "v1" / HARNESS).read_text())
