@@ -11,6 +11,12 @@ step-by-step explanation, which 16 tokens cut before any answer.
 
     .venv/bin/python bench/harness.py --scenario instruction --seeds 0 --iterations 6 --eval-every 3
 
+`--scenario shaping` (the tiny policy, default params): the rewards add a shaping term at the
+verifier's weight that pays for something else (bench/shaping.py, `--term length`: one point per
+character; `--term even`: an even last digit), so wrong answers can outrank right ones.
+
+    .venv/bin/python bench/harness.py --scenario shaping --term length --seeds 0 1 --iterations 40
+
 Arms, each from the same bootstrap per seed (the plain driver):
 - `bad`: the injected fault and no co-evolver (undetected);
 - `bad+harness`: the same fault with `coevolver.kind: harness` (diagnoses, backtests, fixes);
@@ -51,6 +57,15 @@ SCENARIOS = {
             "good": {"coevolver": {"kind": "none"}},
         },
     },
+    "shaping": {
+        "params": ROOT / "params.yaml",
+        "fault": "a shaping term at the verifier's weight",
+        "arms": {
+            "bad": {"coevolver": {"kind": "none"}},
+            "bad+harness": {"coevolver": {"kind": "harness"}},
+            "good": {"coevolver": {"kind": "none"}, "rewards": [{"function": "verifier"}]},
+        },
+    },
 }
 
 
@@ -70,12 +85,15 @@ def config(arm: str, seed: int, args: argparse.Namespace, out_dir: Path):
     if args.scenario == "instruction":
         base["policy"]["checkpoint"] = str(ROOT / "models" / "smollm2-135m-instruct")
         base["run"]["retention"] = {"keep_last": 1, "keep_every": 10**6, "keep_best": False}  # bounded disk: the newest checkpoint only
+    if args.scenario == "shaping":
+        base["rewards"] = [{"function": "verifier"}, {"function": f"bench.shaping:{args.term}", "weight": 1.0}]
     return load_config(scenario["params"], deep_merge(base, scenario["arms"][arm]))
 
 
 def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
     from rich.console import Console
 
+    from coevo.coevolvers.harness import in_force
     from coevo.driver import set_threads, train
 
     out_dir = RESULTS / args.name / f"seed{seed}" / arm
@@ -96,16 +114,21 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
         "zero_var_share": [row["coevo/zero_var_share"] for row in rows],
         "backtests": [{k: e[k] for k in ("iteration", "knob", "from", "value", "before", "after", "accepted")} for e in backtests],
         "fixed_at": fixed,
-        "final": reports[-1].get("harness", {}).get("in_force", {"temperature": cfg.sampling.temperature, "instruction": cfg.prompt.instruction.math}),
-        "mean_reward": [row["verify/reward_mean"] for row in rows if "verify/reward_mean" in row],
+        "final": reports[-1].get("harness", {}).get("in_force", in_force(cfg)),
+        "mean_reward": [row["verify/reward_mean"] for row in rows],
+        "pass_rate": [row["verify/pass_rate"] for row in rows],
     }
 
 
 def markdown(results: list[dict], knob: str) -> str:
-    head = f"| arm | seed | initial acc | final acc | zero-var share (mean) | backtests | first fix accepted at iteration | final {knob} |\n|---|---|---|---|---|---|---|---|\n"
+    head = (
+        f"| arm | seed | initial acc | final acc | zero-var share (mean) | sampled reward / pass rate (last 5 it.) | backtests | first fix accepted at iteration | final {knob} |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+    )
     return head + "".join(
         f"| {r['arm']} | {r['seed']} | {r['initial_acc']:.3f} | {r['final_acc']:.3f} | {statistics.fmean(r['zero_var_share']):.3f} "
-        f"| {len(r['backtests'])} | {r['fixed_at'] if r['fixed_at'] is not None else '-'} | {r['final'][knob]} |\n"
+        f"| {statistics.fmean(r['mean_reward'][-5:]):.3f} / {statistics.fmean(r['pass_rate'][-5:]):.3f} "
+        f"| {len(r['backtests'])} | {r['fixed_at'] if r['fixed_at'] is not None else '-'} | {r['final'].get(knob, '-')} |\n"
         for r in results
     )
 
@@ -114,14 +137,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--scenario", default="temperature", choices=list(SCENARIOS))
+    parser.add_argument("--term", default="length", choices=["length", "even"], help="the bad shaping term of --scenario shaping")
     parser.add_argument("--arms", nargs="+", default=["bad", "bad+harness", "good"], choices=["bad", "bad+harness", "good"])
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    args.name = "-".join(["harness", *([args.scenario] if args.scenario != "temperature" else []), *([args.tag] if args.tag else [])])
+    scenario = {"temperature": [], "instruction": ["instruction"], "shaping": ["shaping", args.term]}[args.scenario]
+    args.name = "-".join(["harness", *scenario, *([args.tag] if args.tag else [])])
     results = [run(arm, seed, args) for seed in args.seeds for arm in args.arms]
-    text = markdown(results, args.scenario)
+    text = markdown(results, {"temperature": "temperature", "instruction": "instruction", "shaping": f"weight:{args.term}"}[args.scenario])
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "runs": results}, indent=2))
     (RESULTS / f"{args.name}.md").write_text(f"{args.iterations} iterations per arm, injected {SCENARIOS[args.scenario]['fault']}\n\n" + text)

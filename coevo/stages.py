@@ -288,7 +288,7 @@ def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: 
 def verify_stage(cfg: Config, it: int, rollouts: str, train: str, shard: int = 0, shards: int = 1) -> dict:
     """Rewards of the iteration's rollouts, or of shard `shard` of `shards` of them."""
     frame = table(read_rollouts, rollouts)
-    rewards = verify_rollouts(frame, training_split(cfg, it, train), cfg)
+    rewards = verify_rollouts(frame, training_split(cfg, it, train), harnessed(cfg, it))  # the reward weights in force
     path = shard_path(RunLayout(cfg.run.out_dir).rewards(it), shard, shards)
     write_rewards(path, rewards)
     return {"path": str(path), "sha256": hash_file(path), "metrics": reward_metrics(frame, rewards)}

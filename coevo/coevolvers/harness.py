@@ -17,24 +17,31 @@ What this harness holds (departures from the papers):
      verifier reads (problems with a numeric answer), at least `format_share` of the completions the
      instruction applies to (every problem but code). Before truncation: an instruction that asks
      for an explanation also shows as truncation, and changing it costs no longer generations;
-   - max_new_tokens; failure: at least `truncation_share` of the completions unfinished.
+   - max_new_tokens; failure: at least `truncation_share` of the completions unfinished;
+   - the weight of each shaping term (every `rewards:` entry but the gold `verifier`, whose verdict
+     is `passed` whatever its weight; knob `weight:<name>`); failure: the rewards rank a failing
+     completion at least as high as a passing one of the same group (GRPO's advantage then pushes
+     the wrong way) in at least `misrank_share` of such pairs. The audit reads `passed` from the
+     rewards table, where the verification stage already wrote it (without a `verifier` entry,
+     `passed` follows the total and no pair is misranked).
    The version holds overrides of params' values; version 0 has none. Task weights are the
-   curriculum's role and rubric criteria the rubrics co-evolver's; the system prompt and shaping
-   terms are not changed.
+   curriculum's role and rubric criteria the rubrics co-evolver's; the system prompt is not changed.
 2. At most one change per iteration: the first failure whose symptom is over its threshold and whose
    knob has a value not rejected in the last `retry_after` iterations, the first such value of its
    ladder: temperature x `temperature_step`, x `temperature_step`^2, ... then `max_temperature`;
    the `instructions` in order, skipping the one in force; max_new_tokens x 2, x 4, ... then
-   `max_tokens`.
+   `max_tokens`; each shaping term in `rewards:` order, its weight halved, then 0.
 3. Backtest: a fixed slice of `backtest_problems` training problems (a seeded choice made once per
    run), `rollout.group_size` completions each, sampled by the frozen current policy under the
    harness in force and under the candidate with the same seed (matched), and verified. The
    candidate is accepted when its measure (collapse: the share of groups with reward variance;
-   format: the mean reward; truncation: the share of finished completions) gains at least
-   `min_gain` and its mean reward does not fall by more than `max_reward_drop`. A rejected value is
+   format: the share of completions without a format failure; truncation: the share of finished
+   completions; misranking: the share of (passing, failing) pairs ranked right) gains at least `min_gain` and its guard (the mean
+   reward; for a weight, whose change rescales the reward, the pass rate) does not fall by more than
+   `max_reward_drop`. A rejected value is
    not backtested again for `retry_after` iterations (the next diagnosis tries the next rung).
-4. The change takes effect from the next iteration: its rollouts and the policy update's prompts and
-   log-probs use the harness in force (coevo.stages.harnessed). Evaluation asks with the instruction
+4. The change takes effect from the next iteration: its rollouts, their rewards and the policy
+   update's prompts and log-probs use the harness in force (coevo.stages.harnessed). Evaluation asks with the instruction
    the checkpoint was trained under (the prompt is part of how it is meant to be asked) and keeps
    params' sampling.
 
@@ -62,6 +69,7 @@ from coevo.seeding import derive_seed
 HARNESS = "harness.json"
 SAMPLING_KNOBS = ("temperature", "max_new_tokens")
 KNOBS = (*SAMPLING_KNOBS, "instruction")  # instruction: prompt.instruction.math
+WEIGHT = "weight:"  # knob prefix: "weight:<name>" is the weight of the `rewards:` entry of that name
 
 # (problems, config in force) -> (rollouts, rewards) of the frozen current policy on those problems
 Sampler = Callable[[pd.DataFrame, Config], tuple[pd.DataFrame, pd.DataFrame]]
@@ -73,19 +81,26 @@ class Failure:
     threshold: str  # HarnessConfig field: the share from which it is diagnosed
     knob: str  # what its fix changes
     measure: str  # evidence the fix must raise on the backtest
+    guard: str = "mean_reward"  # evidence the fix may lower by at most max_reward_drop
 
 
 FAILURES = (
     Failure("collapsed_share", "collapse_share", "temperature", "signal_share"),
-    Failure("format_failure_share", "format_share", "instruction", "mean_reward"),
+    Failure("format_failure_share", "format_share", "instruction", "formatted_share"),
     Failure("unfinished_share", "truncation_share", "max_new_tokens", "finished_share"),
+    Failure("misranked_share", "misrank_share", WEIGHT, "ranked_share", guard="pass_rate"),
 )
+
+
+def failure_of(knob: str) -> Failure:
+    return next(f for f in FAILURES if knob.startswith(f.knob))
 
 
 def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.DataFrame) -> dict[str, float]:
     """Shares over the groups (one per problem) and completions of one batch; `problems` holds the
     batch's rows (id, family, answer)."""
     joined = rollouts[["rollout_id", "problem_id", "completion", "finished"]].merge(rewards[["rollout_id", "reward", "passed"]], on="rollout_id")
+    joined["passed"] = joined["passed"].astype(bool)
     rows = problems.set_index("id").loc[joined["problem_id"]]
     instructed = ~rows["family"].isin(CODE_FAMILIES).to_numpy()  # prompt.instruction.math applies
     numeric = rows["answer"].map(lambda answer: canonical_number(str(answer)) is not None).to_numpy()
@@ -93,19 +108,34 @@ def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.D
     finished, passed = joined["finished"].to_numpy(bool), joined["passed"].to_numpy(bool)
     format_failed = instructed & ~passed & (~finished | (numeric & silent))
     groups = joined.groupby("problem_id", sort=True)
+    misranked, pairs = 0, 0
+    for _, group in groups:
+        passing, failing = group.loc[group["passed"], "reward"].to_numpy(), group.loc[~group["passed"], "reward"].to_numpy()
+        misranked += int((failing[None, :] >= passing[:, None]).sum())
+        pairs += len(passing) * len(failing)
     return {
         "collapsed_share": float((groups["completion"].nunique() == 1).mean()),
         "signal_share": float((groups["reward"].nunique() > 1).mean()),
         "format_failure_share": float(format_failed.sum() / instructed.sum()) if instructed.any() else 0.0,
+        "formatted_share": float(1.0 - format_failed.sum() / instructed.sum()) if instructed.any() else 1.0,
         "finished_share": float(finished.mean()),
         "unfinished_share": float(1.0 - finished.mean()),
+        "misranked_share": misranked / pairs if pairs else 0.0,
+        "ranked_share": 1.0 - misranked / pairs if pairs else 1.0,
         "mean_reward": float(joined["reward"].mean()),
+        "pass_rate": float(passed.mean()),
     }
 
 
 def in_force(cfg: Config) -> dict[str, float | int | str | None]:
-    """The knobs' values in `cfg`."""
-    return {"temperature": cfg.sampling.temperature, "max_new_tokens": cfg.sampling.max_new_tokens, "instruction": cfg.prompt.instruction.math}
+    """The knobs' values in `cfg` (a shaping term's weight under its `weight:<name>` knob)."""
+    weights = {f"{WEIGHT}{entry.label}": entry.weight for entry in shaping_terms(cfg)}
+    return {"temperature": cfg.sampling.temperature, "max_new_tokens": cfg.sampling.max_new_tokens, "instruction": cfg.prompt.instruction.math, **weights}
+
+
+def shaping_terms(cfg: Config) -> list:
+    """The `rewards:` entries whose weight the harness may change: all but the gold `verifier`."""
+    return [entry for entry in cfg.rewards if entry.function != "verifier"]
 
 
 @register_coevolver("harness")
@@ -124,12 +154,13 @@ class Harness(NoCoEvolver):
 
     def apply(self, cfg: Config) -> Config:
         """`cfg` with this version's overrides: the sampling knobs in `sampling`, the instruction in
-        prompt.instruction.math."""
+        prompt.instruction.math, the weights in `rewards`."""
         sampling = cfg.sampling.model_copy(update={k: v for k, v in self.overrides.items() if k in SAMPLING_KNOBS})
         prompt = cfg.prompt
         if "instruction" in self.overrides:
             prompt = prompt.model_copy(update={"instruction": prompt.instruction.model_copy(update={"math": self.overrides["instruction"]})})
-        return cfg.model_copy(update={"sampling": sampling, "prompt": prompt})
+        rewards = [entry.model_copy(update={"weight": self.overrides.get(f"{WEIGHT}{entry.label}", entry.weight)}) for entry in cfg.rewards]
+        return cfg.model_copy(update={"sampling": sampling, "prompt": prompt, "rewards": rewards})
 
     def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
         return {"iteration": iteration, "frozen": self.frozen, "overrides": dict(self.overrides)}
@@ -144,21 +175,24 @@ class Harness(NoCoEvolver):
             share, threshold = evidence[failure.symptom], getattr(p, failure.threshold)
             if share < threshold:
                 continue
-            fresh = [v for v in self.ladder(failure.knob, current) if iteration - self.rejected_at.get(f"{failure.knob}={v}", -(10**9)) >= p.retry_after]
+            fresh = [(knob, v) for knob, v in self.ladder(failure.knob, current) if iteration - self.rejected_at.get(f"{knob}={v}", -(10**9)) >= p.retry_after]
             if fresh:
-                return {"knob": failure.knob, "value": fresh[0], "why": f"{failure.symptom} {share:.2f} >= {threshold}"}
+                knob, value = fresh[0]
+                return {"knob": knob, "value": value, "why": f"{failure.symptom} {share:.2f} >= {threshold}"}
         return None
 
-    def ladder(self, knob: str, current: Config) -> list:
-        """The values a fix of `knob` may take, in the order they are tried."""
+    def ladder(self, knob: str, current: Config) -> list[tuple[str, object]]:
+        """The (knob, value) changes a fix of `knob` may make, in the order they are tried."""
         p, sampling = self.params, current.sampling
         if knob == "temperature":
-            return _ladder(max(sampling.temperature, 0.05), p.temperature_step, p.max_temperature, sampling.temperature)
+            return [(knob, v) for v in _ladder(max(sampling.temperature, 0.05), p.temperature_step, p.max_temperature, sampling.temperature)]
         if knob == "max_new_tokens":
-            return [int(v) for v in _ladder(sampling.max_new_tokens, 2, p.max_tokens, sampling.max_new_tokens)]
+            return [(knob, int(v)) for v in _ladder(sampling.max_new_tokens, 2, p.max_tokens, sampling.max_new_tokens)]
+        if knob == WEIGHT:
+            return [(f"{WEIGHT}{e.label}", v) for e in shaping_terms(current) if e.weight != 0 for v in (e.weight / 2, 0.0)]
         if current.prompt.format != "chat":
             return []  # the plain layout shows no instruction
-        return [text for text in p.instructions if text != current.prompt.instruction.math]
+        return [(knob, text) for text in p.instructions if text != current.prompt.instruction.math]
 
     def revise(self, iteration: int, rollouts: pd.DataFrame, rewards: pd.DataFrame, train: pd.DataFrame, cfg: Config, sample: Sampler) -> dict:
         """Diagnose this iteration's rollouts, backtest the change they call for, keep it if it helps."""
@@ -172,9 +206,9 @@ class Harness(NoCoEvolver):
         candidate = Harness(self.cfg, self.seed)
         candidate.overrides = {**self.overrides, change["knob"]: change["value"]}
         before, after = (group_evidence(*sample(slice_, setting), train) for setting in (current, candidate.apply(cfg)))
-        measure = next(f.measure for f in FAILURES if f.knob == change["knob"])
-        accepted = after[measure] - before[measure] >= self.params.min_gain and after["mean_reward"] >= before["mean_reward"] - self.params.max_reward_drop
-        entry = {"iteration": iteration, **change, "from": report["in_force"][change["knob"]], "measure": measure, "before": before, "after": after, "accepted": accepted}
+        measure, guard = failure_of(change["knob"]).measure, failure_of(change["knob"]).guard
+        accepted = after[measure] - before[measure] >= self.params.min_gain and after[guard] >= before[guard] - self.params.max_reward_drop
+        entry = {"iteration": iteration, **change, "from": report["in_force"][change["knob"]], "measure": measure, "guard": guard, "before": before, "after": after, "accepted": accepted}
         self.entries.append(entry)
         if accepted:
             self.overrides = candidate.overrides
@@ -201,9 +235,9 @@ class Harness(NoCoEvolver):
     def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> Harness:
         _, files = read_artifact(directory, cls.kind)
         state = json.loads(files[HARNESS])
-        unknown = set(state["overrides"]) - set(KNOBS)
+        unknown = {knob for knob in state["overrides"] if knob not in KNOBS and not knob.startswith(WEIGHT)}
         if unknown:
-            raise CoevolverDirError(f"{Path(directory) / HARNESS}: field 'overrides': unknown knobs {sorted(unknown)} (known: {list(KNOBS)})")
+            raise CoevolverDirError(f"{Path(directory) / HARNESS}: field 'overrides': unknown knobs {sorted(unknown)} (known: {list(KNOBS)} and {WEIGHT}<name of a rewards: entry>)")
         harness = cls(cfg, seed)
         harness.overrides, harness.entries, harness.rejected_at = dict(state["overrides"]), list(state["entries"]), dict(state["rejected_at"])
         return harness

@@ -12,7 +12,7 @@ import pytest
 from coevo.coevolvers import Harness, build_coevolver, load_coevolver
 from coevo.coevolvers.base import CoevolverDirError
 from coevo.coevolvers.harness import HARNESS, _ladder, group_evidence
-from coevo.config import CoevolverConfig, Config, HarnessConfig, PromptConfig, SamplingConfig
+from coevo.config import CoevolverConfig, Config, HarnessConfig, PromptConfig, RewardEntry, SamplingConfig
 
 from ..conftest import tiny_config
 from ..test_prompting import chat_tokenizer
@@ -47,8 +47,12 @@ def harness(**params: object) -> Harness:
 
 def test_evidence_shares_by_hand():
     assert group_evidence(*COLLAPSED, PROBLEMS) == {
-        "collapsed_share": 2 / 3, "signal_share": 1 / 3, "format_failure_share": 0.0, "finished_share": 1.0, "unfinished_share": 0.0, "mean_reward": 0.5,
+        "collapsed_share": 2 / 3, "signal_share": 1 / 3, "format_failure_share": 0.0, "finished_share": 1.0, "unfinished_share": 0.0,
+        "formatted_share": 1.0, "misranked_share": 0.0, "ranked_share": 1.0, "mean_reward": 0.5, "pass_rate": 0.5,
     }  # fmt: skip
+    rollouts, rewards = SPREAD
+    shaped = rewards.assign(reward=[1.0, 1.5, 1.0, 1.5, 0.5, 1.0, 0.5, 1.0])  # a's failing "8" scored 1.5 > its passing 1.0
+    assert group_evidence(rollouts, shaped, PROBLEMS)["misranked_share"] == 4 / 8  # a: 2x2 pairs all wrong, b: 2x2 all right
     assert group_evidence(*CUT, PROBLEMS)["finished_share"] == 0.5
     assert group_evidence(*CUT, PROBLEMS)["format_failure_share"] == 2 / 8  # ("3", cut, failed) x2; a cut pass ("77") is no failure
     assert group_evidence(*WORDY, PROBLEMS)["format_failure_share"] == 4 / 8  # "First, 3", "seven", "So 2 and" x2; not "8"
@@ -84,6 +88,19 @@ def test_a_format_failure_tries_the_instructions_in_order_then_falls_through_to_
     assert h.diagnose(wordy, CHAT, 3)["knob"] == "max_new_tokens"
 
 
+def test_a_misranking_shaping_term_is_halved_then_zeroed_and_the_gold_verifier_never_touched():
+    shaped = BASE.model_copy(update={"rewards": [RewardEntry(function="verifier"), RewardEntry(function="format", weight=2.0), RewardEntry(function="m:len", name="length")]})
+    h, rollouts = harness(), SPREAD[0]
+    misranked = group_evidence(rollouts, SPREAD[1].assign(reward=[1.0, 1.5, 1.0, 1.5, 0.5, 1.0, 0.5, 1.0]), PROBLEMS)
+    change = h.diagnose(misranked, shaped, 1)
+    assert change == {"knob": "weight:format", "value": 1.0, "why": "misranked_share 0.50 >= 0.1"}
+    h.rejected_at = {"weight:format=1.0": 1, "weight:format=0.0": 1}
+    assert h.diagnose(misranked, shaped, 2)["knob"] == "weight:length"  # the next term's rungs: 0.5, then 0
+    h.overrides = {"weight:format": 0.0}
+    assert [e.weight for e in h.apply(shaped).rewards] == [1.0, 0.0, 1.0]
+    assert h.ladder("weight:", h.apply(shaped)) == [("weight:length", 0.5), ("weight:length", 0.0)]  # a zeroed term is done
+
+
 def test_acceptance_needs_the_measure_to_gain_without_losing_reward():
     """The rule, on fixed evidence: a candidate arm whose groups vary but whose reward falls by more
     than max_reward_drop is rejected (a harmful change), one that gains with the reward kept is kept."""
@@ -105,7 +122,7 @@ def test_acceptance_needs_the_measure_to_gain_without_losing_reward():
 def test_a_wrong_instruction_is_backtested_through_the_chat_renderer_and_replaced():
     """The backtest's arms differ only in the instruction the real chat renderer writes into the
     prompt; a responder that follows it (explains and is cut off, or answers in a box) stands in for
-    the frozen policy. The fix raises the mean reward by more than min_gain: accepted, and the
+    the frozen policy. The fix removes the format failures without losing reward: accepted, and the
     harness then renders every prompt with it."""
     from coevo.prompting import prompt_renderer
 
@@ -122,8 +139,8 @@ def test_a_wrong_instruction_is_backtested_through_the_chat_renderer_and_replace
     h = harness(backtest_problems=4)
     report = h.revise(1, *batch({"p0": [("First we", 0.0, False), ("So", 0.0, False)] * 2}), train, CHAT, sample)
     entry = report["entry"]
-    assert (entry["knob"], entry["from"], entry["value"], entry["measure"]) == ("instruction", "Explain your reasoning.", BOXED, "mean_reward")
-    assert (entry["before"]["mean_reward"], entry["after"]["mean_reward"], entry["accepted"]) == (0.0, 1.0, True)
+    assert (entry["knob"], entry["from"], entry["value"], entry["measure"]) == ("instruction", "Explain your reasoning.", BOXED, "formatted_share")
+    assert (entry["before"]["formatted_share"], entry["after"]["formatted_share"], entry["accepted"]) == (0.0, 1.0, True)
     assert all("Explain your reasoning." in p for p in seen[:4]) and all(BOXED in p and "Explain" not in p for p in seen[4:])
     assert h.overrides == {"instruction": BOXED} and h.apply(CHAT).prompt.instruction.math == BOXED
     assert h.apply(CHAT).sampling == CHAT.sampling
@@ -181,6 +198,33 @@ def test_a_run_under_chat_samples_and_trains_with_the_accepted_instruction(tmp_p
     assert json.loads((out / "reports" / "iter_0002.json").read_text())["harness"]["in_force"]["instruction"] == BOXED
     named = out / read_record(out / "checkpoints" / "iter_0002")["coevolver"]["path"]  # the lineage's harness version
     assert load_coevolver(named, cfg.coevolver, cfg.seed).overrides == {"instruction": BOXED}
+
+
+def test_a_run_rescores_with_the_accepted_weight_of_a_misranking_shaping_term(tmp_path, monkeypatch):
+    """A real run whose rewards add, at the verifier's weight, a term unrelated to correctness (an
+    even last digit): a wrong even answer ties a right odd one. The rule is opened (min_gain 0:
+    halving a nonnegative term can only rank fewer pairs wrong on the same samples) so the plumbing
+    is what is checked: the backtest re-scores the same samples, and from iteration 2 the
+    verification stage sums the components with the halved weight."""
+    from schemas.rewards import COMPONENTS, read_rewards
+
+    from coevo.driver import train
+
+    module = f"harness_shaping_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text("def even(completions, **columns):\n    return [float(c.strip()[-1:] in tuple('02468')) for c in completions]\n")
+    monkeypatch.chdir(tmp_path)
+    opened = {"collapse_share": 1.0, "truncation_share": 1.0, "misrank_share": 0.01, "min_gain": 0.0}
+    rewards = [{"function": "verifier"}, {"function": f"{module}:even"}]
+    cfg = tiny_config(tmp_path, rewards=rewards, coevolver={"kind": "harness", "harness": opened}, bootstrap={"steps": 300}, rollout={"problems_per_iter": 8, "group_size": 4})
+    train(cfg)
+    out = cfg.run.out_dir
+    entry = json.loads((out / "reports" / "iter_0001.json").read_text())["harness"].get("entry")
+    assert entry and (entry["knob"], entry["from"], entry["value"], entry["accepted"]) == ("weight:even", 1.0, 0.5, True), entry
+    assert entry["before"]["pass_rate"] == entry["after"]["pass_rate"] and entry["after"]["misranked_share"] < entry["before"]["misranked_share"]
+    for it, weight in ((1, 1.0), (2, 0.5)):
+        scored = read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
+        parts = scored[COMPONENTS].map(json.loads)
+        assert scored["reward"].tolist() == [c["verifier"] + weight * c["even"] for c in parts], f"iteration {it}"
 
 
 def test_saved_harness_round_trips_and_refuses_unknown_knobs(tmp_path):
