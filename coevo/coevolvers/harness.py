@@ -36,10 +36,11 @@ What this harness holds (departures from the papers):
    harness in force and under the candidate with the same seed (matched), and verified. The
    candidate is accepted when its measure (collapse: the share of groups with reward variance;
    format: the share of completions without a format failure; truncation: the share of finished
-   completions; misranking: the share of (passing, failing) pairs ranked right) gains at least `min_gain` and its guard (the mean
+   completions; misranking: the share of (passing, failing) pairs ranked right) gains at least
+   `min_gain`, or half of what it could gain (1 - before) when that is less, and its guard (the mean
    reward; for a weight, whose change rescales the reward, the pass rate) does not fall by more than
-   `max_reward_drop`. A rejected value is
-   not backtested again for `retry_after` iterations (the next diagnosis tries the next rung).
+   `max_reward_drop`. A rejected value is not backtested again for `retry_after` iterations (the
+   next diagnosis tries the next rung).
 4. The change takes effect from the next iteration: its rollouts, their rewards and the policy
    update's prompts and log-probs use the harness in force (coevo.stages.harnessed). Evaluation asks with the instruction
    the checkpoint was trained under (the prompt is part of how it is meant to be asked) and keeps
@@ -207,7 +208,9 @@ class Harness(NoCoEvolver):
         candidate.overrides = {**self.overrides, change["knob"]: change["value"]}
         before, after = (group_evidence(*sample(slice_, setting), train) for setting in (current, candidate.apply(cfg)))
         measure, guard = failure_of(change["knob"]).measure, failure_of(change["knob"]).guard
-        accepted = after[measure] - before[measure] >= self.params.min_gain and after[guard] >= before[guard] - self.params.max_reward_drop
+        room = 1.0 - before[measure]  # a share cannot gain more
+        needed = min(self.params.min_gain, room / 2) if room > 0 else self.params.min_gain
+        accepted = after[measure] - before[measure] >= needed and after[guard] >= before[guard] - self.params.max_reward_drop
         entry = {"iteration": iteration, **change, "from": report["in_force"][change["knob"]], "measure": measure, "guard": guard, "before": before, "after": after, "accepted": accepted}
         self.entries.append(entry)
         if accepted:

@@ -101,6 +101,27 @@ def test_a_misranking_shaping_term_is_halved_then_zeroed_and_the_gold_verifier_n
     assert h.ladder("weight:", h.apply(shaped)) == [("weight:length", 0.5), ("weight:length", 0.0)]  # a zeroed term is done
 
 
+def test_a_small_failure_needs_half_its_room_not_min_gain():
+    """1 of 12 (passing, failing) pairs misranked: no fix can gain min_gain 0.1, so half the room
+    (1/24) suffices; zeroing the term ranks every pair right (+1/12) and is kept. The pass rate
+    guards a weight change: the same completions pass in both arms."""
+    rows = {"a": [("7", 1.0, True), ("7", 2.0, True), ("7", 2.0, True), ("8", 1.0, True), ("8", 0.0, True)], "b": [("4", 1.0, True)] * 3 + [("3", 0.0, True)] * 2}
+    rollouts, rewards = batch(rows)
+    rewards["passed"] = rollouts["completion"].isin(["7", "4"]).to_numpy()
+    shaped = BASE.model_copy(update={"rewards": [RewardEntry(function="verifier"), RewardEntry(function="format")]})
+
+    def sample(problems: pd.DataFrame, trial: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
+        weight = trial.rewards[1].weight
+        return rollouts, rewards.assign(reward=rewards["reward"] if weight == 1.0 else rewards["passed"].astype(float))
+
+    h = harness(misrank_share=0.05)
+    h.rejected_at = {"weight:format=0.5": 1}  # straight to the zero rung
+    report = h.revise(2, rollouts, rewards, PROBLEMS, shaped, sample)
+    entry = report["entry"]
+    assert (entry["knob"], entry["value"], entry["before"]["misranked_share"], entry["after"]["misranked_share"]) == ("weight:format", 0.0, 1 / 12, 0.0)
+    assert entry["accepted"] is True and entry["guard"] == "pass_rate" and h.overrides == {"weight:format": 0.0}
+
+
 def test_acceptance_needs_the_measure_to_gain_without_losing_reward():
     """The rule, on fixed evidence: a candidate arm whose groups vary but whose reward falls by more
     than max_reward_drop is rejected (a harmful change), one that gains with the reward kept is kept."""
