@@ -28,7 +28,7 @@ from coevo.coevolvers import CoEvolver, TextGenerator
 from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_dir, member_reports, members_of
 from coevo.coevolvers.curriculum import zero_variance_share
 from coevo.coevolvers.base import MANIFEST, load_coevolver
-from coevo.coevolvers.harness import SAMPLING_KNOBS
+from coevo.coevolvers.harness import SAMPLING_KNOBS, in_force
 from coevo.config import Config, SamplingConfig
 from coevo.types import ContextVariant
 from coevo.engines import LIVE, samples_with_trainer_model
@@ -237,14 +237,22 @@ def training_split(cfg: Config, it: int, train: str | Path) -> pd.DataFrame:
     return split if curriculum.proposals.empty else pd.concat([split, curriculum.proposals], ignore_index=True)
 
 
+def harness_version(cfg: Config, it: int) -> Path | None:
+    """The co-evolver version whose harness iteration `it` runs under (version it-1;
+    coevo/coevolvers/harness.py), or None without a harness."""
+    if it < 1 or not any(entry.kind == "harness" for entry in cfg.coevolver_list):
+        return None
+    return RunLayout(cfg.run.out_dir).coevolver(it - 1)
+
+
 def harnessed(cfg: Config, it: int) -> Config:
-    """`cfg` with the sampling settings and answer-format instruction iteration `it` samples and
-    trains with: those of the harness in force (co-evolver version it-1; coevo/coevolvers/harness.py),
-    or params' own without one."""
-    entry = next((entry for entry in cfg.coevolver_list if entry.kind == "harness"), None)
-    if entry is None or it < 1:
+    """`cfg` with the sampling settings, answer-format instruction and reward weights iteration `it`
+    samples, scores and trains with: those of the harness in force, or params' own without one."""
+    version = harness_version(cfg, it)
+    if version is None:
         return cfg
-    return load_coevolver(member_dir(cfg, RunLayout(cfg.run.out_dir).coevolver(it - 1), "harness"), entry, cfg.seed).apply(cfg)
+    entry = next(entry for entry in cfg.coevolver_list if entry.kind == "harness")
+    return load_coevolver(member_dir(cfg, version, "harness"), entry, cfg.seed).apply(cfg)
 
 
 def backtest_sampler(cfg: Config, checkpoint: Path, it: int):
@@ -459,6 +467,7 @@ def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, da
         source=cfg.policy.checkpoint if it == 0 else None,  # the bootstrap copies the user's checkpoint
         reward_plugins=reward_sources(cfg),
         base=base,  # a LoRA checkpoint's base model
+        harness=None if (version := harness_version(cfg, it)) is None else (version, in_force(harnessed(cfg, it))),
     )
 
 

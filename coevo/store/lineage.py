@@ -78,11 +78,14 @@ def lineage_record(
     source: Path | None = None,
     reward_plugins: list[dict] | None = None,
     base: Path | None = None,
+    harness: tuple[Path, dict] | None = None,
 ) -> dict:
     """The lineage record of the checkpoint of `iteration`, to be saved at `checkpoint_dir`
     (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk, except
     the reward plugins' ({"function", "path", "sha256"}: their source when imported, coevo/rewards.py).
-    `source`: the user checkpoint (policy.checkpoint) the bootstrap was copied from, if any."""
+    `source`: the user checkpoint (policy.checkpoint) the bootstrap was copied from, if any.
+    `harness`: the co-evolver version whose harness the checkpoint was trained under (the parent's,
+    coevo/coevolvers/harness.py) and the values it put in force (params' `values` are what the user set)."""
     run_dir = Path(run_dir).resolve()
     target = Path(checkpoint_dir).resolve() if checkpoint_dir else run_dir / "checkpoints" / f"iter_{iteration:04d}"
     if "dvc_md5" in data:
@@ -100,6 +103,7 @@ def lineage_record(
         "source": None if source is None else _source_entry(run_dir, Path(source)),
         "reward_plugins": [{**plugin, "path": plugin["path"] and _store(run_dir, Path(plugin["path"]))} for plugin in reward_plugins or []],
         "base": None if base is None else {"path": _store(run_dir, Path(base)), "weights_sha256": _weights_hash(Path(base))},
+        "harness": None if harness is None else {**_coevolver_entry(run_dir, harness[0]), "in_force": harness[1]},
     }
 
 
@@ -321,8 +325,9 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
     for key in ("rollouts", "rewards"):
         if record.get(key):
             found += _check_file(locate(checkpoint, record, record[key]["path"]), record[key]["sha256"], f"{key} shard", hashes)
-    if record.get("coevolver"):
-        found += _check_coevolver(locate(checkpoint, record, record["coevolver"]["path"]), record["coevolver"], hashes)
+    for key in ("coevolver", "harness"):
+        if record.get(key):
+            found += _check_coevolver(locate(checkpoint, record, record[key]["path"]), record[key], hashes)
     found += _check_data(checkpoint, record, hashes)
     found += _check_source(checkpoint, record, hashes)
     found += _check_base(checkpoint, record, hashes)

@@ -74,6 +74,10 @@ def _details(record: dict, coevolver_pruned: bool = False) -> list[tuple[str, st
     rows = [("co-evolver", f"{coevolver['kind']} {_short(coevolver['content_hash'])}{pruned}  {coevolver['path']}" if coevolver else "none")]
     for i, member in enumerate((coevolver or {}).get("members", [])):  # a list of co-evolvers
         rows.append((f"  member {i}", f"{member['kind']} {_short(member['content_hash'])}"))
+    if record.get("harness"):  # the harness version trained under and the values it set
+        harness = record["harness"]
+        values = "  ".join(f"{knob}={value!r:.48}" for knob, value in sorted(harness["in_force"].items()))
+        rows.append(("harness in force", f"{_short(harness['content_hash'])}  {harness['path']}  {values}"))
     for key in ("rollouts", "rewards"):
         rows.append((key, f"{_short(record[key]['sha256'])}  {record[key]['path']}" if record.get(key) else "none"))
     for name, entry in sorted(record["data"].items()):

@@ -217,8 +217,15 @@ def test_a_run_under_chat_samples_and_trains_with_the_accepted_instruction(tmp_p
     assert first["prompt"].str.contains("Explain your reasoning.", regex=False).all()
     assert second["prompt"].str.contains(BOXED, regex=False).all() and not second["prompt"].str.contains("Explain", regex=False).any()
     assert json.loads((out / "reports" / "iter_0002.json").read_text())["harness"]["in_force"]["instruction"] == BOXED
-    named = out / read_record(out / "checkpoints" / "iter_0002")["coevolver"]["path"]  # the lineage's harness version
-    assert load_coevolver(named, cfg.coevolver, cfg.seed).overrides == {"instruction": BOXED}
+    for it, version, instruction in ((1, "iter_0000", "Explain your reasoning."), (2, "iter_0001", BOXED)):
+        trained_under = read_record(out / "checkpoints" / f"iter_{it:04d}")["harness"]  # the version in force and its values
+        assert trained_under["path"] == f"coevolver/{version}" and trained_under["in_force"]["instruction"] == instruction
+    from coevo.store.lineage import verify_lineage
+    from coevo.store.lineage_cli import _details
+
+    assert verify_lineage(out / "checkpoints" / "iter_0002") == []
+    shown = dict(_details(read_record(out / "checkpoints" / "iter_0002")))["harness in force"]  # `coevo lineage`
+    assert "coevolver/iter_0001" in shown and f"instruction={BOXED!r:.48}" in shown and "temperature=1.0" in shown
 
 
 def test_a_run_rescores_with_the_accepted_weight_of_a_misranking_shaping_term(tmp_path, monkeypatch):
