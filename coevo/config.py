@@ -263,10 +263,10 @@ class HarnessConfig(Strict):
     instructions: list[str] = Field(["Put the final answer in \\boxed{}.", "Reply with the number only."], description="Answer-format instructions (prompt.instruction.math) a format failure's fix tries, in order (the one in force is skipped).")
     truncation_share: float = Field(0.25, gt=0, le=1, description="Unfinished completions (cut at max_new_tokens), as a share, from which the harness diagnoses truncation.")
     max_tokens: int = Field(64, ge=1, description="Highest max_new_tokens the harness proposes (a truncation's fix doubles it).")
-    misrank_share: float = Field(0.1, gt=0, le=1, description="Pairs of one group's completions, one passing the gold `verifier` and one failing it, where the failing one's reward is at least the passing one's, as a share of such pairs, from which the harness diagnoses a shaping term (a `rewards:` entry other than `verifier`) that rewards the wrong thing; its fix halves the term's weight, then zeroes it.")
+    misrank_share: float = Field(0.1, gt=0, le=1, description="Pairs of one group's completions, one passing the gold `verifier` and one failing it, where the failing one's reward is at least the passing one's, as a share of such pairs, from which the harness diagnoses a shaping term (a `rewards:` entry other than `verifier`) that rewards the wrong thing; its fix sets the term's weight to 0.")
     backtest_problems: int = Field(16, ge=1, description="Training problems of the backtest slice (a seeded choice fixed for the run), rollout.group_size completions each per arm.")
     min_gain: float = Field(0.1, ge=0, le=1, description="A change is accepted when its measure (share of groups with reward variance, of completions without a format failure, of finished completions, or of pairs ranked right) gains at least this (or half of what it could gain, 1 - before, when that is less) on the backtest slice ...")
-    max_reward_drop: float = Field(0.05, ge=0, description="... and its mean reward (for a weight change, which rescales the reward: its pass rate) falls by at most this.")
+    max_pass_drop: float = Field(0.05, ge=0, description="... and its pass rate (the gold verdict `passed`; the reward moves with shaping terms and weights) falls by at most this.")
     retry_after: int = Field(5, ge=1, description="Iterations before a rejected change may be backtested again.")
 
 

@@ -9,38 +9,41 @@ and backtests it against the harness in force before accepting it; accepted chan
 entries, rejected ones are kept with their measured effect.
 
 What this harness holds (departures from the papers):
-1. Three knobs, the ones whose failures the rollouts show directly (`FAILURES`, tried in this order):
+1. Four knobs, the ones whose failures the rollouts show directly (`FAILURES`, tried in this order):
    - the sampling temperature; failure: collapsed groups (every completion of a group identical, so
      no reward variance and no advantage), at least `collapse_share` of the groups;
-   - the answer-format instruction of the chat format (prompt.instruction.math; the plain layout has
-     none); failure: completions that fail and were cut before their end or state no number the
-     verifier reads (problems with a numeric answer), at least `format_share` of the completions the
-     instruction applies to (every problem but code). Before truncation: an instruction that asks
-     for an explanation also shows as truncation, and changing it costs no longer generations;
-   - max_new_tokens; failure: at least `truncation_share` of the completions unfinished;
    - the weight of each shaping term (every `rewards:` entry but the gold `verifier`, whose verdict
      is `passed` whatever its weight; knob `weight:<name>`); failure: the rewards rank a failing
      completion at least as high as a passing one of the same group (GRPO's advantage then pushes
      the wrong way) in at least `misrank_share` of such pairs. The audit reads `passed` from the
      rewards table, where the verification stage already wrote it (without a `verifier` entry,
-     `passed` follows the total and no pair is misranked).
+     `passed` follows the total and no pair is misranked). Before the others: a wrong reward skews
+     what the policy learns to write, and with it every other symptom (a length bonus shows as
+     truncation, bench/README.md);
+   - the answer-format instruction of the chat format (prompt.instruction.math; the plain layout has
+     none); failure: completions that fail and were cut before their end or state no number the
+     verifier reads (problems with a numeric answer), at least `format_share` of the completions the
+     instruction applies to (every problem but code). Before truncation: an instruction that asks
+     for an explanation also shows as truncation, and changing it costs no longer generations;
+   - max_new_tokens; failure: at least `truncation_share` of the completions unfinished.
    The version holds overrides of params' values; version 0 has none. Task weights are the
    curriculum's role and rubric criteria the rubrics co-evolver's; the system prompt is not changed.
 2. At most one change per iteration: the first failure whose symptom is over its threshold and whose
    knob has a value not rejected in the last `retry_after` iterations, the first such value of its
    ladder: temperature x `temperature_step`, x `temperature_step`^2, ... then `max_temperature`;
    the `instructions` in order, skipping the one in force; max_new_tokens x 2, x 4, ... then
-   `max_tokens`; each shaping term in `rewards:` order, its weight halved, then 0.
+   `max_tokens`; each shaping term in `rewards:` order, its weight set to 0 (halving was measured
+   too timid: a policy exploiting a length bonus outgrew each halving, bench/README.md).
 3. Backtest: a fixed slice of `backtest_problems` training problems (a seeded choice made once per
    run), `rollout.group_size` completions each, sampled by the frozen current policy under the
    harness in force and under the candidate with the same seed (matched), and verified. The
    candidate is accepted when its measure (collapse: the share of groups with reward variance;
    format: the share of completions without a format failure; truncation: the share of finished
    completions; misranking: the share of (passing, failing) pairs ranked right) gains at least
-   `min_gain`, or half of what it could gain (1 - before) when that is less, and its guard (the mean
-   reward; for a weight, whose change rescales the reward, the pass rate) does not fall by more than
-   `max_reward_drop`. A rejected value is not backtested again for `retry_after` iterations (the
-   next diagnosis tries the next rung).
+   `min_gain`, or half of what it could gain (1 - before) when that is less, and its pass rate (the
+   gold verdict `passed`, not the reward: shaping terms and the harness's own weights move the
+   reward) does not fall by more than `max_pass_drop`. A rejected value is not backtested again for
+   `retry_after` iterations (the next diagnosis tries the next rung).
 4. The change takes effect from the next iteration: its rollouts, their rewards and the policy
    update's prompts and log-probs use the harness in force (coevo.stages.harnessed). Evaluation asks with the instruction
    the checkpoint was trained under (the prompt is part of how it is meant to be asked) and keeps
@@ -82,14 +85,13 @@ class Failure:
     threshold: str  # HarnessConfig field: the share from which it is diagnosed
     knob: str  # what its fix changes
     measure: str  # evidence the fix must raise on the backtest
-    guard: str = "mean_reward"  # evidence the fix may lower by at most max_reward_drop
 
 
 FAILURES = (
     Failure("collapsed_share", "collapse_share", "temperature", "signal_share"),
+    Failure("misranked_share", "misrank_share", WEIGHT, "ranked_share"),
     Failure("format_failure_share", "format_share", "instruction", "formatted_share"),
     Failure("unfinished_share", "truncation_share", "max_new_tokens", "finished_share"),
-    Failure("misranked_share", "misrank_share", WEIGHT, "ranked_share", guard="pass_rate"),
 )
 
 
@@ -190,7 +192,7 @@ class Harness(NoCoEvolver):
         if knob == "max_new_tokens":
             return [(knob, int(v)) for v in _ladder(sampling.max_new_tokens, 2, p.max_tokens, sampling.max_new_tokens)]
         if knob == WEIGHT:
-            return [(f"{WEIGHT}{e.label}", v) for e in shaping_terms(current) if e.weight != 0 for v in (e.weight / 2, 0.0)]
+            return [(f"{WEIGHT}{e.label}", 0.0) for e in shaping_terms(current) if e.weight != 0]
         if current.prompt.format != "chat":
             return []  # the plain layout shows no instruction
         return [(knob, text) for text in p.instructions if text != current.prompt.instruction.math]
@@ -207,11 +209,11 @@ class Harness(NoCoEvolver):
         candidate = Harness(self.cfg, self.seed)
         candidate.overrides = {**self.overrides, change["knob"]: change["value"]}
         before, after = (group_evidence(*sample(slice_, setting), train) for setting in (current, candidate.apply(cfg)))
-        measure, guard = failure_of(change["knob"]).measure, failure_of(change["knob"]).guard
+        measure = failure_of(change["knob"]).measure
         room = 1.0 - before[measure]  # a share cannot gain more
         needed = min(self.params.min_gain, room / 2) if room > 0 else self.params.min_gain
-        accepted = after[measure] - before[measure] >= needed and after[guard] >= before[guard] - self.params.max_reward_drop
-        entry = {"iteration": iteration, **change, "from": report["in_force"][change["knob"]], "measure": measure, "guard": guard, "before": before, "after": after, "accepted": accepted}
+        accepted = after[measure] - before[measure] >= needed and after["pass_rate"] >= before["pass_rate"] - self.params.max_pass_drop
+        entry = {"iteration": iteration, **change, "from": report["in_force"][change["knob"]], "measure": measure, "before": before, "after": after, "accepted": accepted}
         self.entries.append(entry)
         if accepted:
             self.overrides = candidate.overrides
