@@ -4,7 +4,7 @@ A list behaves as one co-evolver towards the stages. Each member plays the roles
 (`roles`): "problems" (chooses the iteration's batch: a curriculum), "context" (plans the rollout's
 context variants and gives the evaluation and the self-teacher their context: a skill bank or a
 memory), "reward" (the artifact the `rubric` reward judges by: rubrics), "harness" (the sampling
-settings and answer-format instruction in force: a harness); a role has at most one player, so no two members compete for the same decision. Members
+settings, answer-format instruction and reward weights in force: a harness); a role has at most one player, so no two members compete for the same decision. Members
 without a role in play fall back to the uniform sampler and the plain group. `update` runs the
 members in list order, each on the same rollouts and rewards, and the report keeps each member's
 report under its name (`member_reports` reads them back).
@@ -123,7 +123,7 @@ _ROLE_TEXT = {
     "problems": "chooses the problems (a curriculum)",
     "context": "shapes the rollout context (a skill bank or a memory)",
     "reward": "the reward judges by (rubrics)",
-    "harness": "sets the sampling settings and the instruction (a harness)",
+    "harness": "sets the sampling settings, the instruction and the reward weights (a harness)",
 }
 
 

@@ -1,6 +1,6 @@
-"""Harness co-evolver: the sampling settings and the answer-format instruction the trainer runs
-with, diagnosed from the rollouts and changed only when a backtest on the frozen current policy
-shows the change helps.
+"""Harness co-evolver: the sampling settings, the answer-format instruction and the shaping terms'
+weights the trainer runs with, diagnosed from the rollouts and changed only when a backtest on the
+frozen current policy shows the change helps.
 
 Method: EvoTrainer / HarnessRL (METHODS.md item 13): besides the weights, the trainer controls a
 harness (prompts, sampling settings, shaping terms, task weights) that can be quietly wrong. Each
@@ -45,9 +45,9 @@ What this harness holds (departures from the papers):
    reward) does not fall by more than `max_pass_drop`. A rejected value is not backtested again for
    `retry_after` iterations (the next diagnosis tries the next rung).
 4. The change takes effect from the next iteration: its rollouts, their rewards and the policy
-   update's prompts and log-probs use the harness in force (coevo.stages.harnessed). Evaluation asks with the instruction
-   the checkpoint was trained under (the prompt is part of how it is meant to be asked) and keeps
-   params' sampling.
+   update's prompts and log-probs use the harness in force (coevo.stages.harnessed). Evaluation
+   asks with the instruction the checkpoint was trained under (the prompt is part of how it is
+   meant to be asked), keeps params' sampling and counts the gold verdict, which no weight moves.
 
 Saved: `harness.json` (overrides in force, every entry accepted or rejected with its diagnosis and
 backtest numbers, last rejection per change) and the manifest, hashed like the other co-evolvers.
@@ -66,7 +66,7 @@ import pandas as pd
 from coevo.code.verifier import CODE_FAMILIES
 from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact
 from coevo.coevolvers.none import NoCoEvolver
-from coevo.config import Config, CoevolverConfig
+from coevo.config import Config, CoevolverConfig, RewardEntry
 from coevo.problems.verifier import canonical_number, extract_final_number
 from coevo.seeding import derive_seed
 
@@ -136,7 +136,7 @@ def in_force(cfg: Config) -> dict[str, float | int | str | None]:
     return {"temperature": cfg.sampling.temperature, "max_new_tokens": cfg.sampling.max_new_tokens, "instruction": cfg.prompt.instruction.math, **weights}
 
 
-def shaping_terms(cfg: Config) -> list:
+def shaping_terms(cfg: Config) -> list[RewardEntry]:
     """The `rewards:` entries whose weight the harness may change: all but the gold `verifier`."""
     return [entry for entry in cfg.rewards if entry.function != "verifier"]
 
@@ -144,9 +144,9 @@ def shaping_terms(cfg: Config) -> list:
 @register_coevolver("harness")
 class Harness(NoCoEvolver):
     """Plans, chooses and gives context as the plain baseline does (NoCoEvolver); evolves the sampling
-    settings and the answer-format instruction."""
+    settings, the answer-format instruction and the shaping terms' weights."""
 
-    roles: frozenset[str] = frozenset({"harness"})  # the sampling settings and the instruction of the rollouts and the update
+    roles: frozenset[str] = frozenset({"harness"})  # what the rollouts, their rewards and the update run under
 
     def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None):
         super().__init__(cfg, seed, generate)
