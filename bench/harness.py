@@ -1,4 +1,4 @@
-"""The harness co-evolver against a known-bad harness, in two scenarios.
+"""The harness co-evolver against a known-bad harness, in three scenarios.
 
 `--scenario temperature` (the tiny policy, default params): sampling at temperature 0.05 collapses
 every group (identical completions, no reward variance, no advantage), so GRPO stops learning.
@@ -11,11 +11,11 @@ step-by-step explanation, which 16 tokens cut before any answer.
 
     .venv/bin/python bench/harness.py --scenario instruction --seeds 0 --iterations 6 --eval-every 3
 
-`--scenario shaping` (the tiny policy, default params): the rewards add a shaping term at the
-verifier's weight that pays for something else (bench/shaping.py, `--term length`: one point per
-character; `--term even`: an even last digit), so wrong answers can outrank right ones.
+`--scenario shaping` (the tiny policy, default params): the rewards add a length bonus at the
+verifier's weight (bench/shaping.py: one point per character), so a longer wrong answer can outrank
+a right one.
 
-    .venv/bin/python bench/harness.py --scenario shaping --term length --seeds 0 1 --iterations 40
+    .venv/bin/python bench/harness.py --scenario shaping --seeds 0 1 --iterations 40
 
 Arms, each from the same bootstrap per seed (the plain driver):
 - `bad`: the injected fault and no co-evolver (undetected);
@@ -59,7 +59,7 @@ SCENARIOS = {
     },
     "shaping": {
         "params": ROOT / "params.yaml",
-        "fault": "a shaping term at the verifier's weight",
+        "fault": "a length bonus at the verifier's weight",
         "arms": {
             "bad": {"coevolver": {"kind": "none"}},
             "bad+harness": {"coevolver": {"kind": "harness"}},
@@ -86,7 +86,7 @@ def config(arm: str, seed: int, args: argparse.Namespace, out_dir: Path):
         base["policy"]["checkpoint"] = str(ROOT / "models" / "smollm2-135m-instruct")
         base["run"]["retention"] = {"keep_last": 1, "keep_every": 10**6, "keep_best": False}  # bounded disk: the newest checkpoint only
     if args.scenario == "shaping":
-        base["rewards"] = [{"function": "verifier"}, {"function": f"bench.shaping:{args.term}", "weight": 1.0}]
+        base["rewards"] = [{"function": "verifier"}, {"function": "bench.shaping:length", "weight": 1.0}]
     return load_config(scenario["params"], deep_merge(base, scenario["arms"][arm]))
 
 
@@ -137,16 +137,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--scenario", default="temperature", choices=list(SCENARIOS))
-    parser.add_argument("--term", default="length", choices=["length", "even"], help="the bad shaping term of --scenario shaping")
     parser.add_argument("--arms", nargs="+", default=["bad", "bad+harness", "good"], choices=["bad", "bad+harness", "good"])
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    scenario = {"temperature": [], "instruction": ["instruction"], "shaping": ["shaping", args.term]}[args.scenario]
-    args.name = "-".join(["harness", *scenario, *([args.tag] if args.tag else [])])
+    args.name = "-".join(["harness", *([args.scenario] if args.scenario != "temperature" else []), *([args.tag] if args.tag else [])])
     results = [run(arm, seed, args) for seed in args.seeds for arm in args.arms]
-    text = markdown(results, {"temperature": "temperature", "instruction": "instruction", "shaping": f"weight:{args.term}"}[args.scenario])
+    text = markdown(results, {"temperature": "temperature", "instruction": "instruction", "shaping": "weight:length"}[args.scenario])
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "runs": results}, indent=2))
     (RESULTS / f"{args.name}.md").write_text(f"{args.iterations} iterations per arm, injected {SCENARIOS[args.scenario]['fault']}\n\n" + text)
