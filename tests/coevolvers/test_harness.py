@@ -1,6 +1,7 @@
 """The harness co-evolver: diagnosis rules on hand-made evidence, the acceptance rule, a wrong
-answer-format instruction backtested through the real chat renderer, and a real run with an injected
-bad temperature that the harness backtests on the tiny policy and fixes."""
+answer-format instruction backtested through the real chat renderer, and real runs on the tiny
+policy: an injected bad temperature the harness backtests and fixes, an accepted instruction the
+next iteration samples with, and a zeroed shaping term the next iteration is scored without."""
 
 from __future__ import annotations
 
