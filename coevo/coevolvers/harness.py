@@ -141,6 +141,17 @@ def shaping_terms(cfg: Config) -> list[RewardEntry]:
     return [entry for entry in cfg.rewards if entry.function != "verifier"]
 
 
+def with_overrides(cfg: Config, overrides: Mapping[str, object]) -> Config:
+    """`cfg` with knob overrides: the sampling knobs in `sampling`, the instruction in
+    prompt.instruction.math, `weight:<name>` in `rewards`."""
+    sampling = cfg.sampling.model_copy(update={k: v for k, v in overrides.items() if k in SAMPLING_KNOBS})
+    prompt = cfg.prompt
+    if "instruction" in overrides:
+        prompt = prompt.model_copy(update={"instruction": prompt.instruction.model_copy(update={"math": overrides["instruction"]})})
+    rewards = [entry.model_copy(update={"weight": overrides.get(f"{WEIGHT}{entry.label}", entry.weight)}) for entry in cfg.rewards]
+    return cfg.model_copy(update={"sampling": sampling, "prompt": prompt, "rewards": rewards})
+
+
 @register_coevolver("harness")
 class Harness(NoCoEvolver):
     """Plans, chooses and gives context as the plain baseline does (NoCoEvolver); evolves the sampling
@@ -156,14 +167,8 @@ class Harness(NoCoEvolver):
         self.rejected_at: dict[str, int] = {}  # change key -> iteration of its last rejection
 
     def apply(self, cfg: Config) -> Config:
-        """`cfg` with this version's overrides: the sampling knobs in `sampling`, the instruction in
-        prompt.instruction.math, the weights in `rewards`."""
-        sampling = cfg.sampling.model_copy(update={k: v for k, v in self.overrides.items() if k in SAMPLING_KNOBS})
-        prompt = cfg.prompt
-        if "instruction" in self.overrides:
-            prompt = prompt.model_copy(update={"instruction": prompt.instruction.model_copy(update={"math": self.overrides["instruction"]})})
-        rewards = [entry.model_copy(update={"weight": self.overrides.get(f"{WEIGHT}{entry.label}", entry.weight)}) for entry in cfg.rewards]
-        return cfg.model_copy(update={"sampling": sampling, "prompt": prompt, "rewards": rewards})
+        """`cfg` with this version's overrides (`with_overrides`)."""
+        return with_overrides(cfg, self.overrides)
 
     def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
         return {"iteration": iteration, "frozen": self.frozen, "overrides": dict(self.overrides)}
@@ -206,9 +211,8 @@ class Harness(NoCoEvolver):
         if change is None:
             return report
         slice_ = self.backtest_slice(train)
-        candidate = Harness(self.cfg, self.seed)
-        candidate.overrides = {**self.overrides, change["knob"]: change["value"]}
-        before, after = (group_evidence(*sample(slice_, setting), train) for setting in (current, candidate.apply(cfg)))
+        candidate = {**self.overrides, change["knob"]: change["value"]}
+        before, after = (group_evidence(*sample(slice_, setting), train) for setting in (current, with_overrides(cfg, candidate)))
         measure = failure_of(change["knob"]).measure
         room = 1.0 - before[measure]  # a share cannot gain more
         needed = min(self.params.min_gain, room / 2) if room > 0 else self.params.min_gain
@@ -216,7 +220,7 @@ class Harness(NoCoEvolver):
         entry = {"iteration": iteration, **change, "from": report["in_force"][change["knob"]], "measure": measure, "before": before, "after": after, "accepted": accepted}
         self.entries.append(entry)
         if accepted:
-            self.overrides = candidate.overrides
+            self.overrides = candidate
         else:
             self.rejected_at[f"{change['knob']}={change['value']}"] = iteration
         return {**report, "change": change, "entry": entry}

@@ -226,6 +226,11 @@ def test_a_run_under_chat_samples_and_trains_with_the_accepted_instruction(tmp_p
     assert verify_lineage(out / "checkpoints" / "iter_0002") == []
     shown = dict(_details(read_record(out / "checkpoints" / "iter_0002")))["harness in force"]  # `coevo lineage`
     assert "coevolver/iter_0001" in shown and f"instruction={BOXED!r:.48}" in shown and "temperature=1.0" in shown
+    meta = out / "checkpoints" / "iter_0002" / "coevo.json"  # a record naming another harness version is caught
+    record = json.loads(meta.read_text())
+    record["lineage"]["harness"]["content_hash"] = "0" * 64
+    meta.write_text(json.dumps(record))
+    assert [m.what for m in verify_lineage(out / "checkpoints" / "iter_0002")] == ["co-evolver version"]
 
 
 def test_a_run_rescores_with_the_accepted_weight_of_a_misranking_shaping_term(tmp_path, monkeypatch):
