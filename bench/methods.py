@@ -53,7 +53,10 @@ def overrides(method: str, seed: int, args: argparse.Namespace) -> dict:
         "bootstrap": {"steps": args.bootstrap_steps, "time_budget_s": 10**5} | ({} if args.recall_prob is None else {"recall_prob": args.recall_prob}),
         "eval": {"every": args.eval_every},
     }
-    return deep_merge(deep_merge(base, parse_overrides(args.set)), METHODS[method])
+    method_params = METHODS[method]
+    if method == "pmd-frozen-memory":
+        method_params = deep_merge(method_params, {"coevolver": {"frozen_after": args.frozen_after}})
+    return deep_merge(deep_merge(base, parse_overrides(args.set)), method_params)
 
 
 def bootstrap(seed: int, args: argparse.Namespace) -> str:
@@ -192,6 +195,7 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=150.0, help="wall-clock budget of each run (seconds)")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--frozen-after", type=int, default=10, help="pmd-frozen-memory: the memory stops evolving after this many iterations")
     parser.add_argument("--bootstrap-steps", type=int, default=150, help="warm-start steps (params.yaml's default is 150)")
     parser.add_argument("--recall-prob", type=float, help="bootstrap.recall_prob, the share of recall exercises in the warm start (default: params.yaml's)")
     parser.add_argument("--tag", default="", help="results go to bench/results/methods-<tag>")
