@@ -132,6 +132,7 @@ class VLLMEngine:
             self._warned_top_p = True
         self.wake_up()
         encoded = encode_prompts(self.tokenizer, prompts, self.add_special_tokens)
+        self._check_lengths(encoded)
         params = [
             SamplingParams(
                 n=n,
@@ -147,6 +148,18 @@ class VLLMEngine:
         ]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in encoded], params, use_tqdm=False)
         return [[self._generation(ids, c) for c in out.outputs] for ids, out in zip(encoded, outputs)]
+
+    def _check_lengths(self, encoded: Sequence[Sequence[int]]) -> None:
+        """A prompt the engine cannot hold is named here, with the setting that bounds it (vLLM's own
+        error names neither, and a co-evolver's context or reflection prompt can be much longer than
+        the bare question the context length was sized for)."""
+        limit = self.llm.model_config.max_model_len
+        for i, ids in enumerate(encoded):
+            if len(ids) >= limit:
+                raise ValueError(
+                    f"prompt {i} of this batch has {len(ids)} tokens, and the vLLM engine holds {limit} (prompt and completion): "
+                    f"raise engine.max_model_len (null = the model's own context length). Prompt begins: {self.tokenizer.decode(ids[:40])!r}"
+                )
 
     def _generation(self, prompt_ids: list[int], completion) -> Generation:
         ids = list(completion.token_ids)
@@ -167,6 +180,7 @@ class VLLMEngine:
         self.wake_up()
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
         requests = [TokensPrompt(prompt_token_ids=list(p) + list(c)) for p, c in zip(prompt_ids, completion_ids)]
+        self._check_lengths([r["prompt_token_ids"] for r in requests])
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         scores = []
         for p, c, out in zip(prompt_ids, completion_ids, outputs):

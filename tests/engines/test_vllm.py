@@ -92,6 +92,14 @@ def test_stop_at_newline_ends_each_completion_at_its_first_line(setup):
         assert line.text == (whole.text.split("\n")[0] + "\n" if "\n" in whole.text else whole.text)
 
 
+def test_a_prompt_longer_than_the_engine_holds_is_named_with_the_setting(setup):
+    _, _, engine = setup
+    long = "1+" * 40 + "1="  # 82 tokens; the engine holds the tiny policy's 64 positions
+    with pytest.raises(ValueError, match=r"prompt 1 of this batch has \d+ tokens.*holds 64.*engine\.max_model_len"):
+        engine.generate(["1+2=", long], 1, SamplingConfig(temperature=1.0, max_new_tokens=2), seed=0)
+    assert len(engine.generate(["1+2="], 1, SamplingConfig(temperature=1.0, max_new_tokens=2), seed=0)[0]) == 1  # the engine still serves
+
+
 def test_a_batch_larger_than_one_prefill_step(setup):
     """Regression: on CPU, seeded requests whose prompts vLLM splits across steps (chunked prefill)
     killed the engine ('CPU Generator does not use offset'); the engine turns chunked prefill off there."""
