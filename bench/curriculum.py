@@ -20,7 +20,8 @@ probability over iterations. Writes bench/results/curriculum[-<tag>].json and .m
 Arms: GRPO alone, the curriculum, the curriculum and the skill bank in one run (`coevolvers:`), the
 skill bank alone, the frozen-curriculum ablation (its bandit stops updating after FROZEN_AFTER
 iterations and keeps drawing from the values it had then), all at temperature 0.2, and the same
-curriculum arms at 0.03, the default since (`curriculum_sharp*`, not in the default arms).
+curriculum arms at 0.03, the default since (`curriculum_sharp*`, not in the default arms), the last
+of them with the problem proposer on (`curriculum.proposer.enabled`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ ARMS: dict[str, dict] = {
     "curriculum_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": FLAT}},
     "curriculum_sharp": {"coevolver": {"kind": "curriculum", "curriculum": SHARP}},
     "curriculum_sharp_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": SHARP}},
+    "curriculum_sharp_proposer": {"coevolver": {"kind": "curriculum", "curriculum": {**SHARP, "proposer": {"enabled": True}}}},
 }
 
 
@@ -137,6 +139,7 @@ def collect(arm: str, seed: int, out_dir: Path, upto: int | None = None) -> dict
         "final_acc": curve[-1]["acc"],
         "curve": curve,
         "zero_var_share": [row["coevo/zero_var_share"] for row in rows],
+        "proposals_total": [row.get("coevo/proposals_total", 0.0) for row in rows],  # the proposer's accepted problems so far
         "category_values": values,
     }
 
