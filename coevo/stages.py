@@ -419,6 +419,8 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
     asked = cfg.model_copy(update={"prompt": harnessed(cfg, it).prompt})  # the instruction checkpoint `it` was trained under
     metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for)
     record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics}
+    if asked.prompt.format == "chat":
+        record["instruction"] = asked.prompt.instruction.model_dump()  # what the held-out questions were asked with
     write_json(RunLayout(cfg.run.out_dir).evals(it), record)  # keep_best decides from these, also after a resume
     return {"metrics": metrics}
 

@@ -217,6 +217,8 @@ def test_a_run_under_chat_samples_and_trains_with_the_accepted_instruction(tmp_p
     assert first["prompt"].str.contains("Explain your reasoning.", regex=False).all()
     assert second["prompt"].str.contains(BOXED, regex=False).all() and not second["prompt"].str.contains("Explain", regex=False).any()
     assert json.loads((out / "reports" / "iter_0002.json").read_text())["harness"]["in_force"]["instruction"] == BOXED
+    asked = json.loads((out / "evals" / f"iter_{cfg.run.iterations:04d}.json").read_text())["instruction"]["math"]
+    assert asked == BOXED  # the held-out evaluation asks with the instruction the checkpoint was trained under
     for it, version, instruction in ((1, "iter_0000", "Explain your reasoning."), (2, "iter_0001", BOXED)):
         trained_under = read_record(out / "checkpoints" / f"iter_{it:04d}")["harness"]  # the version in force and its values
         assert trained_under["path"] == f"coevolver/{version}" and trained_under["in_force"]["instruction"] == instruction
