@@ -80,11 +80,16 @@ def run(method: str, seed: int, args: argparse.Namespace, boot_dir: str) -> dict
 
     from coevo.config import load_config
     from coevo.driver import train
+    from coevo.engines import LIVE
 
     cfg = load_config(args.params, overrides(method, seed, args))
     shutil.rmtree(cfg.run.out_dir, ignore_errors=True)
     shutil.copytree(boot_dir, cfg.bootstrap_dir)
-    summary = train(cfg, Console(quiet=True))
+    try:
+        summary = train(cfg, Console(quiet=True))
+    finally:  # every run starts its own engine inside its budget (not only a seed's first), and a failed
+        # run leaves no engine process behind (one did, and the pool waited on it for 11 minutes)
+        LIVE.close()
     rows = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
     elapsed, clock = 0.0, {}
     for row in rows:
