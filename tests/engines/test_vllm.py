@@ -94,7 +94,7 @@ def test_stop_at_newline_ends_each_completion_at_its_first_line(setup):
 
 def test_a_prompt_longer_than_the_engine_holds_is_named_with_the_setting(setup):
     _, _, engine = setup
-    long = "1+" * 40 + "1="  # 82 tokens; the engine holds the tiny policy's 64 positions
+    long = "1+" * 40 + "1="  # 82 characters: more tokens than the tiny policy's 64 positions, which the engine holds
     with pytest.raises(ValueError, match=r"prompt 1 of this batch has \d+ tokens.*holds 64.*engine\.max_model_len"):
         engine.generate(["1+2=", long], 1, SamplingConfig(temperature=1.0, max_new_tokens=2), seed=0)
     assert len(engine.generate(["1+2="], 1, SamplingConfig(temperature=1.0, max_new_tokens=2), seed=0)[0]) == 1  # the engine still serves
