@@ -35,7 +35,7 @@ METHODS: dict[str, dict] = {
     "pmd": PMD,
     "ess": {"objective": {"name": "ess"}, "coevolver": {"kind": "none"}},
     "opsa": {"objective": {"name": "opsa"}, "coevolver": {"kind": "none"}},
-    "pmd-frozen-memory": {**PMD, "coevolver": {"kind": "memory", "frozen": True, "frozen_after": 10}},
+    "pmd-frozen-memory": {**PMD, "coevolver": {"kind": "memory", "frozen": True}},  # frozen after --frozen-after iterations
     "pmd-frozen-policy": {**PMD, "policy": {"frozen": True}},
     "pmd-no-coevolver": {**PMD, "coevolver": {"kind": "none"}},
 }

@@ -5,7 +5,8 @@ One readable loop with a timer per phase (verl's `fit`), usable without Prefect;
   bootstrap/               the initial policy (checkpoint 0): HF checkpoint + coevo.json with its lineage
   checkpoints/iter_NNNN/   the checkpoint after iteration N, same layout, optimizer state in the newest;
                            weights pruned to metadata unless run.retention keeps them (coevo/policy/retention.py)
-  evals/iter_NNNN.json     the held-out evaluation of checkpoint N (when due): retention's keep_best reads it; under the chat format it names the instruction asked with
+  evals/iter_NNNN.json     the held-out evaluation of checkpoint N (when due): retention's keep_best reads it;
+                           under the chat format it names the instruction the questions were asked with
   coevolver/iter_NNNN/     co-evolver version after iteration N (iter_0000 = the initial one)
   rollouts/, rewards/      the validated stage tables, one parquet shard per iteration
   reports/iter_NNNN.json   the co-evolution report (skills measured, admitted, rejected, retired)

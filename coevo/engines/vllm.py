@@ -151,8 +151,8 @@ class VLLMEngine:
 
     def _check_lengths(self, encoded: Sequence[Sequence[int]]) -> None:
         """A prompt the engine cannot hold is named here, with the setting that bounds it (vLLM's own
-        error names neither, and a co-evolver's context or reflection prompt can be much longer than
-        the bare question the context length was sized for)."""
+        error gives the lengths but not which prompt or setting, and a co-evolver's context or
+        reflection prompt can be much longer than the bare question the length was sized for)."""
         limit = self.llm.model_config.max_model_len
         for i, ids in enumerate(encoded):
             if len(ids) >= limit:
