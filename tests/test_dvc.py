@@ -15,6 +15,11 @@ from prefect.settings import PREFECT_API_URL
 
 from .conftest import ROOT, TINY
 
+OUT, DATA = "runs/tiny", "data/tiny"
+# Settings the train stage reads that an explicit params list once missed (dvc.yaml): each changed
+# after a repro must make `dvc status` report the stage changed.
+TRAIN_READS = {"prompt.instruction.math": "Answer with digits.", "coevolvers": [{"kind": "curriculum"}], "policy.lora.rank": 8, "pipeline.shards": 2, "seed": 1}
+
 
 def _sh(*args: str, cwd: Path, env: dict | None = None) -> str:
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
@@ -30,6 +35,7 @@ def _repo(tmp_path: Path) -> Path:
     for section, values in TINY.items():
         raw[section].update(values)
     raw["tracking"]["mlflow_uri"] = "sqlite:///mlflow.db"
+    raw["run"]["out_dir"], raw["problems"]["data_dir"] = OUT, DATA  # not the defaults: dvc.yaml's paths follow params
     (repo / "params.yaml").write_text(yaml.safe_dump(raw))
     (repo / ".gitignore").write_text("mlflow.db\n")
     _sh("git", "init", "-q", cwd=repo)
@@ -68,19 +74,20 @@ def test_killed_repro_continues_on_the_next_repro_then_push_and_pull_in_a_fresh_
     # what iteration 1's tasks wrote (a re-run task writes under a temporary name and renames: new inode);
     # not the checkpoint's weights, which hard-link the bootstrap's when an update changes nothing, a
     # link that DVC's "unprotect" of a persisted output replaces by a copy of the same bytes
-    first = _stamps(repo, tuple(f"runs/default/{p}" for p in ("rollouts/iter_0001.parquet", "rewards/iter_0001.parquet", "reports/iter_0001.json", "checkpoints/iter_0001/coevo.json")))
-    assert not (repo / "runs/default/checkpoints/iter_0002").exists()
+    first = _stamps(repo, tuple(f"{OUT}/{p}" for p in ("rollouts/iter_0001.parquet", "rewards/iter_0001.parquet", "reports/iter_0001.json", "checkpoints/iter_0001/coevo.json")))
+    assert not (repo / f"{OUT}/checkpoints/iter_0002").exists()
     _sh(dvc, "repro", cwd=repo, env=env)
     assert _stamps(repo, tuple(first)) == first  # iteration 1 restored, not written again
 
     lock = yaml.safe_load((repo / "dvc.lock").read_text())
     assert set(lock["stages"]) == {"prepare", "bootstrap", "train", "evaluate"}
-    summary = json.loads((repo / "runs/default/summary.json").read_text())
+    summary = json.loads((repo / f"{OUT}/summary.json").read_text())
     assert summary["iterations"] == TINY["run"]["iterations"]
-    assert "eval/acc" in json.loads((repo / "runs/default/eval.json").read_text())["metrics"]
+    assert "eval/acc" in json.loads((repo / f"{OUT}/eval.json").read_text())["metrics"]
     assert "up to date" in _sh(dvc, "status", cwd=repo, env=env).lower()
-    data_md5 = next(out["md5"] for out in lock["stages"]["prepare"]["outs"] if out["path"] == "data/problems")
-    lineage = json.loads((repo / "runs/default/checkpoints/iter_0002/coevo.json").read_text())["lineage"]
+    _assert_train_stage_tracks(dvc, repo, env)
+    data_md5 = next(out["md5"] for out in lock["stages"]["prepare"]["outs"] if out["path"] == DATA)
+    lineage = json.loads((repo / f"{OUT}/checkpoints/iter_0002/coevo.json").read_text())["lineage"]
     assert lineage["data"]["dvc_md5"] == data_md5  # lineage names the data by its DVC hash
     _assert_mlflow_dataset_digest_is(repo / "mlflow.db", data_md5)
 
@@ -90,9 +97,28 @@ def test_killed_repro_continues_on_the_next_repro_then_push_and_pull_in_a_fresh_
     clone = tmp_path / "clone"
     _sh("git", "clone", "-q", str(repo), str(clone), cwd=tmp_path)
     _sh(dvc, "pull", "-q", cwd=clone, env=env)
-    for path in ("data/problems/train.parquet", "runs/default/bootstrap/model.safetensors", "runs/default/coevolver/iter_0002/manifest.json"):
+    for path in (f"{DATA}/train.parquet", f"{OUT}/bootstrap/model.safetensors", f"{OUT}/coevolver/iter_0002/manifest.json"):
         assert (clone / path).read_bytes() == (repo / path).read_bytes()
     assert "up to date" in _sh(dvc, "status", cwd=clone, env=env).lower()
+
+
+def _assert_train_stage_tracks(dvc: str, repo: Path, env: dict) -> None:
+    """Each setting of TRAIN_READS, changed in params.yaml after a repro, makes `dvc status` report the
+    train stage's params changed; params.yaml is restored after each."""
+    original = (repo / "params.yaml").read_text()
+    for dotted, value in TRAIN_READS.items():
+        raw = yaml.safe_load(original)
+        *parents, leaf = dotted.split(".")
+        node = raw
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+        (repo / "params.yaml").write_text(yaml.safe_dump(raw))
+        status = json.loads(_sh(dvc, "status", "--json", "train", cwd=repo, env=env))
+        # e.g. {"train": [{"changed deps": {"params.yaml": {"prompt": "modified"}}}]}
+        changed = {key for entry in status.get("train", []) if isinstance(entry, dict) for group in entry.values() for key in group.get("params.yaml", {})}
+        assert dotted.split(".")[0] in changed, f"dvc status does not see {dotted} changed for the train stage: {status}"
+    (repo / "params.yaml").write_text(original)
 
 
 def _assert_mlflow_dataset_digest_is(db: Path, data_md5: str) -> None:
