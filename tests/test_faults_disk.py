@@ -1,7 +1,8 @@
 """Fault matrix, disk rows (README "Failure modes"): a full disk, a damaged newest checkpoint, a damaged shard.
 
 Each test runs the real plain driver (coevo.driver.train) or the real Prefect flow on the tiny config:
-- disk full: the run directory is a small size-limited tmpfs (needs root, as CI runs) filled by a
+- disk full: the run directory is a small size-limited tmpfs (needs root, as CI runs; where it cannot
+  be mounted these tests FAIL, or skip under the sandbox tests' opt-out COEVO_SANDBOX_NAMESPACES=optional) filled by a
   file the test writes until only a chosen number of bytes is left, so the write that fails is a
   shard's or a checkpoint's. The run stops with an error naming the path and the cause, leaves no
   temporary file or partial checkpoint, and `--continue` after the filler is deleted finishes the
@@ -43,6 +44,7 @@ from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
 from .conftest import ROOT, TINY, tiny_config
+from .sandbox.conftest import OPT_OUT
 
 
 def truncate(path: Path) -> None:
@@ -123,8 +125,12 @@ def small_disk(tmp_path):
     run.mkdir()
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(run)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {exc}")
+    except (OSError, subprocess.CalledProcessError) as exc:  # CI runs as root: fail loudly, as the sandbox tests do
+        detail = exc.stderr.decode(errors="replace").strip() if isinstance(exc, subprocess.CalledProcessError) else str(exc)
+        message = f"disk-full tests cannot mount a tmpfs on this machine (needs root): {detail}"
+        if os.environ.get(OPT_OUT) == "optional":  # the sandbox tests' opt-out for developer machines (tests/sandbox/conftest.py)
+            pytest.skip(f"{message} ({OPT_OUT}=optional)")
+        pytest.fail(message, pytrace=False)
     try:
         yield run
     finally:
