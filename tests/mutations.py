@@ -76,13 +76,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "self.client.log_batch(self.run_id, metrics=chunk) or self.client.log_batch(self.run_id, metrics=[Metric(METRICS_MARKER, float(i), now, int(iteration))])",
         ("tests/tracking/test_mlflow_tracker.py::test_a_kill_right_after_the_metrics_commit_logs_no_step_twice",),
     ),
-    Mutation(
-        "tmpfs-failure-skips-silently",
-        "tests/test_faults_disk.py",
-        'if os.environ.get(OPT_OUT) == "optional":  # the sandbox',
-        "if True:  # the sandbox",
-        ("tests/test_faults_disk.py::test_disk_full_stops_cleanly_and_continue_resumes",),
-    ),
 )
 
 
