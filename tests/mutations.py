@@ -76,6 +76,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "self.client.log_batch(self.run_id, metrics=chunk) or self.client.log_batch(self.run_id, metrics=[Metric(METRICS_MARKER, float(i), now, int(iteration))])",
         ("tests/tracking/test_mlflow_tracker.py::test_a_kill_right_after_the_metrics_commit_logs_no_step_twice",),
     ),
+    Mutation(
+        "log-dataset-guard-removed",
+        "coevo/tracking/mlflow_tracker.py",
+        "if any(item.dataset.digest == digest for item in run.inputs.dataset_inputs):",
+        "if False:",
+        ("tests/tracking/test_mlflow_tracker.py::test_log_dataset_records_inputs_with_the_digest_once",),
+    ),
 )
 
 

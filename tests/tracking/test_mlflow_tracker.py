@@ -181,7 +181,11 @@ def test_log_dataset_records_inputs_with_the_digest_once(tracker, tmp_path):
     frame.iloc[:1].to_parquet(test)
     digest = "0123456789abcdef0123456789abcdef.dir"
     tracker.log_dataset(train, test, digest)
-    tracker.log_dataset(train, test, digest)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    train.rename(moved / train.name), test.rename(moved / test.name)
+    tracker.log_dataset(train, test, digest)  # the digest is logged: nothing is read or logged again (the files are gone)
+    (moved / train.name).rename(train), (moved / test.name).rename(test)
     inputs = tracker.client.get_run(tracker.run_id).inputs.dataset_inputs
     contexts = {i.dataset.name: {t.key: t.value for t in i.tags}["mlflow.data.context"] for i in inputs}
     assert contexts == {"problems": "train", "problems-test": "test"}
