@@ -22,7 +22,7 @@ class Strict(BaseModel):
 
 
 class RetentionConfig(Strict):
-    keep_last: int | None = Field(2, ge=1, description="Keep the weights of the newest this many checkpoints (the newest holds the optimizer state a resume needs); null = keep every checkpoint (no pruning).")
+    keep_last: int | None = Field(2, ge=1, description="Keep the weights of the newest this many checkpoints with their optimizer state: a resume falls back to the newest intact one among them; null = keep every checkpoint (no pruning).")
     keep_every: int = Field(50, ge=1, description="Also keep every this-many-th iteration's checkpoint (with the default run.checkpoint_every, the ones MLflow registers).")
     keep_best: bool = Field(True, description="Also keep the checkpoint with the best held-out accuracy (eval/acc, from runs/<x>/evals/iter_NNNN.json; ties: the earliest).")
 

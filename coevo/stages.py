@@ -49,6 +49,7 @@ from coevo.policy.checkpoint import (
     policy_version,
     read_meta,
     read_pruned,
+    resume_problem,
     save_checkpoint,
 )
 from coevo.policy.lora import apply_lora, check_targets, is_adapter_dir, is_lora
@@ -97,20 +98,31 @@ class RunLayout:
 
 
 def latest_complete(cfg: Config) -> int:
-    """The newest iteration whose checkpoint (with its metadata), co-evolver version and report all
-    exist, whose weights retention has not pruned and whose files still have the sha256 coevo.json
-    records (0 = bootstrap): a resume restarts there and re-runs the rest. Only the candidates
-    walked down from the newest are hashed, so a resume hashes one checkpoint unless it is damaged."""
+    """The newest iteration a resume can restart from (0 = bootstrap): its checkpoint (with its
+    metadata), co-evolver version and report all exist, and an update can resume exactly from it
+    (`resume_problem`: weights not pruned, files with the sha256 coevo.json records, the optimizer
+    state present and intact). Walked down from the newest, however far back, each checkpoint passed
+    over named in a warning; only those candidates are hashed, so a resume hashes one checkpoint
+    unless it is damaged. Falling back to the bootstrap past checkpoints that exist says so: nothing
+    intact remains, and the run restarts at iteration 1."""
     layout, k = RunLayout(cfg.run.out_dir), 0
     while (layout.checkpoint(k + 1) / META).is_file() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
         k += 1
+    newest, passed = k, []
     while k > 0:
-        if read_pruned(layout.checkpoint(k)) is None:
-            damaged = damaged_files(layout.checkpoint(k))
-            if not damaged:
-                break
-            warnings.warn(f"{layout.checkpoint(k)}: files whose sha256 differs from its {META} (truncated or overwritten): {', '.join(damaged)}; not resuming from it", stacklevel=2)
+        problem = resume_problem(layout.checkpoint(k), damaged_files(layout.checkpoint(k)) if read_pruned(layout.checkpoint(k)) is None else [])
+        if problem is None:
+            break
+        if read_pruned(layout.checkpoint(k)) is None:  # a pruned one is expected, not news
+            warnings.warn(f"{layout.checkpoint(k)}: {problem}; not resuming from it", stacklevel=2)
+        passed.append(k)
         k -= 1
+    if k == 0 and newest > 0:
+        warnings.warn(
+            f"{layout.root}: no checkpoint after the bootstrap can resume (iterations {passed[-1]}..{newest} pruned or damaged; "
+            "run.retention.keep_last bounds how far back one can); restarting from the bootstrap at iteration 1",
+            stacklevel=2,
+        )
     return k
 
 
@@ -356,8 +368,6 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     (coevo/policy/distributed.py), which call update_state / update_train / update_save below.
     """
     layout = RunLayout(cfg.run.out_dir)
-    if it >= 2:  # checkpoint k-1's optimizer state is no longer needed once k exists (k's is kept for re-runs)
-        (layout.checkpoint(it - 2) / TRAINER_STATE).unlink(missing_ok=True)
     if read_pruned(checkpoint) is not None:
         raise PrunedCheckpointError(checkpoint)
     LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
@@ -428,7 +438,9 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
 def retain_stage(cfg: Config, it: int) -> dict:
     """Checkpoint retention after iteration `it` (run.retention, coevo/policy/retention.py): the weights
     and optimizer files of checkpoints 1..it that no rule keeps are deleted, their metadata stays; so
-    are the files of the co-evolver versions of those iterations (their manifests stay).
+    are the files of the co-evolver versions of those iterations (their manifests stay). The newest
+    keep_last keep their optimizer state (a resume can fall back to any of them: `latest_complete`);
+    one kept by another rule keeps its weights only.
     Idempotent; re-running it for an earlier iteration never prunes what a later one kept."""
     rules, layout = cfg.run.retention, RunLayout(cfg.run.out_dir)
     present = [k for k in range(it + 1) if (layout.checkpoint(k) / META).is_file()]
@@ -436,6 +448,9 @@ def retain_stage(cfg: Config, it: int) -> dict:
     accs = read_evals(layout.root / "evals", present, weights) if rules.keep_best else {}
     kept = keep_set(present, accs, rules.keep_last, rules.keep_every, rules.keep_best)
     pruned = {k: prune_checkpoint(layout.checkpoint(k), k) for k in present if k not in kept and k > 0}
+    resumable = set(present[-rules.keep_last :]) if rules.keep_last is not None else set(present)
+    for k in kept - resumable:  # kept for its weights only (keep_every, keep_best): a resume starts from the newest keep_last
+        (layout.checkpoint(k) / TRAINER_STATE).unlink(missing_ok=True)
     # co-evolver version k goes with checkpoint k: a resume from a kept checkpoint k reads version k only
     versions = {k: prune_coevolver(layout.coevolver(k), k) for k in pruned if (layout.coevolver(k) / MANIFEST).is_file()}
     best = max(accs, key=lambda k: (accs[k], -k)) if accs else None

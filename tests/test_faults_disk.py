@@ -1,7 +1,8 @@
 """Fault matrix, disk rows (README "Failure modes"): a full disk, a damaged newest checkpoint, a damaged shard.
 
 Each test runs the real plain driver (coevo.driver.train) or the real Prefect flow on the tiny config:
-- disk full: the run directory is a small size-limited tmpfs (needs root, as CI runs) filled by a
+- disk full: the run directory is a small size-limited tmpfs (needs root, as CI runs; where it cannot
+  be mounted these tests FAIL, or skip under the sandbox tests' opt-out COEVO_SANDBOX_NAMESPACES=optional) filled by a
   file the test writes until only a chosen number of bytes is left, so the write that fails is a
   shard's or a checkpoint's. The run stops with an error naming the path and the cause, leaves no
   temporary file or partial checkpoint, and `--continue` after the filler is deleted finishes the
@@ -34,7 +35,7 @@ from coevo.cli import app
 
 from coevo.driver import train
 from coevo.io import hash_file
-from coevo.policy.checkpoint import META, WEIGHTS, read_meta
+from coevo.policy.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
 from coevo.stages import RunLayout, damaged_files, latest_complete
 from coevo.store.catalog import Catalog, IterationFiles
 from flows.train import train_flow
@@ -43,6 +44,7 @@ from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
 from .conftest import ROOT, TINY, tiny_config
+from .sandbox.conftest import OPT_OUT
 
 
 def truncate(path: Path) -> None:
@@ -94,6 +96,46 @@ def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shar
     read_rollouts(layout.rollouts(2)), read_rewards(layout.rewards(2))  # valid again (each raises otherwise)
 
 
+THREE = {"iterations": 3, "retention": {"keep_last": 3}}  # checkpoint 1 keeps its optimizer state
+STEPS = {"drop_zero_variance": False}  # every group trained: each iteration takes an optimizer step
+
+
+@pytest.fixture(scope="module")
+def reference3(tmp_path_factory) -> Path:
+    """An uninterrupted three-iteration driver run keeping three checkpoints with optimizer state."""
+    tmp = tmp_path_factory.mktemp("reference3")
+    train(tiny_config(tmp, run=THREE, objective=STEPS))
+    assert all(read_meta(RunLayout(tmp / "run").checkpoint(k)).get("unchanged_from") is None for k in (2, 3))  # both take an optimizer step
+    return tmp / "run"
+
+
+def test_two_damaged_checkpoints_in_a_row_fall_back_further_and_retrain_bit_identically(reference3, tmp_path):
+    """Checkpoint 3's weights and checkpoint 2's optimizer state truncated: the resume walks back to
+    checkpoint 1 and redoes iterations 2 and 3 with the uninterrupted run's weights and shards. With
+    checkpoint 1's optimizer state gone too, nothing after the bootstrap can resume, and it says so."""
+    shutil.copytree(reference3, tmp_path / "run")
+    cfg, layout = tiny_config(tmp_path, run={**THREE, "iterations": 2}, objective=STEPS), RunLayout(tmp_path / "run")  # --continue runs 2 more
+    assert all((layout.checkpoint(k) / TRAINER_STATE).is_file() for k in (1, 2, 3))
+    truncate(layout.checkpoint(3) / WEIGHTS)
+    truncate(layout.checkpoint(2) / TRAINER_STATE)
+    with pytest.warns(UserWarning) as caught:
+        assert latest_complete(cfg) == 1
+    said = [str(w.message) for w in caught]
+    assert any("iter_0003: files whose sha256 differs" in m and WEIGHTS in m for m in said), said
+    assert any(f"iter_0002: {TRAINER_STATE} whose sha256 differs" in m for m in said), said
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        summary = train(cfg, continue_latest=True)
+    assert summary["checkpoints"][0].endswith("checkpoints/iter_0001")  # resumed from checkpoint 1: iterations 2 and 3 redone
+    assert [digests(tmp_path / "run", it) for it in (2, 3)] == [digests(reference3, it) for it in (2, 3)]
+    assert latest_complete(cfg) == 3
+    truncate(layout.checkpoint(3) / WEIGHTS)
+    truncate(layout.checkpoint(2) / WEIGHTS)
+    (layout.checkpoint(1) / TRAINER_STATE).unlink()
+    with pytest.warns(UserWarning, match=r"no checkpoint after the bootstrap can resume \(iterations 1\.\.3 pruned or damaged"):
+        assert latest_complete(cfg) == 0
+
+
 def test_flow_rerun_remakes_a_damaged_checkpoint_and_shards_its_cache_points_at(prefect_server, tmp_path):
     """The same flow command re-run over a finished run: cached task results point at checkpoint 2
     (weights truncated), rollouts shard 2 (truncated) and rewards shard 1 (schema-violating); each is
@@ -123,8 +165,12 @@ def small_disk(tmp_path):
     run.mkdir()
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(run)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {exc}")
+    except (OSError, subprocess.CalledProcessError) as exc:  # CI runs as root: fail loudly, as the sandbox tests do
+        detail = exc.stderr.decode(errors="replace").strip() if isinstance(exc, subprocess.CalledProcessError) else str(exc)
+        message = f"disk-full tests cannot mount a tmpfs on this machine (needs root): {detail}"
+        if os.environ.get(OPT_OUT) == "optional":  # the sandbox tests' opt-out for developer machines (tests/sandbox/conftest.py)
+            pytest.skip(f"{message} ({OPT_OUT}=optional)")
+        pytest.fail(message, pytrace=False)
     try:
         yield run
     finally:

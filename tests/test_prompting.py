@@ -3,11 +3,13 @@ no double BOS, the missing-template error, and a tiny end-to-end run under the c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from coevo.config import PromptConfig
 from coevo.policy.tokenizer import build_char_tokenizer
@@ -67,6 +69,33 @@ def test_chat_without_a_template_names_the_setting_and_the_checkpoint(tmp_path, 
         check_prompt_format(PromptConfig(format="chat"), None)
 
 
+@contextlib.contextmanager
+def trained_inputs():
+    """Record the token ids every embedding layer reads while grad is on (the update's forward passes;
+    generation and scoring run without grad). Yields `rows(pad_id)`: each recorded row as a tuple, its
+    left padding dropped."""
+    seen: list[torch.Tensor] = []
+
+    def record(module, args):
+        if isinstance(module, torch.nn.Embedding) and torch.is_grad_enabled():
+            seen.append(args[0].detach().cpu())
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(record)
+
+    def rows(pad_id: int) -> list[tuple[int, ...]]:
+        out = []
+        for ids in seen:
+            for row in ids.reshape(-1, ids.size(-1)).tolist():  # [b, P] -> b rows
+                start = next((i for i, t in enumerate(row) if t != pad_id), len(row))
+                out.append(tuple(row[start:]))
+        return out
+
+    try:
+        yield rows
+    finally:
+        handle.remove()
+
+
 def templated_copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     config = json.loads((dst / "tokenizer_config.json").read_text())
@@ -82,8 +111,11 @@ def test_tiny_run_under_chat_trains_on_the_exact_templated_tokens(tmp_path, tiny
     from coevo.policy.checkpoint import load_policy
 
     checkpoint = templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")
-    cfg = tiny_config(tmp_path, prompt={"format": "chat", "instruction": {"math": None}, "context_header": None}, policy={"checkpoint": str(checkpoint)})
-    summary = train(cfg)
+    chat = {"format": "chat", "instruction": {"math": None}, "context_header": None}
+    # every group trained (the tiny policy's groups are mostly all-fail), so the update has rows to read
+    cfg = tiny_config(tmp_path, prompt=chat, policy={"checkpoint": str(checkpoint)}, objective={"drop_zero_variance": False})
+    with trained_inputs() as seen:  # what the trainer's forward passes with grad embed
+        summary = train(cfg)
     assert summary["iterations"] == 2 and "eval/acc" in summary["final_eval"]
     rollouts = read_rollouts(cfg.run.out_dir / "rollouts" / "iter_0002.parquet")
     tok = load_policy(checkpoint, "cpu").tokenizer
@@ -91,3 +123,13 @@ def test_tiny_run_under_chat_trains_on_the_exact_templated_tokens(tmp_path, tiny
         assert row.prompt.startswith("<bos><user>") and row.prompt.endswith(f"{row.question}\n<assistant>")
         assert list(row.prompt_ids) == tok(row.prompt, add_special_tokens=False)["input_ids"]  # the engine's tokens
         assert list(row.prompt_ids).count(tok.bos_token_id) == 1
+    # the update computes its log-probs on those very tokens: each row the trainer embedded with grad
+    # begins (left padding dropped) with a question templated as above, skills stripped (the student
+    # trains without them: update_context strip), and every question sampled is trained on
+    questions = {q for it in (1, 2) for q in read_rollouts(cfg.run.out_dir / "rollouts" / f"iter_{it:04d}.parquet")["question"]}
+    templated = {tuple(tok(f"<bos><user>{q}\n<assistant>", add_special_tokens=False)["input_ids"]) for q in questions}
+    rows = [row for row in seen(tok.pad_token_id) if row[:1] == (tok.bos_token_id,)]  # prompts (completion steps hold no BOS)
+    unmatched = [tok.decode(row) for row in rows if not any(row[: len(p)] == p for p in templated)]
+    assert rows and not unmatched, f"the trainer computed log-probs on prompts not templated as sampled: {unmatched[:2]}"
+    missing = [tok.decode(p) for p in templated if not any(row[: len(p)] == p for row in rows)]
+    assert not missing, f"questions sampled but never trained on: {missing[:3]}"

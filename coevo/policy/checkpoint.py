@@ -4,6 +4,7 @@ Layout of `checkpoints/iter_NNNN/`:
   config.json, model.safetensors, tokenizer files   -- loadable by AutoModelForCausalLM / vLLM
   trainer_state.pt                                   -- optimizer state (absent for the bootstrap)
   coevo.json                                         -- iteration, weights hash, every file's sha256,
+                                                        the optimizer state's (trainer_state_sha256),
                                                         lineage record, metrics
 
 A LoRA run's checkpoint holds adapter_model.safetensors + adapter_config.json instead of the model
@@ -170,6 +171,8 @@ def save_checkpoint(
             files = {p.name: hash_file(p) for p in sorted(tmp.iterdir()) if p.is_file() and p.name != TRAINER_STATE}
         if optimizer is not None and not (tmp / TRAINER_STATE).is_file():
             torch.save({"optimizer": optimizer.state_dict()}, tmp / TRAINER_STATE)
+        if (tmp / TRAINER_STATE).is_file():  # checked before a resume starts from it (`resume_problem`)
+            meta = {**meta, "trainer_state_sha256": hash_file(tmp / TRAINER_STATE)}
         if policy.base is not None:
             base = Path(policy.base).resolve()
             meta = {**meta, "base": {"path": os.path.relpath(base, directory.resolve()), "weights_sha256": policy_version(base)}}
@@ -237,6 +240,24 @@ def policy_version(directory: str | Path) -> str:
         return recorded
     weights = weights_file(directory)
     return hash_file(weights) if weights.is_file() else "unknown"
+
+
+def resume_problem(directory: str | Path, damaged: list[str]) -> str | None:
+    """Why an update cannot resume exactly from checkpoint `directory` (its weight files `damaged`
+    as `damaged_files` lists them), or None when it can: weights intact and the optimizer state
+    present with the sha256 coevo.json records (checkpoints written before that hash existed: present)."""
+    directory = Path(directory)
+    if read_pruned(directory) is not None:
+        return "its weights were pruned by retention (run.retention)"
+    if damaged:
+        return f"files whose sha256 differs from its {META} (truncated or overwritten): {', '.join(damaged)}"
+    state = directory / TRAINER_STATE
+    if not state.is_file():
+        return f"no {TRAINER_STATE} (the optimizer state an exact resume needs)"
+    recorded = read_meta(directory).get("trainer_state_sha256")
+    if recorded is not None and hash_file(state) != recorded:
+        return f"{TRAINER_STATE} whose sha256 differs from its {META} (truncated or overwritten)"
+    return None
 
 
 def load_optimizer_state(directory: str | Path, optimizer: torch.optim.Optimizer) -> bool:

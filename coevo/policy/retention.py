@@ -3,7 +3,8 @@
 Every iteration writes a full checkpoint (weights, tokenizer, optimizer state); at 135M parameters
 that is ~0.7 GB an iteration. After each iteration (the retain stage, coevo/stages.py) the weights
 and optimizer files of every checkpoint no rule keeps are deleted (`run.retention`):
-  keep_last   the newest N iterations (the newest carries the optimizer state a resume needs);
+  keep_last   the newest N iterations, each with its optimizer state (a resume falls back to the
+              newest intact one of them; one kept only by the rules below keeps its weights only);
   keep_every  every N-th iteration (with the defaults, the ones MLflow registers: run.checkpoint_every);
   keep_best   the iteration with the best held-out accuracy so far (`eval/acc` in evals/iter_NNNN.json;
               ties go to the earliest, so a later checkpoint has to beat it).

@@ -39,10 +39,15 @@ Resume and idempotency
     returned (eval_acc tag updated, "best" re-checked) without logging or registering again.
     A crash between logging and registering re-logs to the same artifact path (no orphan copy).
   - `log_coevolver` and `log_curve` write to fixed artifact paths, so re-logging overwrites.
-  - Metrics are logged once per iteration: the batch that logs an iteration's metrics also sets
-    the run tag coevo.metrics_step (in the same request, written after the metrics), and `log_iteration` skips
-    an iteration at or below it. A flow that died between its metrics and its checkpoint (e.g. the
-    tracking server went away) logs the rest on the rerun without a second point at that step.
+  - Metrics are logged once per iteration: every batch that logs an iteration's metrics carries a
+    marker metric coevo.metrics_chunk (step = iteration, value = the batch's index), and
+    `log_iteration` skips the batches whose marker is there. The marker is a metric, not a tag,
+    because MLflow's SQL store commits a batch's metrics in one transaction and its tags in another:
+    a process killed between the two would leave the metrics without the marker, and the rerun would
+    log the step twice. Runs logged before the marker existed are judged by their run tag
+    coevo.metrics_step (an iteration at or below it is skipped). A flow that died between its
+    metrics and its checkpoint (e.g. the tracking server went away) logs the rest on the rerun
+    without a second point at that step.
 
 Lineage
   `coevo lineage` and `coevo evaluate models:/<name>@<alias>` find a registered version's local
@@ -64,7 +69,7 @@ import mlflow.data
 import pandas as pd
 from mlflow import MlflowClient
 from mlflow.data.dataset_source_registry import get_dataset_source_from_json
-from mlflow.entities import DatasetInput, InputTag, Metric, Param, Run, RunStatus, RunTag
+from mlflow.entities import DatasetInput, InputTag, Metric, Param, Run, RunStatus
 from mlflow.entities.lifecycle_stage import LifecycleStage
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
@@ -84,7 +89,8 @@ TAG_ITERATION = "coevo.iteration"
 TAG_WEIGHTS = "coevo.weights_sha256"
 TAG_PATH = "coevo.checkpoint_path"
 TAG_EVAL = "coevo.eval_acc"
-TAG_METRICS_STEP = "coevo.metrics_step"
+TAG_METRICS_STEP = "coevo.metrics_step"  # read only: the de-dup marker of runs logged before METRICS_MARKER
+METRICS_MARKER = "coevo.metrics_chunk"  # step = iteration, value = batch index; committed with the batch's metrics
 ALIAS_BEST = "best"
 TRUNCATED = "...[truncated]"
 _BAD_METRIC_CHARS = re.compile(r"[^\w./\- ]")
@@ -196,16 +202,17 @@ class Tracker:
 
     # ---- metrics and data ----
     def log_iteration(self, iteration: int, metrics: dict[str, float]) -> None:
-        """Log `metrics` at step `iteration` (names sanitised by `metric_name`), once: the last batch
-        carries the tag coevo.metrics_step, and an iteration at or below it is not logged again."""
+        """Log `metrics` at step `iteration` (names sanitised by `metric_name`), once: each batch
+        carries the marker metric METRICS_MARKER, committed in the same transaction as the batch's
+        metrics, and a batch whose marker is already logged is not logged again."""
         if int(self.client.get_run(self.run_id).data.tags.get(TAG_METRICS_STEP, -1)) >= iteration:
-            return
+            return  # logged in full by a version that marked steps with a tag
+        done = {int(m.value) for m in self.client.get_metric_history(self.run_id, METRICS_MARKER) if m.step == int(iteration)}
         now = int(time.time() * 1000)
         batch = [Metric(metric_name(key), float(value), now, int(iteration)) for key, value in metrics.items()]
-        chunks = list(_chunks(batch, MAX_METRICS_PER_BATCH)) or [[]]
-        for i, chunk in enumerate(chunks):
-            tags = [RunTag(TAG_METRICS_STEP, str(int(iteration)))] if i == len(chunks) - 1 else []
-            self.client.log_batch(self.run_id, metrics=chunk, tags=tags)  # the store writes the metrics, then the tag
+        for i, chunk in enumerate(list(_chunks(batch, MAX_METRICS_PER_BATCH - 1)) or [[]]):
+            if i not in done:
+                self.client.log_batch(self.run_id, metrics=[*chunk, Metric(METRICS_MARKER, float(i), now, int(iteration))])
 
     def log_dataset(self, train: Path, test: Path, digest: str, name: str = "problems") -> None:
         """Record the train and test splits as run inputs with the DVC hash as digest, once per run."""

@@ -167,11 +167,33 @@ def test_a_wrong_instruction_is_backtested_through_the_chat_renderer_and_replace
     assert h.apply(CHAT).sampling == CHAT.sampling
 
 
+def sampled_at(checkpoint, rollouts, temperature: float) -> bool:
+    """Whether the sampling logprobs recorded with `rollouts` are those of the policy at `checkpoint`
+    at `temperature`: log softmax(logits / T) of each sampled token, recomputed by a plain forward
+    pass per row (no engine code), within float tolerance (other temperatures differ by far more)."""
+    import torch
+
+    from schemas.rollouts import read_rollouts
+
+    from coevo.policy.checkpoint import load_policy
+
+    model = load_policy(checkpoint, "cpu").model
+    for row in read_rollouts(rollouts).itertuples():
+        prompt, completion = list(row.prompt_ids), list(row.completion_ids)
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1].float()  # [C, V]
+        logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(-1, torch.tensor(completion).unsqueeze(-1)).squeeze(-1)  # [C]
+        if not torch.allclose(logprobs, torch.tensor(list(row.sampling_logprobs), dtype=torch.float32), atol=1e-3):
+            return False
+    return True
+
+
 def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(tmp_path):
     from coevo.driver import train
+    from coevo.stages import RunLayout
     from coevo.store.lineage import read_record
 
-    cfg = tiny_config(tmp_path, run={"iterations": 4}, sampling={"temperature": 0.05}, coevolver={"kind": "harness", "harness": {"temperature_step": 4.0}})
+    cfg = tiny_config(tmp_path, run={"iterations": 4, "retention": {"keep_last": None}}, sampling={"temperature": 0.05}, coevolver={"kind": "harness", "harness": {"temperature_step": 4.0}})
     train(cfg)
     out = cfg.run.out_dir
     reports = [json.loads((out / "reports" / f"iter_{it:04d}.json").read_text())["harness"] for it in range(1, 5)]
@@ -182,8 +204,11 @@ def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(t
     assert accepted, f"no backtest accepted a higher temperature: {saved.entries}"
     fixed_at = accepted[0]["iteration"]
     assert all(r["in_force"]["temperature"] == 0.05 for r in reports[:fixed_at])
-    if fixed_at < 4:  # the next iteration samples and trains with the accepted temperature
-        assert reports[fixed_at]["in_force"]["temperature"] == accepted[0]["value"]
+    assert fixed_at < 4, "the fix came too late for a later iteration to sample with it"
+    assert reports[fixed_at]["in_force"]["temperature"] == accepted[0]["value"]
+    for it in range(1, 5):  # read where the sampler used it: the logprobs it recorded are those at this temperature
+        temperature = accepted[0]["value"] if it > fixed_at else 0.05
+        assert sampled_at(RunLayout(out).checkpoint(it - 1), out / "rollouts" / f"iter_{it:04d}.parquet", temperature), f"iteration {it}"
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["coevo/harness_accepted"] for m in metrics].index(1.0) + 1 == fixed_at
     assert read_record(out / "checkpoints" / "iter_0004")["coevolver"]["kind"] == "harness"  # the version trained under

@@ -69,10 +69,17 @@ def test_a_saved_list_round_trips_and_names_a_tampered_member_file(tmp_path):
 
 
 def test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage(tmp_path):
+    """... and obeys both roles: the curriculum chooses the batch the rollouts draw, the skill bank
+    plans the variants they sample (a stage that drew uniformly, or rolled out solo, fails here). A
+    longer bootstrap makes some groups pass, so the bank writes a candidate iteration 2 probes."""
+    from schemas.rollouts import read_rollouts
+
     from coevo.driver import train
 
-    cfg = tiny_config(tmp_path, coevolvers=PAIR)
+    cfg = tiny_config(tmp_path, coevolvers=PAIR, bootstrap={"steps": 300}, run={"retention": {"keep_last": None}})
     summary = train(cfg)
+    assert_roles_obeyed(cfg, 2)
+    assert "probe" in set(read_rollouts(cfg.run.out_dir / "rollouts" / "iter_0002.parquet")["variant"]), "no skill probed: the context check compared solo with solo"
     layout_root = cfg.run.out_dir
     record = read_record(layout_root / "checkpoints" / "iter_0002")
     members = record["coevolver"]["members"]
@@ -83,3 +90,34 @@ def test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage(tmp_path
     report = json.loads((layout_root / "reports" / "iter_0002.json").read_text())
     assert set(report["members"]) == {"0-curriculum", "1-skill_bank"}
     assert summary["final_eval"]["iteration"] == 2
+
+
+def assert_roles_obeyed(cfg, iterations: int) -> None:
+    """Each iteration's rollouts are the batch the `problems` player chose and the variants the
+    `context` player planned, both re-asked from the co-evolver version the iteration ran with (their
+    choices are pure functions of the saved version, the seed and the iteration). Read where the
+    choice is used: the problems and variants actually sampled, not the co-evolver's own counts."""
+    import pandas as pd
+
+    from schemas.rollouts import read_rollouts
+
+    from coevo.coevolvers.base import uniform_batch
+    from coevo.stages import RunLayout, coevolver_at, training_split
+
+    layout = RunLayout(cfg.run.out_dir)
+    train = cfg.problems.data_dir / "train.parquet"
+    for it in range(1, iterations + 1):
+        evolver = coevolver_at(cfg, it, layout.coevolver(it - 1))
+        chooser = evolver.player["problems"] if isinstance(evolver, CoEvolverList) else evolver
+        split, n = training_split(cfg, it, train), cfg.rollout.problems_per_iter
+        chosen = chooser.choose(split, n, it)
+        uniform = set(uniform_batch(split, n, cfg.seed, it)["id"])
+        assert set(chosen["id"]) != uniform, "the check cannot tell the chooser from the uniform sampler here"
+        drawn = read_rollouts(layout.rollouts(it))
+        assert sorted(drawn["problem_id"].unique()) == sorted(chosen["id"]), f"iteration {it} drew other problems than the chooser chose"
+        planner = evolver.player["context"] if isinstance(evolver, CoEvolverList) else evolver
+        planned = pd.DataFrame([{"problem_id": v.problem_id, "variant": v.variant, "probe_skill": v.probe_skill, "skills": list(v.skills)} for v in planner.plan(chosen, cfg.rollout.group_size) for _ in range(v.n)])
+        sampled = drawn[["problem_id", "variant", "probe_skill", "skills"]].assign(skills=lambda f: f["skills"].map(list))
+        key = lambda f: sorted(map(repr, f.to_dict("records")))  # noqa: E731
+        assert key(sampled) == key(planned), f"iteration {it} sampled other context variants than the planner planned"
+

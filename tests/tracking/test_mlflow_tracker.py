@@ -15,9 +15,10 @@ from transformers import AutoModelForCausalLM
 from coevo.coevolvers.base import save_artifact
 from coevo.config import TrackingConfig
 from coevo.policy.checkpoint import TRAINER_STATE, load_policy, policy_version, save_checkpoint
-from coevo.tracking.mlflow_tracker import RUN_FILE, TAG_EVAL, TAG_ITERATION, TAG_PATH, TAG_WEIGHTS, Tracker, flatten_params, metric_name
+from coevo.tracking.mlflow_tracker import METRICS_MARKER, RUN_FILE, TAG_EVAL, TAG_ITERATION, TAG_PATH, TAG_WEIGHTS, Tracker, flatten_params, metric_name
 
 MODEL = "tiny-policy"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -124,7 +125,54 @@ def test_log_iteration_steps_and_namespaces(tracker):
     history = tracker.client.get_metric_history(tracker.run_id, "eval/acc")
     assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == [(1, 0.25), (2, 0.75)]
     assert [m.step for m in tracker.client.get_metric_history(tracker.run_id, "eval/pass_at_4")] == [1, 2]
-    assert set(tracker.client.get_run(tracker.run_id).data.metrics) == {"eval/acc", "eval/pass_at_4", "time/rollout", "rollout/reward_mean"}
+    assert set(tracker.client.get_run(tracker.run_id).data.metrics) - {METRICS_MARKER} == {"eval/acc", "eval/pass_at_4", "time/rollout", "rollout/reward_mean"}
+    tracker.log_iteration(2, {"eval/acc": 0.5})  # a step already logged is not logged again
+    assert [m.value for m in tracker.client.get_metric_history(tracker.run_id, "eval/acc") if m.step == 2] == [0.75]
+
+
+KILLED_LOGGER = """
+import os, signal, sys
+from pathlib import Path
+
+from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+from coevo.config import TrackingConfig
+from coevo.tracking.mlflow_tracker import Tracker
+
+uri, run_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+commit_metrics = SqlAlchemyStore._log_metrics
+
+
+def killed_after_the_commit(self, run_id, metrics):
+    commit_metrics(self, run_id, metrics)  # the store's own transaction for a batch's metrics
+    if any(m.key.startswith("eval/") for m in metrics):  # not the params' batches (start logs those with no metrics)
+        os.kill(os.getpid(), signal.SIGKILL)  # nothing after it runs: no tag, no next batch
+
+
+SqlAlchemyStore._log_metrics = killed_after_the_commit
+tracker = Tracker(TrackingConfig(mlflow_uri=uri, experiment="test", model_name="m"), Path(run_dir))
+tracker.start({"seed": 0}, run_name="test")
+tracker.log_iteration(1, {f"eval/m{i}": float(i) for i in range(n)})
+"""
+
+
+@pytest.mark.parametrize("n", [3, 1500])  # one batch; two batches (MLflow takes 1000 metrics a request), killed after the first
+def test_a_kill_right_after_the_metrics_commit_logs_no_step_twice(cfg, tmp_path, n):
+    """A real process logging iteration 1 is SIGKILLed the moment the store has committed a batch's
+    metrics; the rerun (same run directory, the run resumed) logs the iteration again, and every
+    metric holds exactly one point at step 1."""
+    import signal
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "run"
+    killed = subprocess.run([sys.executable, "-c", KILLED_LOGGER, cfg.mlflow_uri, str(run_dir), str(n)], capture_output=True, text=True, cwd=ROOT)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    rerun = Tracker(cfg, run_dir)
+    rerun.start({"seed": 0}, run_name="test")  # the killed process's run, still RUNNING
+    rerun.log_iteration(1, {f"eval/m{i}": float(i) for i in range(n)})
+    for key in ("eval/m0", f"eval/m{n - 1}"):
+        assert [m.step for m in rerun.client.get_metric_history(rerun.run_id, key)] == [1], key
 
 
 def test_log_dataset_records_inputs_with_the_digest_once(tracker, tmp_path):
@@ -134,7 +182,11 @@ def test_log_dataset_records_inputs_with_the_digest_once(tracker, tmp_path):
     frame.iloc[:1].to_parquet(test)
     digest = "0123456789abcdef0123456789abcdef.dir"
     tracker.log_dataset(train, test, digest)
-    tracker.log_dataset(train, test, digest)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    train.rename(moved / train.name), test.rename(moved / test.name)
+    tracker.log_dataset(train, test, digest)  # the digest is logged: nothing is read or logged again (the files are gone)
+    (moved / train.name).rename(train), (moved / test.name).rename(test)
     inputs = tracker.client.get_run(tracker.run_id).inputs.dataset_inputs
     contexts = {i.dataset.name: {t.key: t.value for t in i.tags}["mlflow.data.context"] for i in inputs}
     assert contexts == {"problems": "train", "problems-test": "test"}

@@ -1,0 +1,151 @@
+"""The mutation check: behaviours broken on purpose, each caught by a named test.
+
+Every entry of MUTATIONS names a file, an exact text in it (found exactly once), its replacement (the
+break), and the tests that must fail with the break in place. The check copies the repository's
+files (tracked and untracked-but-not-ignored) to a temporary directory, applies one break there, runs
+the named tests with pytest, and reports CAUGHT (they failed), MISSED (they passed: the test no longer
+guards the behaviour) or STALE (the text to replace is no longer there: update the entry). The working
+tree is never touched.
+
+Not part of the default pytest run (each entry runs real tiny trainings: minutes in all). Run it from
+the repository root:
+
+    python -m tests.mutations            # every entry
+    python -m tests.mutations -k chat    # entries whose name contains "chat"
+    python -m tests.mutations --list     # names only
+
+Exit status 0 when every selected entry is CAUGHT, 1 otherwise. Add an entry whenever a test is
+written or strengthened to guard a mechanism that could be disconnected with the suite still green.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str  # relative to the repository root
+    find: str  # exact text, present exactly once
+    replace: str
+    tests: tuple[str, ...]  # pytest node ids that must fail with the break in place
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "chat-update-renders-plain",
+        "coevo/policy/update.py",
+        "renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering",
+        'renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)  # the engine\'s rendering',
+        ("tests/test_prompting.py::test_tiny_run_under_chat_trains_on_the_exact_templated_tokens",),
+    ),
+    Mutation(
+        "rollouts-ignore-harness-temperature",
+        "coevo/stages.py",
+        "variants, batch, harnessed(cfg, it), it, policy_version(checkpoint), seed_stage(shard, shards))",
+        'variants, batch, harnessed(cfg, it).model_copy(update={"sampling": cfg.sampling}), it, policy_version(checkpoint), seed_stage(shard, shards))',
+        ("tests/coevolvers/test_harness.py::test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed",),
+    ),
+    Mutation(
+        "curriculum-choose-replaced-by-uniform",
+        "coevo/stages.py",
+        "batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)",
+        'batch = __import__("coevo.coevolvers.base", fromlist=["uniform_batch"]).uniform_batch(split, cfg.rollout.problems_per_iter, cfg.seed, it)',
+        ("tests/coevolvers/test_list.py::test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage",),
+    ),
+    Mutation(
+        "list-context-role-ignored",
+        "coevo/coevolvers/composite.py",
+        'planner = self.player["context"]',
+        "planner = None",
+        ("tests/coevolvers/test_list.py::test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage",),
+    ),
+    Mutation(
+        "mlflow-marker-in-its-own-transaction",
+        "coevo/tracking/mlflow_tracker.py",
+        "self.client.log_batch(self.run_id, metrics=[*chunk, Metric(METRICS_MARKER, float(i), now, int(iteration))])",
+        "self.client.log_batch(self.run_id, metrics=chunk) or self.client.log_batch(self.run_id, metrics=[Metric(METRICS_MARKER, float(i), now, int(iteration))])",
+        ("tests/tracking/test_mlflow_tracker.py::test_a_kill_right_after_the_metrics_commit_logs_no_step_twice",),
+    ),
+    Mutation(
+        "log-dataset-guard-removed",
+        "coevo/tracking/mlflow_tracker.py",
+        "if any(item.dataset.digest == digest for item in run.inputs.dataset_inputs):",
+        "if False:",
+        ("tests/tracking/test_mlflow_tracker.py::test_log_dataset_records_inputs_with_the_digest_once",),
+    ),
+)
+
+
+def tree_files(root: Path) -> list[str]:
+    """The repository's files as git sees them: tracked plus untracked that are not ignored."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True, check=True)
+    return sorted({name for name in out.stdout.decode().split("\0") if name and (root / name).is_file()})
+
+
+def copy_tree(root: Path, dst: Path) -> None:
+    for name in tree_files(root):
+        target = dst / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((root / name).read_bytes())
+        target.chmod((root / name).stat().st_mode)
+
+
+def apply(mutation: Mutation, tree: Path) -> bool:
+    """Apply the break in `tree`; False when its text is not there exactly once (a stale entry)."""
+    path = tree / mutation.file
+    text = path.read_text() if path.is_file() else ""
+    if text.count(mutation.find) != 1:
+        return False
+    path.write_text(text.replace(mutation.find, mutation.replace))
+    return True
+
+
+def check(mutation: Mutation, root: Path = ROOT) -> tuple[str, float, str]:
+    """(verdict, seconds, pytest's last lines) for one entry, on a fresh copy of `root`."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="coevo-mutation-") as tmp:
+        tree = Path(tmp)
+        copy_tree(root, tree)
+        if not apply(mutation, tree):
+            return "STALE", time.monotonic() - start, f"{mutation.file}: the text to replace is not there exactly once"
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutation.tests]
+        run = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    tail = "\n".join(line for line in run.stdout.splitlines()[-3:] if line.strip())
+    # pytest exits 1 when tests ran and failed; 2-5 mean an interrupted run, a usage error or no tests
+    verdict = "CAUGHT" if run.returncode == 1 else "MISSED" if run.returncode == 0 else f"ERROR(rc={run.returncode})"
+    return verdict, time.monotonic() - start, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", default="", help="run only entries whose name contains this text")
+    parser.add_argument("--list", action="store_true", help="list the entries and exit")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show pytest's last lines for caught entries too")
+    args = parser.parse_args(argv)
+    selected = [m for m in MUTATIONS if args.k in m.name]
+    if args.list:
+        print("\n".join(f"{m.name}: {m.file} -> {', '.join(m.tests)}" for m in selected))
+        return 0
+    failures = 0
+    for mutation in selected:
+        verdict, seconds, tail = check(mutation)
+        failures += verdict != "CAUGHT"
+        print(f"{verdict:7} {mutation.name} ({mutation.file}, {seconds:.0f} s)", flush=True)
+        if verdict != "CAUGHT" or args.verbose:
+            print("        " + tail.replace("\n", "\n        "), flush=True)
+    print(f"{len(selected) - failures}/{len(selected)} caught")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
