@@ -65,7 +65,7 @@ from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
 from coevo.verify import verify_rollouts
 from schemas.problems import read_problems
-from schemas.rewards import COMPONENTS, read_rewards, write_rewards
+from schemas.rewards import COMPONENTS, LOGGED, read_rewards, write_rewards
 from schemas.rollouts import read_rollouts, write_rollouts
 
 
@@ -486,6 +486,9 @@ def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
     metrics.update({f"verify/pass_rate/{f}": float(g["passed"].mean()) for f, g in joined.groupby("family")})
     components = pd.DataFrame([json.loads(text) for text in rewards[COMPONENTS]], dtype=float)  # None -> NaN: skipped by mean
     metrics.update({f"verify/reward/{name}": float(column.mean()) for name, column in components.items()})
+    if LOGGED in rewards.columns:  # reward plugins' log_metric values (coevo/reward_calls.py), mean over the rows
+        logged = pd.DataFrame([json.loads(text).get("metric", {}) for text in rewards[LOGGED]], dtype=float)
+        metrics.update({f"verify/logged/{name}": float(column.mean()) for name, column in logged.items()})
     parse_fail = rewards["details"].str.extract(r"(?:^| )judge_parse_fail=(\d+)")[0].dropna()
     if len(parse_fail):  # the rubric judge's unparseable replies (left out of the reward)
         metrics["verify/judge_parse_fail"] = float(parse_fail.astype(int).sum())
