@@ -10,7 +10,9 @@ log_extra=..., **columns)` and returns one float (or None, "not applicable") per
   written for TRL reads `completion[0]["content"]`; otherwise the completion text.
 - `prompts`: for a conversational problem its conversation as the dataset holds it (a list of
   {role, content}, ending in the user's question); otherwise the full prompt text the policy saw.
-- `completion_ids`: the completion's token ids as the engine sampled them.
+- `completion_ids`: the completion's token ids as the engine sampled them (in the held-out
+  evaluation and the prepare stage's probe, which keep texts only: the text encoded by the policy's
+  tokenizer, without special tokens; `retokenized`).
 - `trainer_state`: a `TrainerState` (global_step = the iteration, max_steps = run.iterations,
   epoch = problems rolled out so far / training problems).
 - `log_metric(name, value)`: a scalar, averaged over the batch's calls; it lands in MLflow as
@@ -37,6 +39,7 @@ Departures from TRL:
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import math
@@ -44,6 +47,7 @@ import numbers
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -103,6 +107,23 @@ class RewardLog:
             record = {"extra": {column: values[i] for column, values in self.extra.items() if i < len(values)}, "metric": metric}
             out.append(json.dumps(record, separators=(",", ":"), ensure_ascii=False) if record["extra"] or metric else "{}")
         return out
+
+
+def retokenized(cfg, texts: Sequence[str]) -> list[list[int]]:
+    """`texts` encoded by the run's policy tokenizer (policy.checkpoint, else the bootstrapped tiny
+    policy's, else the tiny policy's character tokenizer it will be built with), no special tokens."""
+    return [list(ids) for ids in _tokenizer(str(cfg.policy.checkpoint or cfg.bootstrap_dir))(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(directory: str):
+    if Path(directory).is_dir():
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    from coevo.policy.tokenizer import build_char_tokenizer
+
+    return build_char_tokenizer()
 
 
 def is_async(function: Callable) -> bool:

@@ -53,7 +53,7 @@ from coevo.code.verifier import CODE_FAMILIES
 from coevo.config import Config
 from coevo.io import hash_file
 from coevo.registry import Registry
-from coevo.reward_calls import RewardError, RewardLog, TrainerState, call_plugins, plugin_arguments
+from coevo.reward_calls import RewardError, RewardLog, TrainerState, call_plugins, plugin_arguments, retokenized
 from coevo.types import Reward
 from schemas.problems import EXTRA
 
@@ -146,7 +146,8 @@ def check_rewards(cfg: Config, problems: pd.DataFrame) -> None:
     if not plugins:
         return
     try:
-        plugin_values(plugins, rows, list(rows["answer"]), list(rows["prompt"]), None, TrainerState(max_steps=cfg.run.iterations), RewardLog(len(rows)))
+        answers = list(rows["answer"])
+        plugin_values(plugins, rows, answers, list(rows["prompt"]), retokenized(cfg, answers), TrainerState(max_steps=cfg.run.iterations), RewardLog(len(rows)))
     except RewardError as exc:
         raise RewardError(f"{exc} (a probe on {len(rows)} training problems, their reference answers as completions)") from exc
 

@@ -29,8 +29,8 @@ from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constrai
 from coevo.problems.arithmetic import COMBINATIONS, FAMILIES as ARITHMETIC_FAMILIES
 from coevo.problems.verifier import MathVerifier, check_stated_number
 from coevo.registry import Registry
-from coevo.reward_calls import RewardLog, TrainerState
-from coevo.rewards import combine, reward_terms
+from coevo.reward_calls import RewardLog, TrainerState, retokenized
+from coevo.rewards import BUILTIN_REWARDS, combine, reward_terms
 from coevo.types import Reward
 from schemas.rewards import COMPONENTS, LOGGED
 
@@ -76,6 +76,8 @@ def score_rows(
         raise ValueError(f"score_rows: {len(problems)} problem rows but {len(completions)} completions")
     prompts = list(problems["prompt"]) if prompts is None else prompts
     state = state or TrainerState(max_steps=cfg.run.iterations)
+    if completion_ids is None and any(entry.function not in BUILTIN_REWARDS.names() for entry in cfg.rewards):
+        completion_ids = retokenized(cfg, completions)  # a plugin reads completion_ids: the evaluation keeps texts only
     return combine(reward_terms(cfg), problems, completions, prompts, cfg.rewards_pass_threshold, completion_ids, state, log)
 
 
