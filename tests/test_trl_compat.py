@@ -6,6 +6,7 @@ turn saved with `datasets`' save_to_disk, on the tiny policy with a chat templat
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -167,3 +168,63 @@ def test_trl_reward_functions_and_dataset_train_unchanged(tmp_path, tiny_policy_
     with duckdb.connect(str(out / "catalog.duckdb"), read_only=True) as con:
         scales = con.execute("SELECT iteration, avg(CAST(logged->'metric'->>'ramp_scale' AS DOUBLE)) FROM rewards GROUP BY 1 ORDER BY 1").fetchall()
     assert scales == [(1, 0.5), (2, 1.0)]
+
+
+BAD_REWARDS = '''
+async def async_raises(completions, **kwargs):
+    raise KeyError("label")
+
+
+def returns_messages(completions, **kwargs):
+    return [completion for completion in completions]  # the message lists themselves, not floats
+
+
+def one_short(completions, **kwargs):
+    return [1.0 for completion in completions][1:]
+'''
+
+
+def jsonl_dataset(path: Path, messages: list[dict], n: int = 12) -> Path:
+    path.mkdir()
+    rows = [{"messages": messages[:-1] + [{**messages[-1], "content": f"{i % 5}+1="}] if messages[-1]["role"] == "user" else messages, "answer": str(i % 5 + 1)} for i in range(n)]
+    (path / "part-0.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+WITH_SYSTEM = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "1+1="}]
+BAD_INPUTS = {
+    # case: (rewards, dataset turns (None: the question column dropped), extra sections, error pattern, setting)
+    "returns-messages": ("returns_messages", WITH_SYSTEM, {}, r"rewards\[1\]\.function .*returns_messages.* returned a message list for completion 0 \(problem '0'\).*completion\[0\]\['content'\]", "rewards[1].function"),
+    "wrong-length": ("one_short", WITH_SYSTEM, {}, r"rewards\[1\]\.function .*one_short.* returned 1 values for 2 completions", "rewards[1].function"),
+    "async-raises": ("async_raises", WITH_SYSTEM, {}, r"rewards\[1\]\.function .*async_raises.* \(async\) raised KeyError: 'label'", "rewards[1].function"),
+    "no-question-column": (None, None, {}, r"dataset: field 'prompt': missing column \(no question column.*columns found: \['answer', 'id'\]", None),
+    "last-turn-not-user": (None, [*WITH_SYSTEM, {"role": "assistant", "content": "2"}], {}, r"part-0\.jsonl line 1, field 'messages': the last turn is 'assistant'", None),
+    "strip-with-system-turn": (None, WITH_SYSTEM, {"coevolver": {"kind": "skill_bank"}}, r"problem '0': its `messages` hold 2 turns \(system, user\); coevolver\.update_context: strip", "coevolver.update_context"),
+    "plain-format": (None, WITH_SYSTEM, {"prompt": {"format": "plain"}}, r"problem '0' is a conversation .*prompt\.format: plain", "prompt.format"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_stops_before_the_first_rollout_naming_the_setting_or_row(tmp_path, tiny_policy_dir, rewards_module, case):
+    reward, turns, sections, pattern, setting = BAD_INPUTS[case]
+    (tmp_path / f"{rewards_module}.py").write_text(BAD_REWARDS)
+    data = jsonl_dataset(tmp_path / "dataset", turns or WITH_SYSTEM)
+    if turns is None:  # a dataset directory without a question column
+        (data / "part-0.jsonl").write_text("".join(json.dumps({"id": i, "answer": "1"}) + "\n" for i in range(3)))
+    checkpoint = templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")
+    sections = {
+        "coevolver": {"kind": "none"},
+        "problems": {"source": "file", "path": str(data)},
+        "policy": {"checkpoint": str(checkpoint)},
+        "prompt": {"format": "chat", "instruction": {"math": None}},
+        "rewards": [{"function": "verifier"}] + ([{"function": f"{rewards_module}:{reward}"}] if reward else []),
+        **sections,
+    }
+    result = CliRunner().invoke(app, ["train", "--plain", "--params", str(params_file(tmp_path, **sections)), "--json"])
+    assert result.exit_code == 2, result.output
+    report = json.loads(result.stdout)  # one JSON object on stdout
+    assert re.search(pattern, report["error"]), report["error"]
+    assert report["setting"] == setting
+    assert re.search(pattern, result.stderr)  # and the message on stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run" / "rollouts").exists()  # nothing written
+    assert not (tmp_path / "run" / "bootstrap").exists()
