@@ -2,12 +2,19 @@
 
 Every command reads params.yaml (`--params`) and accepts `--set section.key=value` overrides, so the
 file stays the single source of knobs and a one-off change is visible in the command.
-`--json` prints one JSON object for machines; otherwise a human summary is printed.
+`--json` prints one JSON object for machines, on success and on failure (`{"error", "setting"}`):
+while a command runs under `--json`, file descriptor 1 points at stderr, so whatever a library or a
+child process (vLLM's engine core) prints lands there, and the object alone reaches stdout.
+Otherwise a human summary is printed. Errors always go to stderr, with the exit codes the README
+lists (2 bad input, 1 a failure a rerun resumes or a bug, 3 a run directory in use).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -22,7 +29,9 @@ from coevo.store.lineage_cli import lineage
 from coevo.store.query_cli import query_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Co-evolutionary RL of language models.")
-console = Console(soft_wrap=True)
+console = Console(soft_wrap=True)  # stdout (resolved at each print: under --json it is stderr)
+err_console = Console(soft_wrap=True, stderr=True)
+_PENDING: list[object] = []  # the JSON object of the running --json command, printed when it ends
 
 ParamsOpt = Annotated[Path, typer.Option("--params", "-p", help="params.yaml to read.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a param: section.key=value (YAML value).")]
@@ -30,41 +39,110 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object ins
 
 
 def parse_overrides(pairs: list[str] | None) -> dict:
-    try:
-        return parse_set_pairs(pairs)
-    except ConfigError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    return parse_set_pairs(pairs)  # ConfigError: reported by fail_cleanly (exit 2)
 
 
 def config_from(params: Path, overrides: list[str] | None) -> Config:
-    try:
-        return load_config(params, parse_overrides(overrides))
-    except ConfigError as exc:
-        console.print(f"[red]invalid parameters[/]\n{exc}")
-        raise typer.Exit(2) from exc
+    return load_config(params, parse_overrides(overrides))  # ConfigError: reported by fail_cleanly (exit 2)
 
 
 def fail_cleanly(command):
-    """Bad input (a problems file, a table, params) exits with code 2 and its message, no traceback.
+    """Bad input (a problems file, a table, params) exits with code 2 and its message on stderr, no
+    traceback; with --json, stdout holds one JSON object whatever happens (`machine_output`).
     The error classes are imported when one is raised: importing them up front would load torch and
     transformers (~10 s) for every command, the quick refusals included."""
     from functools import wraps
 
     @wraps(command)
     def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except typer.Exit:  # already reported (invalid params, a held run lock)
-            raise
-        except Exception as exc:
-            bad_input, resumable = clean_errors()
-            if not isinstance(exc, bad_input + resumable):
+        as_json = bool(kwargs.get("as_json"))
+        with machine_output(as_json):
+            try:
+                return command(*args, **kwargs)
+            except typer.Exit:  # already reported
                 raise
-            console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
-            # 2: bad input; 1: an endpoint failed after its retries, or the disk filled (rerunning resumes)
-            raise typer.Exit(2 if isinstance(exc, bad_input) else 1) from exc
+            except Exception as exc:
+                raise typer.Exit(report_error(exc, as_json)) from exc
 
     return wrapper
+
+
+def report_error(exc: Exception, as_json: bool) -> int:
+    """Print `exc` on stderr (and, with --json, as the command's JSON object); its exit code. A bug
+    (an error that is not bad input) is re-raised after its JSON object, with its traceback."""
+    from coevo.runlock import EXIT_LOCKED, RunLocked
+
+    bad_input, resumable = clean_errors()
+    code = 2 if isinstance(exc, bad_input) else 1 if isinstance(exc, resumable) else EXIT_LOCKED if isinstance(exc, RunLocked) else None
+    if as_json:
+        _PENDING[:] = [{"error": str(exc), "setting": error_setting(exc), "exit_code": code if code is not None else 1}]
+    if code is None:
+        raise exc
+    label = "invalid parameters" if isinstance(exc, ConfigError) else "error:"
+    err_console.print(f"[red]{label}[/] {exc}", markup=True, highlight=False)
+    return code
+
+
+_SETTING = re.compile(r"(?<![\w/.-])([a-z_]+(?:\[\d+\])?(?:\.[a-z_]+(?:\[\d+\])?)+)")
+
+
+def error_setting(exc: Exception) -> str | None:
+    """The params.yaml key an error names (`rewards[3].function`, `coevolver.update_context`,
+    `run.iterations`), or None."""
+    sections = set(Config.model_fields)
+    for match in _SETTING.finditer(str(exc)):
+        if match.group(1).split(".")[0].split("[")[0] in sections:
+            return match.group(1)
+    return None
+
+
+@contextmanager
+def machine_output(as_json: bool):
+    """Under --json: stdout holds exactly the command's one JSON object. File descriptor 1 is pointed
+    at stderr for the command (a spawned engine process inherits it) and stays there afterwards, so
+    nothing printed at exit (an engine's shutdown) follows the object; where stdout is not fd 1 (a
+    test runner's capture), sys.stdout alone is swapped."""
+    if not as_json:
+        yield
+        return
+    _PENDING.clear()
+    real = sys.stdout
+    real.flush()
+    saved = _redirect_fd1()
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        _close_engines()
+        sys.stdout.flush()
+        text = json.dumps(_PENDING[-1] if _PENDING else {"error": "the command printed no result", "setting": None}, indent=2, sort_keys=True, default=str) + "\n"
+        _PENDING.clear()
+        if saved is not None:
+            os.write(saved, text.encode())
+            os.close(saved)
+        else:
+            sys.stdout = real
+            real.write(text)
+            real.flush()
+
+
+def _redirect_fd1() -> int | None:
+    """A duplicate of fd 1 after pointing fd 1 at stderr, or None when sys.stdout is not fd 1."""
+    try:
+        if sys.stdout.fileno() != 1:
+            return None
+    except (AttributeError, OSError, ValueError):
+        return None
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    return saved
+
+
+def _close_engines() -> None:
+    """Shut a live generation engine down while fd 1 still points at stderr (its shutdown prints)."""
+    engines = sys.modules.get("coevo.engines")
+    if engines is not None:
+        engines.LIVE.close()
 
 
 def clean_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
@@ -82,15 +160,12 @@ def clean_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], 
 
 @contextmanager
 def writer_lock(cfg: Config, command: str):
-    """Hold run.out_dir's run lock (coevo/runlock.py) for a writing command; another holder -> exit 3."""
-    from coevo.runlock import EXIT_LOCKED, RunLocked, run_lock
+    """Hold run.out_dir's run lock (coevo/runlock.py) for a writing command; another holder -> exit 3
+    (RunLocked, reported by fail_cleanly)."""
+    from coevo.runlock import run_lock
 
-    try:
-        with run_lock(cfg.run.out_dir, f"coevo {command}", log=console.print):
-            yield
-    except RunLocked as exc:
-        console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
-        raise typer.Exit(EXIT_LOCKED) from exc
+    with run_lock(cfg.run.out_dir, f"coevo {command}", log=err_console.print):
+        yield
 
 
 def quiet_libraries() -> None:
@@ -101,7 +176,8 @@ def quiet_libraries() -> None:
 
 
 def print_json(obj: object) -> None:
-    typer.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    """The command's JSON result: kept for `machine_output` to print on the real stdout at the end."""
+    _PENDING[:] = [obj]
 
 
 def metrics_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
@@ -151,24 +227,17 @@ def train(
     continue_latest: Annotated[bool, typer.Option("--continue", help="Start from the newest complete iteration of run.out_dir (as the nightly run does).")] = False,
 ) -> None:
     """Bootstrap, then train for run.iterations: the Prefect flow (resumable, tracked) or --plain."""
-    cfg = config_from(params, set_)
-    with writer_lock(cfg, "train" + (" --plain" if plain else "")):
-        quiet_libraries()
-        if plain:
-            from coevo.driver import train as run_training
+    from coevo.api import train_summary
 
-            summary = run_training(cfg, Console(soft_wrap=True, quiet=as_json), continue_latest)
-        else:
-            from flows.train import train_flow
-
-            summary = train_flow(str(params), parse_overrides(set_), continue_latest)
+    out = train_summary(params, parse_overrides(set_), plain=plain, continue_latest=continue_latest, quiet=as_json, console=None if as_json else console)
     if as_json:
-        print_json({k: summary[k] for k in ("final_checkpoint", "final_coevolver", "checkpoints", "initial_eval", "final_eval", "wall_time_s", "iterations")})
+        print_json(out["json"])  # coevo.train() returns the same object
         return
+    summary = out["summary"]
     console.print(metrics_table("held-out evaluation", {"bootstrap": summary["initial_eval"], "final": summary["final_eval"]}))
     skills = summary["skills"]
     console.print(f"skills admitted {skills['n_admitted']}, rejected {skills['n_rejected']}; wall time {summary['wall_time_s']:.0f}s")
-    console.print(f"summary: {Path(cfg.run.out_dir) / 'summary.json'}")
+    console.print(f"summary: {Path(summary.get('out_dir') or config_from(params, set_).run.out_dir) / 'summary.json'}")
 
 
 @app.command("eval")
@@ -184,31 +253,10 @@ def eval_(
 ) -> None:
     """Held-out greedy accuracy and pass@k per family (with skills when --coevolver is given), generated
     by engine.kind (the HF engine, or vLLM as in training)."""
-    from coevo.coevolvers.composite import load_coevolvers
-    from coevo.engines import LIVE
-    from coevo.evaluate import evaluate
-    from coevo.io import write_json
-    from coevo.policy.checkpoint import load_policy, policy_version
-    from coevo.problems.loader import load_problem_file
-    from coevo.stages import RunLayout, latest_complete, prepare_stage
-    from coevo.stages import problems as read_split
-    from coevo.store.lineage import resolve_checkpoint
+    from coevo.api import evaluate
 
-    cfg = config_from(params, set_)
-    quiet_libraries()
-    layout, newest = RunLayout(cfg.run.out_dir), latest_complete(cfg)
-    path = layout.checkpoint(newest) if checkpoint == "latest" else resolve_checkpoint(checkpoint, cfg.tracking.mlflow_uri)
-    test = load_problem_file(problems) if problems else read_split(prepare_stage(cfg)["test"]["path"])  # as `coevo prepare` writes it, any source
-    bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
-    context_for = load_coevolvers(bank_dir, cfg).context_for if bank_dir else None
-    try:  # the policy is loaded only if the engine needs it (HF; vLLM loads a full checkpoint itself)
-        metrics = evaluate(LIVE.get(cfg, path, policy_version(path), lambda: load_policy(path, cfg.policy.device, cfg.policy.dtype)), test, cfg, cfg.seed, context_for)
-    finally:
-        LIVE.close()
-    result = {"checkpoint": str(path), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}
-    if out is not None:
-        write_json(out, result)
-    print_json(result) if as_json else console.print(metrics_table(f"{path} on {result['problems']}", {"value": metrics}))
+    result = evaluate(checkpoint, params, parse_overrides(set_), problems=problems, coevolver=coevolver, out=out)  # coevo.evaluate() returns the same object
+    print_json(result) if as_json else console.print(metrics_table(f"{result['checkpoint']} on {result['problems']}", {"value": result["metrics"]}))
 
 
 @app.command()

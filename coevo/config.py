@@ -453,8 +453,17 @@ class Config(Strict):
         return self.coevolvers or [self.coevolver]
 
     @property
+    def gives_context(self) -> bool:
+        """Whether a listed co-evolver puts context into the rollout prompts (a skill bank or a memory)."""
+        return any(entry.kind in CONTEXT_KINDS for entry in self.coevolver_list)
+
+    @property
     def update_context(self) -> Literal["strip", "keep"]:
-        """coevolver.update_context, or "keep" when any listed co-evolver keeps its context in the update."""
+        """coevolver.update_context, or "keep" when any listed co-evolver keeps its context in the
+        update; always "keep" when no co-evolver gives context: the rollouts' prompts are already the
+        bare problems (a conversation's own system and earlier turns included), nothing to strip."""
+        if not self.gives_context:
+            return "keep"
         return "keep" if any(entry.update_context == "keep" for entry in self.coevolver_list) else "strip"
 
     @property
@@ -476,6 +485,9 @@ class Config(Strict):
     def bootstrap_dir(self) -> Path:
         """Where the bootstrapped (or copied-in) initial policy, checkpoint 0, lives (its own DVC output)."""
         return self.run.out_dir / "bootstrap"
+
+
+CONTEXT_KINDS = frozenset({"skill_bank", "memory"})  # co-evolvers whose context goes into the rollout prompts (role "context")
 
 
 class ConfigError(ValueError):

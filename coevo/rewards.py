@@ -1,10 +1,12 @@
 """Reward functions: the weighted list `rewards:` of params.yaml, built-in verifiers and user plugins alike.
 
-Method: the contract of TRL's `GRPOTrainer(reward_funcs=...)`. A reward function is called as
-`f(completions: list[str], **columns) -> list[float | None]`, one value per completion, where the
-columns are the problems-table columns of the same rows (`id`, `family`, `level`, `prompt`,
-`answer`, and every other field of a user problem file, from its `user_fields` column) plus `prompts`,
-the full prompts the policy saw. Each entry has a weight; a completion's reward is the weighted sum,
+Method: the contract of TRL's `GRPOTrainer(reward_funcs=...)`, all of it (coevo/reward_calls.py
+builds the arguments): a plugin is called as `f(prompts=, completions=, completion_ids=,
+trainer_state=, log_metric=, log_extra=, **columns) -> list[float | None]`, one value per
+completion; completions and prompts are message lists for conversational problems, strings
+otherwise; the columns are the problems-table columns of the same rows (`id`, `family`, `level`,
+`prompt`, `answer`, `messages`, and every other field of a user dataset, from its `user_fields`
+column); `async def` plugins run concurrently. Each entry has a weight; a completion's reward is the weighted sum,
 and every entry's value is kept (`Reward.components`, the rewards table's `components` column, the
 `verify/reward/<name>` metrics). None means "not applicable": it adds nothing to the sum (TRL turns
 it into NaN and sums with nansum: the same total) and is stored as null.
@@ -38,6 +40,7 @@ import json
 import math
 import numbers
 import re
+from collections.abc import Mapping
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,17 +51,13 @@ import pandas as pd
 
 from coevo.code.verifier import CODE_FAMILIES
 from coevo.config import Config
-from coevo.errors import InputError
 from coevo.io import hash_file
 from coevo.registry import Registry
+from coevo.reward_calls import RewardError, RewardLog, TrainerState, call_plugins, plugin_arguments, retokenized
 from coevo.types import Reward
 from schemas.problems import EXTRA
 
 PROBE_ROWS = 2  # training problems each plugin is called on by check_rewards
-
-
-class RewardError(InputError):
-    """A reward function could not be loaded or returned something unusable; names `rewards[i].function`."""
 
 
 @dataclass(frozen=True)
@@ -140,28 +139,49 @@ def reward_sources(cfg: Config) -> list[dict]:
 
 def check_rewards(cfg: Config, problems: pd.DataFrame) -> None:
     """Import every reward and call each plugin on the first PROBE_ROWS problems, their reference
-    answers as completions; RewardError names the entry that fails."""
+    answers as completions (message lists for conversations, as in training); RewardError names the
+    entry that fails."""
     rows = problems.head(PROBE_ROWS).reset_index(drop=True)
-    for term in reward_terms(cfg):
-        if term.source is not None:
-            try:
-                term_values(term, rows, columns_of(rows), list(rows["answer"]), list(rows["prompt"]))
-            except RewardError as exc:
-                raise RewardError(f"{exc} (a probe on {len(rows)} training problems, their reference answers as completions)") from exc
+    plugins = [term for term in reward_terms(cfg) if term.source is not None]
+    if not plugins:
+        return
+    try:
+        answers = list(rows["answer"])
+        plugin_values(plugins, rows, answers, list(rows["prompt"]), retokenized(cfg, answers), TrainerState(max_steps=cfg.run.iterations), RewardLog(len(rows)))
+    except RewardError as exc:
+        raise RewardError(f"{exc} (a probe on {len(rows)} training problems, their reference answers as completions)") from exc
 
 
-def combine(terms: Sequence[RewardTerm], rows: pd.DataFrame, completions: Sequence[str], prompts: Sequence[str], pass_threshold: float) -> list[Reward]:
+def combine(
+    terms: Sequence[RewardTerm],
+    rows: pd.DataFrame,
+    completions: Sequence[str],
+    prompts: Sequence[str],
+    pass_threshold: float,
+    completion_ids: Sequence[Sequence[int]] | None = None,
+    state: TrainerState | None = None,
+    log: RewardLog | None = None,
+) -> list[Reward]:
     """One Reward per (problems row, completion): the weighted sum of the terms' values, each value in
-    `components`, `passed`/`verifier`/`details` from the first judge (else total >= pass_threshold)."""
+    `components`, `passed`/`verifier`/`details` from the first judge (else total >= pass_threshold).
+    `completion_ids`, `state` and `log` are the plugins' `completion_ids`, `trainer_state` and
+    `log_metric`/`log_extra` sink (coevo/reward_calls.py)."""
     if len(completions) == 0:
         return []
-    columns = columns_of(rows)
     values, verdicts, later = {}, None, []
     for term in terms:
-        values[term.name], judged = term_values(term, rows, columns, completions, prompts)
-        if judged is not None and verdicts is not None:
-            later.append(judged)  # a later judge's details are kept beside the first's (e.g. the rubric's per-criterion scores)
-        verdicts = verdicts if verdicts is not None else judged
+        if term.judge:
+            judged = term.function(rows, list(completions))
+            values[term.name] = [verdict.reward for verdict in judged]
+            if verdicts is not None:
+                later.append(judged)  # a later judge's details are kept beside the first's (e.g. the rubric's per-criterion scores)
+            verdicts = verdicts if verdicts is not None else judged
+        elif term.source is None:  # a built-in shaping term (`format`) reads the texts
+            values[term.name] = checked(term.where, term.function(list(completions), **columns_of(rows)), list(rows["id"]))
+    plugins = [term for term in terms if not term.judge and term.source is not None]
+    if plugins:
+        log = log if log is not None else RewardLog(len(completions))
+        values.update(plugin_values(plugins, rows, completions, prompts, completion_ids, state or TrainerState(), log))
     combined = "+".join(term.name for term in terms)
     rewards = []
     for i in range(len(completions)):
@@ -175,16 +195,19 @@ def combine(terms: Sequence[RewardTerm], rows: pd.DataFrame, completions: Sequen
     return rewards
 
 
-def term_values(term: RewardTerm, rows: pd.DataFrame, columns: dict, completions: Sequence[str], prompts: Sequence[str]) -> tuple[list[float | None], list[Reward] | None]:
-    """A term's checked values for the rows, and a judge's verdicts (None for other terms)."""
-    if term.judge:
-        verdicts = term.function(rows, list(completions))
-        return [verdict.reward for verdict in verdicts], verdicts
-    try:
-        returned = term.function(list(completions), prompts=list(prompts), **columns)
-    except Exception as exc:
-        raise RewardError(f"{term.where} raised {type(exc).__name__}: {exc}") from exc
-    return checked(term.where, returned, list(rows["id"])), None
+def plugin_values(
+    plugins: Sequence[RewardTerm],
+    rows: pd.DataFrame,
+    completions: Sequence[str],
+    prompts: Sequence[str],
+    completion_ids: Sequence[Sequence[int]] | None,
+    state: TrainerState,
+    log: RewardLog,
+) -> dict[str, list[float | None]]:
+    """Each plugin's checked values for the rows, called with TRL's arguments (async ones concurrently)."""
+    args = plugin_arguments(rows, columns_of(rows), completions, prompts, completion_ids, state, log)
+    returned = call_plugins(plugins, args, log)
+    return {term.name: checked(term.where, returned[term.name], list(rows["id"])) for term in plugins}
 
 
 def checked(where: str, returned: object, ids: list[str]) -> list[float | None]:
@@ -195,12 +218,24 @@ def checked(where: str, returned: object, ids: list[str]) -> list[float | None]:
         raise RewardError(f"{where} returned {len(returned)} values for {len(ids)} completions")
     values: list[float | None] = []
     for i, (value, problem) in enumerate(zip(returned, ids)):
+        if _is_messages(value):
+            raise RewardError(
+                f"{where} returned a message list for completion {i} (problem {problem!r}): {value!r:.80}; a reward is a float — "
+                "a conversational completion arrives as [{'role': 'assistant', 'content': text}], read its text as completion[0]['content']"
+            )
         if value is not None and not isinstance(value, numbers.Real):
             raise RewardError(f"{where} returned {value!r} ({type(value).__name__}) for completion {i} (problem {problem!r}); expected a float, or None for 'not applicable'")
         if value is not None and not math.isfinite(value):
             raise RewardError(f"{where} returned {value!r} for completion {i} (problem {problem!r}); return None for 'not applicable'")
         values.append(None if value is None else float(value))
     return values
+
+
+def _is_messages(value: object) -> bool:
+    """A message, or a list of them, as a TRL completion holds them."""
+    if isinstance(value, Mapping):
+        return True
+    return isinstance(value, (list, tuple)) and any(isinstance(item, Mapping) for item in value)
 
 
 def columns_of(rows: pd.DataFrame) -> dict[str, list]:

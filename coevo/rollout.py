@@ -12,6 +12,7 @@ import pandas as pd
 
 from coevo.config import Config
 from coevo.engines.base import Engine
+from coevo.errors import InputError
 from coevo.engines import with_prompt_format
 from coevo.prompting import conversation_of, prompt_renderer
 from coevo.seeding import derive_seed
@@ -64,6 +65,27 @@ def run_rollouts(
             )
         cursor += variant.n
     return pd.DataFrame(rows)
+
+
+def check_conversations(cfg: Config, problems: pd.DataFrame) -> None:
+    """Before anything runs, for conversational problems (`messages`): `prompt.format` must be chat
+    (the plain layout has no turns), and a co-evolver that gives context, with
+    `coevolver.update_context: strip`, re-renders each row from its bare question in the update,
+    which a conversation with turns beyond the question (a system turn, earlier turns) cannot be.
+    A run without context never asks (Config.update_context is then "keep")."""
+    for row in problems.to_dict("records"):
+        turns = conversation_of(row)
+        if turns and cfg.prompt.format != "chat":
+            raise InputError(
+                f"problem {row['id']!r} is a conversation (`messages`), which prompt.format: {cfg.prompt.format} cannot render; "
+                "set prompt.format: chat (the tokenizer's chat template, policy.checkpoint's tokenizer must have one)"
+            )
+        if len(turns) > 1 and cfg.update_context == "strip":
+            raise InputError(
+                f"problem {row['id']!r}: its `messages` hold {len(turns)} turns ({', '.join(t['role'] for t in turns)}); coevolver.update_context: strip "
+                "trains on the bare question and cannot re-render the other turns; set coevolver.update_context: keep "
+                "(the update then trains on the prompt as sampled, context included)"
+            )
 
 
 def _check_strippable(renderer, rows) -> None:

@@ -56,17 +56,18 @@ from coevo.policy.lora import apply_lora, check_targets, is_adapter_dir, is_lora
 from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
-from coevo.prepare import prepare_problems
+from coevo.code.prepare import CODE_SOURCES
+from coevo.prepare import build_splits, prepare_problems
 from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
-from coevo.rollout import run_rollouts
+from coevo.rollout import check_conversations, run_rollouts
 from coevo.seeding import derive_seed
 from coevo.sharding import seed_stage, shard_of, shard_path
 from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
 from coevo.verify import verify_rollouts
 from schemas.problems import read_problems
-from schemas.rewards import COMPONENTS, read_rewards, write_rewards
+from schemas.rewards import COMPONENTS, LOGGED, read_rewards, write_rewards
 from schemas.rollouts import read_rollouts, write_rollouts
 
 
@@ -187,8 +188,14 @@ def prepare_stage(cfg: Config) -> dict:
     reward_terms(cfg)
     check_targets(cfg)  # a LoRA target matching no module stops the run here, before anything is written
     check_coevolvers(cfg)  # so do two listed co-evolvers that would both choose the problems or both shape the context
+    if cfg.problems.source not in CODE_SOURCES:  # every check on the training rows before a split is written
+        probe, held_out = build_splits(cfg)
+        for split in (probe, held_out):
+            check_conversations(cfg, split)
+        check_rewards(cfg, probe)
     train, _ = prepare_problems(cfg)
-    check_rewards(cfg, train)
+    if cfg.problems.source in CODE_SOURCES:
+        check_rewards(cfg, train)
     data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}
     return {
         **{name: {"path": str(path), "sha256": hash_file(path)} for name, path in data.items()},
@@ -501,6 +508,9 @@ def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
     metrics.update({f"verify/pass_rate/{f}": float(g["passed"].mean()) for f, g in joined.groupby("family")})
     components = pd.DataFrame([json.loads(text) for text in rewards[COMPONENTS]], dtype=float)  # None -> NaN: skipped by mean
     metrics.update({f"verify/reward/{name}": float(column.mean()) for name, column in components.items()})
+    if LOGGED in rewards.columns:  # reward plugins' log_metric values (coevo/reward_calls.py), mean over the rows
+        logged = pd.DataFrame([json.loads(text).get("metric", {}) for text in rewards[LOGGED]], dtype=float)
+        metrics.update({f"verify/logged/{name}": float(column.mean()) for name, column in logged.items()})
     parse_fail = rewards["details"].str.extract(r"(?:^| )judge_parse_fail=(\d+)")[0].dropna()
     if len(parse_fail):  # the rubric judge's unparseable replies (left out of the reward)
         metrics["verify/judge_parse_fail"] = float(parse_fail.astype(int).sum())

@@ -29,9 +29,10 @@ from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constrai
 from coevo.problems.arithmetic import COMBINATIONS, FAMILIES as ARITHMETIC_FAMILIES
 from coevo.problems.verifier import MathVerifier, check_stated_number
 from coevo.registry import Registry
-from coevo.rewards import combine, reward_terms
+from coevo.reward_calls import RewardLog, TrainerState, retokenized
+from coevo.rewards import BUILTIN_REWARDS, combine, reward_terms
 from coevo.types import Reward
-from schemas.rewards import COMPONENTS
+from schemas.rewards import COMPONENTS, LOGGED
 
 FamilyVerifier = Callable[[pd.DataFrame, Sequence[str], Config], list[Reward]]
 FAMILY_VERIFIERS = Registry("family verifier")
@@ -58,14 +59,26 @@ def verifier_for(family: str) -> FamilyVerifier:
     return FAMILY_VERIFIERS[family] if family in FAMILY_VERIFIERS.names() else score_math
 
 
-def score_rows(problems: pd.DataFrame, completions: Sequence[str], cfg: Config, prompts: Sequence[str] | None = None) -> list[Reward]:
+def score_rows(
+    problems: pd.DataFrame,
+    completions: Sequence[str],
+    cfg: Config,
+    prompts: Sequence[str] | None = None,
+    completion_ids: Sequence[Sequence[int]] | None = None,
+    state: TrainerState | None = None,
+    log: RewardLog | None = None,
+) -> list[Reward]:
     """One reward per (problems-table row, completion) pair, in order: the weighted sum of `rewards:`
     (each value in `components`), `passed` by the `verifier` entry (coevo/rewards.py). `prompts`: the
-    full prompts the policy saw (default: the rows' bare prompts), passed to plugins."""
+    full prompts the policy saw (default: the rows' bare prompts); `completion_ids`, `state` (TRL's
+    `trainer_state`) and `log` (what plugins log) are passed to plugins (coevo/reward_calls.py)."""
     if len(problems) != len(completions):
         raise ValueError(f"score_rows: {len(problems)} problem rows but {len(completions)} completions")
     prompts = list(problems["prompt"]) if prompts is None else prompts
-    return combine(reward_terms(cfg), problems, completions, prompts, cfg.rewards_pass_threshold)
+    state = state or TrainerState(max_steps=cfg.run.iterations)
+    if completion_ids is None and any(entry.function not in BUILTIN_REWARDS.names() for entry in cfg.rewards):
+        completion_ids = retokenized(cfg, completions)  # a plugin reads completion_ids: the evaluation keeps texts only
+    return combine(reward_terms(cfg), problems, completions, prompts, cfg.rewards_pass_threshold, completion_ids, state, log)
 
 
 def family_verdicts(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
@@ -92,7 +105,10 @@ def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config 
     if len(rollouts):
         rows.attrs["iteration"] = int(rollouts["iteration"].iloc[0])  # which rubric version judges them (reward `rubric`)
     prompts = list(rollouts["prompt"]) if "prompt" in rollouts.columns else None
-    results = score_rows(rows, list(rollouts["completion"]), cfg or Config(), prompts)
+    ids = list(rollouts["completion_ids"]) if "completion_ids" in rollouts.columns else None
+    cfg = cfg or Config()
+    log = RewardLog(len(rollouts))
+    results = score_rows(rows, list(rollouts["completion"]), cfg, prompts, ids, trainer_state(cfg, rollouts, problems), log)
     return pd.DataFrame(
         {
             "rollout_id": rollouts["rollout_id"].to_numpy(),
@@ -103,5 +119,14 @@ def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config 
             "verifier": [r.verifier for r in results],
             "details": [r.details for r in results],
             COMPONENTS: [json.dumps(r.components, separators=(",", ":")) for r in results],
+            LOGGED: log.rows(),
         }
     )
+
+
+def trainer_state(cfg: Config, rollouts: pd.DataFrame, train: pd.DataFrame) -> TrainerState:
+    """TRL's `trainer_state` for the rollouts of one iteration: global_step = the iteration,
+    max_steps = run.iterations, epoch = problems rolled out so far / training problems."""
+    step = int(rollouts["iteration"].iloc[0]) if len(rollouts) else 0
+    per_epoch = cfg.rollout.problems_per_iter / max(len(train), 1)
+    return TrainerState(global_step=step, max_steps=cfg.run.iterations, epoch=step * per_epoch, num_train_epochs=cfg.run.iterations * per_epoch)

@@ -13,6 +13,7 @@ import pyarrow
 from schemas.errors import read_table, validate_frame, write_table
 
 COMPONENTS = "components"
+LOGGED = "logged"  # what reward plugins logged (log_extra / log_metric), JSON per row
 
 
 def _components() -> pa.Check:
@@ -26,6 +27,17 @@ def _components() -> pa.Check:
     return pa.Check(check, element_wise=True, error="not a JSON object of finite numbers or nulls")
 
 
+def _logged() -> pa.Check:
+    def check(text: str) -> bool:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(value, dict) and set(value) <= {"extra", "metric"} and all(isinstance(v, dict) for v in value.values())
+
+    return pa.Check(check, element_wise=True, error="not a JSON object {extra: {...}, metric: {...}}")
+
+
 REWARDS_SCHEMA = pa.DataFrameSchema(
     {
         "rollout_id": pa.Column(str, unique=True, description="The rollout this reward judges."),
@@ -36,6 +48,7 @@ REWARDS_SCHEMA = pa.DataFrameSchema(
         "verifier": pa.Column(str, description="Name of the verifier that judged it."),
         "details": pa.Column(str, description="Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, failed, timeout, memory, crashed, invalid, spoofed), test (first failing test), passed (k/n tests), mode (sandbox isolation); `parse_details` reads them."),
         COMPONENTS: pa.Column(str, _components(), required=False, description="Each reward function's value, as a JSON object {name: float or null (not applicable)} in `rewards:` order; `reward` is their weighted sum. Optional on read (shards written before it are read as '{}'); always written."),
+        LOGGED: pa.Column(str, _logged(), required=False, description="What reward plugins logged for this completion (TRL's log_extra / log_metric): a JSON object {\"extra\": {column: value}, \"metric\": {name: the batch's mean}}, or '{}'. Optional on read (shards written before it are read as '{}'); always written."),
     },
     strict=True,
     name="rewards",
@@ -51,6 +64,7 @@ REWARDS_ARROW = pyarrow.schema(
         ("verifier", pyarrow.string()),
         ("details", pyarrow.string()),
         (COMPONENTS, pyarrow.string()),
+        (LOGGED, pyarrow.string()),
     ]
 )
 
@@ -73,7 +87,8 @@ def write_rewards(path: str | Path, frame: pd.DataFrame) -> None:
 
 
 def with_components(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with a `components` column: as it is, or '{}' on every row when it has none."""
-    if not isinstance(frame, pd.DataFrame) or COMPONENTS in frame.columns:
+    """`frame` with `components` and `logged` columns: as they are, or '{}' on every row where it has none."""
+    if not isinstance(frame, pd.DataFrame):
         return frame  # validation reports a non-frame
-    return frame.assign(**{COMPONENTS: "{}"})
+    missing = {column: "{}" for column in (COMPONENTS, LOGGED) if column not in frame.columns}
+    return frame.assign(**missing) if missing else frame

@@ -54,3 +54,21 @@ def test_bad_problems_file_names_row_and_field_and_writes_nothing(tmp_path, case
     assert re.search(pattern, result.output), result.output
     assert not (tmp_path / "data").exists()
     assert not (tmp_path / "run").exists()
+
+
+def test_a_broken_params_file_with_json_is_one_json_error_object_and_exit_2(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("run: [out_dir\n")  # not YAML
+    result = CliRunner().invoke(app, ["train", "--params", str(bad), "--json"])
+    assert result.exit_code == 2
+    report = json.loads(result.stdout)  # stdout is exactly one JSON object
+    assert set(report) == {"error", "setting", "exit_code"} and str(bad) in report["error"] and report["exit_code"] == 2
+    assert "invalid parameters" in result.stderr and "invalid parameters" not in result.stdout
+    wrong = _params(tmp_path, run={"iterations": "many"})
+    result = CliRunner().invoke(app, ["train", "--params", wrong, "--json"])
+    assert result.exit_code == 2 and json.loads(result.stdout)["setting"] == "run.iterations"
+
+
+def test_errors_go_to_stderr_without_json(tmp_path):
+    result = CliRunner().invoke(app, ["prepare", "--params", str(tmp_path / "absent.yaml")])
+    assert result.exit_code == 2 and result.stdout == "" and "absent.yaml" in result.stderr

@@ -89,7 +89,7 @@ def test_plugin_from_the_working_directory_weights_and_components(tmp_path, plug
     ]
     assert [r.passed for r in rewards] == [True, True, False]  # the verifier's verdicts, whatever the total
     assert {r.verifier for r in rewards} == {"math_exact"}
-    assert sys.modules[plugin].SEEN == [["answer", "family", "id", "level", "prompt", "prompts"]]
+    assert sys.modules[plugin].SEEN == [["answer", "completion_ids", "family", "id", "level", "log_extra", "log_metric", "prompt", "prompts", "trainer_state"]]  # TRL's arguments
     source = reward_sources(cfg)[0]
     assert source["path"] == str(tmp_path / f"{plugin}.py") and len(source["sha256"]) == 64
 

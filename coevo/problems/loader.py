@@ -1,14 +1,22 @@
-"""Load a user's math problem file (jsonl or parquet) into a problems frame, and split it train/test.
+"""Load a user's math problems into a problems frame, and split it train/test.
 
-Required fields: id, prompt, answer; optional: family (default "math"), level (default 0), messages
-(TRL's conversational format: a list of {role, content}, roles system/user/assistant, ending in the
-user's question; `prompt` may then be omitted and is the last user turn; rendered under
-`prompt.format: chat` only, coevo/prompting.py). id and
-answer may be int or str and are normalised to str; any other type is an error. Other fields are
-kept, as one JSON object per row in the `user_fields` column (only when some row has one), and reach
-reward plugins as columns of their own (coevo/rewards.py); `completions` and `prompts` are reserved
-for the plugins' own arguments. Every problem found is reported in one `ProblemsFileError`, naming the file, the row (jsonl:
-1-based line number; parquet: 0-based row index) and the field. The loader writes nothing.
+Sources (`problems.path`): a .jsonl or .parquet file, a Hugging Face `datasets` dataset saved with
+`save_to_disk` (a Dataset, or a DatasetDict's "train" split), or a directory of .parquet / .jsonl
+files (read in name order, as one dataset).
+
+Fields: answer (required); the question as `prompt` (a string: TRL's standard format) or as a
+conversation (TRL's conversational format: a list of {role, content}, roles system/user/assistant,
+any number of turns, ending in the user's question), held in `messages` or in `prompt` itself;
+a conversation's `prompt` is its last user turn, and it is rendered under `prompt.format: chat`
+only (coevo/prompting.py). Optional: id (default: the 0-based row index, when no row has one),
+family (default "math"), level (default 0). id and answer may be int or str and are normalised to
+str; any other type is an error. Other fields are kept, as one JSON object per row in the
+`user_fields` column (only when some row has one), and reach reward plugins as keyword arguments of
+their own (coevo/rewards.py); the plugins' own argument names (`completions`, `prompts`,
+`completion_ids`, `trainer_state`, `log_metric`, `log_extra`) are reserved. Every problem found is
+reported in one `ProblemsFileError`, naming the file, the row (jsonl: 1-based line number; parquet
+and datasets: 0-based row index; in a directory, prefixed by the file name) and the field. The
+loader writes nothing.
 """
 
 from __future__ import annotations
@@ -27,8 +35,9 @@ from schemas.problems import EXTRA, MESSAGES, validate_problems
 REQUIRED = ("id", "prompt", "answer")
 DEFAULTS = {"family": "math", "level": 0}
 KNOWN = {*REQUIRED, *DEFAULTS, MESSAGES}  # fields of the problems table; the others go to its `user_fields` column
-RESERVED = {"completions", "prompts"}  # reward plugins' own arguments (coevo/rewards.py)
+RESERVED = {"completions", "prompts", "completion_ids", "trainer_state", "log_metric", "log_extra"}  # reward plugins' own arguments (coevo/reward_calls.py)
 MAX_LINES = 50  # errors listed in one message; the rest are counted
+HF_STATE, HF_DICT = "state.json", "dataset_dict.json"  # what `save_to_disk` writes (a Dataset, a DatasetDict)
 
 
 class ProblemsFileError(ValueError):
@@ -36,15 +45,15 @@ class ProblemsFileError(ValueError):
 
 
 def load_problem_file(path: str | Path) -> pd.DataFrame:
-    """Read and check a .jsonl or .parquet problem file; returns a frame valid under the problems schema."""
+    """Read and check a problem file (.jsonl, .parquet) or dataset directory (a Hugging Face dataset
+    saved with `save_to_disk`, or a directory of .parquet / .jsonl files); returns a frame valid
+    under the problems schema."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        records, rows, errors = _read_jsonl(path)
-    elif suffix == ".parquet":
-        records, rows, errors = _read_parquet(path)
-    else:
-        raise ProblemsFileError(f"{path}: unsupported extension {path.suffix!r} (expected .jsonl or .parquet)")
+    records, rows, errors = read_records(path)
+    records = [_as_messages(record) for record in records]
+    errors += _conversation_columns(records, rows)
+    if not errors:
+        records = _with_ids(records)
     errors += _missing_columns(records, rows)
     frame, row_errors = _normalise(records, rows)
     extras, extra_errors = _extras(records, rows)
@@ -58,6 +67,20 @@ def load_problem_file(path: str | Path) -> pd.DataFrame:
     if any(MESSAGES in record for record in records):
         frame[MESSAGES] = [json.dumps(record[MESSAGES], ensure_ascii=False) if MESSAGES in record else "" for record in records]
     return validate_problems(frame, source=str(path))
+
+
+def read_records(path: Path) -> tuple[list[dict], list[str], list[str]]:
+    """(records, row labels, read errors) of a file or a dataset directory."""
+    if path.is_dir():
+        return read_dataset_dir(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _read_jsonl(path)
+    if suffix == ".parquet":
+        return _read_parquet(path)
+    if not path.exists():
+        raise ProblemsFileError(f"{path}: no such file or directory (problems.path)")
+    raise ProblemsFileError(f"{path}: unsupported extension {path.suffix!r} (expected .jsonl or .parquet, or a dataset directory)")
 
 
 def split_problems(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -108,16 +131,82 @@ def jsonl_objects(text: str) -> tuple[list[tuple[int, dict]], list[str]]:
 def _read_parquet(path: Path) -> tuple[list[dict], list[str], list[str]]:
     """Records as Python values (ints stay ints, nulls are None), row labels ("row N (0-based)"), no errors."""
     try:
-        records = pyarrow.parquet.read_table(path).to_pylist()
+        records = [_without_nulls(record) for record in pyarrow.parquet.read_table(path).to_pylist()]
     except (OSError, pyarrow.ArrowException) as exc:
         raise ProblemsFileError(f"{path}: cannot read parquet: {exc}") from exc
     return records, [f"row {i} (0-based)" for i in range(len(records))], []
+
+
+def read_dataset_dir(path: Path) -> tuple[list[dict], list[str], list[str]]:
+    """A Hugging Face dataset saved with `save_to_disk` (a Dataset, or a DatasetDict's "train" split),
+    or the .parquet and .jsonl files of a directory in name order; rows are labelled with their file."""
+    if (path / HF_DICT).is_file() or (path / HF_STATE).is_file():
+        return _read_saved_dataset(path)
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".parquet", ".jsonl"))
+    if not files:
+        raise ProblemsFileError(
+            f"{path}: a directory with no .parquet or .jsonl files that is not a dataset saved with save_to_disk "
+            f"(no {HF_STATE} or {HF_DICT}) (problems.path)"
+        )
+    records, rows, errors = [], [], []
+    for file in files:
+        found, labels, problems = _read_jsonl(file) if file.suffix.lower() == ".jsonl" else _read_parquet(file)
+        records += found
+        rows += [f"{file.name} {label}" for label in labels]
+        errors += [f"{file.name} {problem}" for problem in problems]
+    return records, rows, errors
+
+
+def _read_saved_dataset(path: Path) -> tuple[list[dict], list[str], list[str]]:
+    import datasets  # imported here: ~1 s, and only dataset directories need it
+
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except Exception as exc:
+        raise ProblemsFileError(f"{path}: cannot load the dataset saved with save_to_disk ({type(exc).__name__}: {exc})") from exc
+    label = ""
+    if isinstance(loaded, datasets.DatasetDict):
+        if "train" not in loaded:
+            raise ProblemsFileError(f"{path}: a DatasetDict without a 'train' split (splits: {sorted(loaded)}); save the split to use with save_to_disk, or name it 'train'")
+        loaded, label = loaded["train"], "split 'train' "
+    records = [_without_nulls(record) for record in loaded.to_list()]
+    return records, [f"{label}row {i} (0-based)" for i in range(len(records))], []
+
+
+def _without_nulls(record: dict) -> dict:
+    """A columnar record without null `prompt` / `messages` (a column every row has, empty in some)."""
+    return {key: value for key, value in record.items() if not (key in ("prompt", MESSAGES) and value is None)}
+
+
+def _as_messages(record: dict) -> dict:
+    """TRL's conversational prompt-only format (`prompt` holds the conversation) as coevo's `messages`."""
+    if isinstance(record.get("prompt"), list) and MESSAGES not in record:
+        record = dict(record)
+        record[MESSAGES] = record.pop("prompt")
+    return record
+
+
+def _conversation_columns(records: list[dict], rows: list[str]) -> list[str]:
+    """One error when no row has a question column: `prompt` or `messages`."""
+    if records and not any("prompt" in record or MESSAGES in record for record in records):
+        found = sorted(dict.fromkeys(key for record in records for key in record))
+        return [f"field 'prompt': missing column (no question column: expected 'prompt', a string or a conversation in TRL's format, or 'messages', a list of {{role, content}} ending in the user's question; columns found: {found})"]
+    return []
+
+
+def _with_ids(records: list[dict]) -> list[dict]:
+    """Records with an `id`: when no row has one (a dataset as TRL users have it), the 0-based row index."""
+    if any("id" in record for record in records):
+        return records
+    return [{"id": str(i), **record} for i, record in enumerate(records)]
 
 
 def _missing_columns(records: list[dict], rows: list[str]) -> list[str]:
     """A required field absent from every row is one error; absent from some rows, one per row."""
     errors = []
     for field in REQUIRED:
+        if field == "prompt" and records and not any("prompt" in record or MESSAGES in record for record in records):
+            continue  # no question column at all: one error (_conversation_columns)
         lacking = [row for record, row in zip(records, rows) if field not in record and not (field == "prompt" and MESSAGES in record)]
         if records and len(lacking) == len(records):
             errors.append(f"field '{field}': missing column (absent from every row)")

@@ -85,9 +85,10 @@ CREATE TABLE IF NOT EXISTS rollouts (
 CREATE TABLE IF NOT EXISTS rewards (
     rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT NULL,
     reward DOUBLE NOT NULL, passed BOOLEAN NOT NULL, verifier VARCHAR NOT NULL, details VARCHAR NOT NULL,
-    components VARCHAR NOT NULL DEFAULT '{{}}'
+    components VARCHAR NOT NULL DEFAULT '{{}}', logged VARCHAR NOT NULL DEFAULT '{{}}'
 );
 ALTER TABLE rewards ADD COLUMN IF NOT EXISTS components VARCHAR DEFAULT '{{}}';  -- catalogs made before the column
+ALTER TABLE rewards ADD COLUMN IF NOT EXISTS logged VARCHAR DEFAULT '{{}}';  -- what reward plugins logged (log_extra / log_metric)
 CREATE TABLE IF NOT EXISTS skill_events (
     iteration BIGINT NOT NULL, skill_id VARCHAR NOT NULL, event VARCHAR NOT NULL CHECK (list_contains({_EVENT_LIST}, event)),
     problem_id VARCHAR NOT NULL, gap DOUBLE, utility DOUBLE, reason VARCHAR NOT NULL,

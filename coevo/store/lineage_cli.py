@@ -8,17 +8,15 @@ an MLflow model URI (models:/NAME@ALIAS, models:/NAME/VERSION). Exit codes: 0 sh
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-if TYPE_CHECKING:
-    from coevo.store.lineage import Mismatch
-
 console = Console(soft_wrap=True)
+errors = Console(soft_wrap=True, stderr=True)
 PREFIX = 12  # hex digits of a hash shown in the tree
 
 
@@ -29,19 +27,17 @@ def lineage(
     tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ refs.")] = None,
 ) -> None:
     """Show a checkpoint's lineage back to the bootstrap and its data; --verify rechecks every hash."""
-    from coevo.store.lineage import lineage_chain, resolve_checkpoint, verify_lineage  # transformers: ~7 s, only for this command
+    from coevo.api import lineage as lineage_of  # transformers: ~7 s, only for this command
 
     try:
-        path = resolve_checkpoint(checkpoint, tracking_uri)
-        chain = lineage_chain(path)
-        mismatches = verify_lineage(path) if verify else None
+        out = lineage_of(checkpoint, verify=verify, tracking_uri=tracking_uri)  # coevo.lineage() returns the same object
     except (ValueError, FileNotFoundError) as exc:
-        console.print(Text.assemble(("error: ", "red"), str(exc)))
+        errors.print(Text.assemble(("error: ", "red"), str(exc)))
+        if as_json:
+            typer.echo(json.dumps({"error": str(exc), "setting": None}, indent=2, sort_keys=True))
         raise typer.Exit(2) from exc
+    chain, mismatches = out["chain"], out.get("mismatches")
     if as_json:
-        out: dict = {"chain": chain}
-        if mismatches is not None:
-            out["mismatches"] = [m.to_dict() for m in mismatches]
         typer.echo(json.dumps(out, indent=2, sort_keys=True, default=str))
     else:
         console.print(chain_tree(checkpoint, chain))
@@ -97,13 +93,14 @@ def _details(record: dict, coevolver_pruned: bool = False) -> list[tuple[str, st
     return rows
 
 
-def print_mismatches(mismatches: list[Mismatch], checked: int) -> None:
+def print_mismatches(mismatches: list[dict], checked: int) -> None:
+    """`mismatches`: Mismatch.to_dict() objects, as coevo.lineage(verify=True) returns them."""
     if not mismatches:
         console.print(Text(f"verified: {checked} checkpoint(s), every hash matches", style="green"))
         return
     console.print(Text(f"{len(mismatches)} mismatch(es):", style="red"))
     for m in mismatches:
-        console.print(Text.assemble((m.what, "bold"), f": {m.path}\n  expected {m.expected}\n  actual   {m.actual}"))
+        console.print(Text.assemble((m["what"], "bold"), f": {m['path']}\n  expected {m['expected']}\n  actual   {m['actual']}"))
 
 
 def _source_line(source: dict) -> str:
