@@ -19,7 +19,7 @@ from coevo import stages
 from coevo.config import LoraSettings
 from coevo.objectives import build_objective
 from coevo.policy.checkpoint import load_policy
-from coevo.policy.logprobs import completion_logprobs, pack
+from coevo.policy.logprobs import completion_distributions, completion_logprobs, pack
 from coevo.policy.lora import apply_lora
 from coevo.policy.prefix import epoch_minibatches, rank_rows, teacher_pass, teacher_view
 from coevo.policy.update import TrainingSet, minibatch_loss
@@ -155,8 +155,6 @@ def test_teacher_reuse_equals_the_full_teacher_pass(tiny_model):
     model = load_policy_copy(tiny_model)
     data, _, _ = training_set(model.config.vocab_size)
     packed = pack(data.prompts, data.completions, 0, model.device)
-    from coevo.policy.logprobs import completion_distributions
-
     student = completion_distributions(model, packed)  # [B, T, V] with grad
     full = teacher_pass(model, data.teacher_prompts, data.completions, 0, 1.0, share=True)  # [B, T, V] every row scored
     teacher, logprobs, reused = teacher_view(model, data.teacher_prompts, data.prompts, data.completions, student, packed, 0, 1.0, share=True)
