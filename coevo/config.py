@@ -116,6 +116,7 @@ class PolicyConfig(Strict):
     threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU; null = torch default.")
     lora: LoraSettings = Field(default_factory=LoraSettings, description="Low-rank adapters (peft) instead of full fine-tuning.")
     distributed: DistributedSettings = Field(default_factory=DistributedSettings, description="Data-parallel policy update over several processes (torchrun + DDP); the default is one process.")
+    shared_prefix: Literal["none", "minibatch", "group"] = Field("minibatch", description="How the update's passes share a group's prompt (coevo/policy/prefix.py); every choice gives the per-sequence log-probs and gradients within float32 rounding. 'minibatch': seeded row-permuted minibatches, each distinct prompt of a minibatch encoded once; 'group': minibatches of whole groups (a seeded permutation of groups), so a group's prompt is encoded once per pass (Prefix Grouper), and ranks of a distributed update take contiguous shares; 'none': every row encodes its own prompt (the plain per-sequence pass, a reference).")
     frozen: bool = Field(False, description="Ablation: the policy never updates (every checkpoint keeps the initial weights); only the co-evolver changes, and its effect shows in the held-out accuracy with retrieval.")
 
 

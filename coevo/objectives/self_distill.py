@@ -3,7 +3,9 @@
 Method (METHODS.md items 2 and 3). The student's completions were sampled under the plain prompt.
 The self-teacher is the *same* model with privileged context placed before the question (the
 reference answer, the verifier's feedback, or the co-evolver's retrieved memory or skills; see
-`objective.teacher.sources`). One teacher forward pass per minibatch, under `torch.no_grad`, gives the
+`objective.teacher.sources`). One teacher forward pass per minibatch, under `torch.no_grad`, over the rows
+whose teacher prompt differs from the student's (the others reuse the student's detached distribution:
+the same model on the same tokens; coevo/policy/prefix.py), gives the
 teacher's distribution over the vocabulary at every position of the student's completion; the loss is
 a per-token divergence between the two distributions on the student's own support:
 

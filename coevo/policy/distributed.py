@@ -57,6 +57,7 @@ from coevo.faults import kill_point
 from coevo.io import write_json
 from coevo.objectives import Objective
 from coevo.objectives.kl import shard_weight
+from coevo.policy.prefix import rank_rows
 from coevo.policy.update import TrainingSet, minibatch_loss
 
 RESULT = "result.json"
@@ -76,9 +77,10 @@ class Ranks:
         self.ddp = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)  # every rank loaded checkpoint k
 
     def share_loss(self, model, objective: Objective, data: TrainingSet, idx: list[int], old, ref, cfg: Config, pad_id: int) -> tuple[Tensor, dict]:
-        """This rank's loss on rows idx[rank::world] of the minibatch `idx`, scaled so that DDP's
-        mean over ranks of the gradients is the gradient of the whole minibatch's loss."""
-        mine = idx[self.rank :: self.world]
+        """This rank's loss on its share of the minibatch `idx` (rows idx[rank::world], or a
+        contiguous run of whole groups with policy.shared_prefix: group; coevo/policy/prefix.py),
+        scaled so that DDP's mean over ranks of the gradients is the gradient of the whole minibatch's loss."""
+        mine = rank_rows(idx, self.rank, self.world, cfg.policy.shared_prefix)
         rows = mine or idx[:1]  # a rank without rows still joins the all-reduce, with weight 0
         kill_point("ddp-step", self.rank)
         loss, stats, batch = minibatch_loss(model, self.ddp, objective, data, rows, old, ref, cfg, pad_id)

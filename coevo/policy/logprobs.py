@@ -28,21 +28,24 @@ class PackedBatch:
     completion_mask: Tensor  # [B, T] 1.0 on real completion tokens
 
 
-def pack_prompts(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-    """The distinct prompts left-padded, ids [U, P] and mask [U, P], and each row's index among them [B]."""
+def pack_prompts(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device, share: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+    """The distinct prompts left-padded, ids [U, P] and mask [U, P], and each row's index among them [B].
+    `share=False`: every row keeps its own copy (U = B), the plain per-sequence pass."""
     index: dict[tuple[int, ...], int] = {}
-    prompt_of = [index.setdefault(tuple(p), len(index)) for p in prompts]
-    width = max(len(p) for p in index)
-    ids = torch.full((len(index), width), pad_id, dtype=torch.long)  # [U, P]
-    mask = torch.zeros((len(index), width), dtype=torch.long)  # [U, P]
-    for row, prompt in enumerate(index):
+    prompt_of = [index.setdefault(tuple(p) if share else (row, *p), len(index)) for row, p in enumerate(prompts)]
+    distinct = [key if share else key[1:] for key in index]
+    width = max(len(p) for p in distinct)
+    ids = torch.full((len(distinct), width), pad_id, dtype=torch.long)  # [U, P]
+    mask = torch.zeros((len(distinct), width), dtype=torch.long)  # [U, P]
+    for row, prompt in enumerate(distinct):
         ids[row, width - len(prompt) :] = torch.tensor(prompt)
         mask[row, width - len(prompt) :] = 1
     return ids.to(device), mask.to(device), torch.tensor(prompt_of, device=device)
 
 
-def pack(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> PackedBatch:
-    prompt_ids, prompt_mask, prompt_of = pack_prompts(prompts, pad_id, device)
+def pack(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int, device: torch.device, share: bool = True) -> PackedBatch:
+    """Rows of prompt + completion; `share`: rows with the same prompt share one prefill (see module doc)."""
+    prompt_ids, prompt_mask, prompt_of = pack_prompts(prompts, pad_id, device, share)
     width = max(1, max(len(c) for c in completions))
     completion_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)  # [B, T]
     completion_mask = torch.zeros((len(completions), width))  # [B, T]

@@ -13,8 +13,10 @@
    only where it is not known already: when the engine samples with the trainer's own model (HF),
    a row trained under the prompt it was sampled with holds pi_old as its sampling logprobs. With a
    separate engine (vLLM) the same pass also gives the engine-vs-trainer mismatch metrics.
-5. `optim.epochs` passes over seeded minibatch permutations, gradient-norm clipping each step. The
-   self-teacher (the current weights on the teacher prompts) runs once per minibatch under no_grad.
+5. `optim.epochs` passes over seeded minibatch permutations (of rows, or of whole groups with
+   `policy.shared_prefix: group`; coevo/policy/prefix.py), gradient-norm clipping each step. The
+   self-teacher (the current weights on the teacher prompts) runs once per minibatch under no_grad,
+   on the rows whose teacher prompt differs from the student's; the others reuse the student's pass.
 6. One minibatch's loss is `minibatch_loss`, called by this process alone or, in a distributed
    update (policy.distributed.world_size > 1, coevo/policy/distributed.py), by every rank on its
    share of the same minibatch, scaled so the all-reduced gradient is this one.
@@ -48,6 +50,7 @@ from coevo.policy.logprobs import (
     sampled_logprobs,
 )
 from coevo.policy.mismatch import measured_rows, mismatch_of
+from coevo.policy.prefix import epoch_minibatches, shares, teacher_view
 from coevo.policy.teacher import TeacherContext
 from coevo.prompting import prompt_renderer
 
@@ -129,7 +132,7 @@ def frozen_logprobs(model: PreTrainedModel, prompts: list[list[int]], completion
     out: list[Tensor] = []
     step = cfg.optim.minibatch_size
     for start in range(0, len(prompts), step):
-        packed = pack(prompts[start : start + step], completions[start : start + step], pad_id, model.device)
+        packed = pack(prompts[start : start + step], completions[start : start + step], pad_id, model.device, shares(cfg.policy.shared_prefix))
         logprobs = completion_logprobs(model, packed, cfg.sampling.temperature)  # [b, T]
         out.extend(row[: len(c)].cpu() for row, c in zip(logprobs, completions[start : start + step]))
     return out
@@ -206,11 +209,9 @@ def policy_update(
     ref = frozen_logprobs(reference, data.prompts, data.completions, cfg, pad_id) if objective.needs_reference else None
     generator = torch.Generator().manual_seed(seed)
     sums: dict[str, float] = defaultdict(float)
-    steps, size = 0, cfg.optim.minibatch_size
+    steps, size, mode = 0, cfg.optim.minibatch_size, cfg.policy.shared_prefix
     for _ in range(cfg.optim.epochs):
-        order = torch.randperm(len(data.prompts), generator=generator).tolist()
-        for start in range(0, len(order), size):
-            idx = order[start : start + size]
+        for idx in epoch_minibatches(len(data.prompts), cfg.rollout.group_size, size, mode, generator):
             if ranks is None:
                 loss, step_stats, _ = minibatch_loss(model, model, objective, data, idx, old, ref, cfg, pad_id)
             else:
@@ -242,13 +243,14 @@ def minibatch_loss(
     the pass with grad (the model itself, or its DDP wrapper); the no-grad teacher pass uses `model`.
     The single-process update and every rank of the distributed one (coevo/policy/distributed.py)
     call this, so the objective math exists once."""
-    completions = [data.completions[i] for i in idx]
-    packed = pack([data.prompts[i] for i in idx], completions, pad_id, model.device)
+    completions, prompts, share = [data.completions[i] for i in idx], [data.prompts[i] for i in idx], shares(cfg.policy.shared_prefix)
+    packed = pack(prompts, completions, pad_id, model.device, share)
     width = packed.completion_mask.size(1)
     logprobs, distributions = student_view(forward, packed, objective, cfg.sampling.temperature)  # [b, T], [b, T, V] | None
-    teacher_view = None
-    if data.teacher_prompts is not None:
-        teacher_view = teacher_distributions(model, [data.teacher_prompts[i] for i in idx], completions, pad_id, cfg)
+    teacher, reused = None, None
+    if data.teacher_prompts is not None and distributions is not None:  # a teacher implies the student's distributions
+        teachers = [data.teacher_prompts[i] for i in idx]
+        *teacher, reused = teacher_view(model, teachers, prompts, completions, distributions, packed, pad_id, cfg.sampling.temperature, share)
     batch = PolicyBatch(
         logprobs=logprobs,  # [b, T]
         old_logprobs=_pad([old[i] for i in idx], width, model.device),  # [b, T]
@@ -258,11 +260,13 @@ def minibatch_loss(
         ref_logprobs=_pad([ref[i] for i in idx], width, model.device) if ref is not None else None,
         max_len=cfg.sampling.max_new_tokens,
         distributions=distributions if objective.needs_distributions else None,
-        teacher_distributions=teacher_view[0] if teacher_view is not None else None,  # [b, T, V]
-        teacher_logprobs=teacher_view[1] if teacher_view is not None else None,  # [b, T]
+        teacher_distributions=teacher[0] if teacher is not None else None,  # [b, T, V]
+        teacher_logprobs=teacher[1] if teacher is not None else None,  # [b, T]
         passed=data.passed[idx].to(model.device),  # [b]
     )
     loss, step_stats = objective.loss(batch)
+    if reused is not None:
+        step_stats["policy/teacher_reused_frac"] = reused
     return loss, step_stats, batch
 
 
@@ -273,17 +277,6 @@ def student_view(model: PreTrainedModel, packed: PackedBatch, objective: Objecti
         return completion_logprobs(model, packed, temperature), None
     distributions = completion_distributions(model, packed, temperature)  # [b, T, V]
     return sampled_logprobs(distributions, packed), distributions
-
-
-@torch.no_grad()
-def teacher_distributions(
-    model: PreTrainedModel, prompts: list[list[int]], completions: list[list[int]], pad_id: int, cfg: Config
-) -> tuple[Tensor, Tensor]:
-    """The self-teacher's view of the student's completions: log-distributions [b, T, V] and the
-    sampled tokens' logprobs [b, T], from one forward pass on the teacher prompts, without grad."""
-    packed: PackedBatch = pack(prompts, completions, pad_id, model.device)
-    distributions = completion_distributions(model, packed, cfg.sampling.temperature)  # [b, T, V]
-    return distributions, sampled_logprobs(distributions, packed)
 
 
 def build_optimizer(model: PreTrainedModel, cfg: Config) -> torch.optim.Optimizer:

@@ -36,10 +36,10 @@ def run(tmp_path_factory):
     return root, data, boot, rollouts, str(signal)
 
 
-def _update(run, world_size: int, objective: dict | None = None) -> tuple[dict, dict[str, torch.Tensor]]:
+def _update(run, world_size: int, objective: dict | None = None, policy: dict | None = None) -> tuple[dict, dict[str, torch.Tensor]]:
     """Checkpoint 1 from the bootstrap with `world_size` processes; the stage record and the weights."""
     root, data, boot, rollouts, signal = run
-    cfg = tiny_config(root, policy={"distributed": {"world_size": world_size}}, objective=objective or {})
+    cfg = tiny_config(root, policy={"distributed": {"world_size": world_size}, **(policy or {})}, objective=objective or {})
     stages._POLICIES.clear()
     record = stages.update_stage(cfg, 1, boot["checkpoint"], rollouts, signal, boot["coevolver"], data)
     return record, load_file(stages.RunLayout(cfg.run.out_dir).checkpoint(1) / WEIGHTS)
@@ -80,6 +80,19 @@ def test_two_ranks_give_the_single_process_weights(run, single, two_ranks, objec
     assert diff <= 1e-5
     assert two["metrics"]["policy/steps"] == one["metrics"]["policy/steps"] == 2
     assert two["metrics"]["policy/grad_norm"] == pytest.approx(one["metrics"]["policy/grad_norm"], rel=1e-4)  # the global gradient on every rank
+
+
+def test_two_ranks_with_whole_group_shares_give_the_single_process_weights(run, single):
+    """policy.shared_prefix: group: minibatches of whole groups, each rank a contiguous run of them
+    (coevo/policy/prefix.py), so a rank encodes each of its groups' prompts once."""
+    group = {"shared_prefix": "group"}
+    one, one_weights = _update(run, 1, policy=group)
+    two, two_weights = _update(run, 2, policy=group)
+    assert _max_abs_diff(one_weights, single[1]) > 0  # other minibatches than the row permutation's
+    diff = _max_abs_diff(one_weights, two_weights)
+    print(f"shared_prefix group: max |w_1proc - w_2proc| = {diff:.3e}")
+    assert diff <= 1e-5
+    assert two["metrics"]["policy/grad_norm"] == pytest.approx(one["metrics"]["policy/grad_norm"], rel=1e-4)
 
 
 def test_rank_zero_writes_the_checkpoint_with_its_lineage(run, two_ranks):

@@ -11,12 +11,9 @@ from coevo.objectives import build_objective
 from coevo.policy.checkpoint import load_policy
 from coevo.policy.logprobs import completion_distributions, pack
 from coevo.policy.teacher import teacher_context
-from coevo.policy.update import (
-    build_optimizer,
-    build_training_set,
-    policy_update,
-    teacher_distributions,
-)
+from coevo.policy.logprobs import sampled_logprobs
+from coevo.policy.prefix import teacher_pass
+from coevo.policy.update import build_optimizer, build_training_set, policy_update
 
 from ..conftest import tiny_config
 from .test_update import _iteration_tables, _snapshot
@@ -57,7 +54,8 @@ def test_teacher_prompts_carry_the_privileged_context_student_prompts_never(tiny
 def test_teacher_pass_carries_no_gradient(tiny_cfg, tiny_policy_dir):
     policy = load_policy(tiny_policy_dir, "cpu")
     prompts, completions = policy.tokenizer(["1+1=", "2+3="])["input_ids"], [[5, 6], [7]]
-    distributions, logprobs = teacher_distributions(policy.model, prompts, completions, policy.tokenizer.pad_token_id, tiny_cfg)
+    distributions = teacher_pass(policy.model, prompts, completions, policy.tokenizer.pad_token_id, tiny_cfg.sampling.temperature, share=True)
+    logprobs = sampled_logprobs(distributions, pack(prompts, completions, policy.tokenizer.pad_token_id, policy.model.device))
     assert torch.is_grad_enabled()
     assert not distributions.requires_grad and distributions.grad_fn is None
     assert not logprobs.requires_grad and logprobs.grad_fn is None
