@@ -3,14 +3,14 @@
 
 A cell is one (family, level); level d means both operands have exactly d digits (level 1: 0..9).
 Each cell draws from its own generator seeded by (seed, family, level), so a cell's problems do not
-depend on which other cells are in the mix (only on its quotas). The test split takes distinct
-operand pairs, at most half of a cell's pair space.
+depend on which other cells are in the mix (only on its quotas).
 
-Open cells (pair space larger than the cell's training quota) keep train content-disjoint from test:
-train samples with replacement from the pairs test did not take. A closed cell (level 1: 100 pairs
-against a larger training quota) is a table of facts the training demand covers anyway, so train
-samples from the whole space there and test differs from train by id only: held-out accuracy on a
-closed cell measures whether the policy knows the facts, on an open cell whether it generalises.
+Held-out problems are unseen (issue 27): an open cell (pair space larger than its training quota)
+holds out distinct commutation classes (a+b and b+a are one problem; sub: the pair itself), test
+first, then validation, at most half of its pairs, and training samples with replacement from the
+pairs of the other classes. A closed cell (level 1: 100 facts against a larger training quota) is a
+table the training demand covers anyway: it is train-only, so no held-out figure counts a fact the
+policy was trained on; a mix of closed cells only cannot be held out and is refused.
 
 Combinations (COMBINATIONS, e.g. addmul = a+b*c) index operand tuples the same way with more digits
 in base `count`, so a binary family's index-to-operands map, seeds and frames are exactly what they
