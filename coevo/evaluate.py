@@ -3,7 +3,8 @@
 pass@k uses exactly k samples per problem, for which the unbiased estimator of Chen et al. (2021)
 reduces to "any of the k passed". "With skills" adds what the co-evolver retrieves for each
 problem (`context_for`) as the prompt format places context (coevo/prompting.py); the headline `eval/acc` is always skill-free, as the student is deployed.
-Every completion is judged by its problem's family verifier (`coevo.verify.score_rows`, the one
+The validation split gets the same greedy accuracy under `val/` (`validate`): keep-best and the
+`best` alias read it, never the test split's `eval/acc`. Every completion is judged by its problem's family verifier (`coevo.verify.score_rows`, the one
 the verification stage uses): exact match for math, the sandboxed hidden tests for code. Constraint
 problems also get `eval/gold_acc`, their gold checks on the greedy completions (`gold_metrics`).
 """
@@ -20,6 +21,8 @@ from coevo.engines import with_prompt_format
 from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constraints
 from coevo.prompting import prompt_renderer
 from coevo.verify import score_rows
+
+VAL = "val"  # namespace of the validation metrics: val/acc, val/acc/<family>
 
 
 def _per_family(name: str, test: pd.DataFrame, passed: Sequence[bool]) -> dict[str, float]:
@@ -49,6 +52,15 @@ def gold_metrics(test: pd.DataFrame, completions: Sequence[str]) -> dict[str, fl
     rows = test[is_gold].reset_index(drop=True)
     verdicts = score_constraints(rows, [c for c, g in zip(completions, is_gold) if g])
     return _per_family("gold_acc", rows, [v.passed for v in verdicts])
+
+
+def validate(engine: Engine, val: pd.DataFrame, cfg: Config) -> dict[str, float]:
+    """val/acc and val/acc/<family>: skill-free greedy accuracy on the validation split, the figure
+    every choice made by looking at results reads (keep-best retention, the `best` alias), so the
+    test split's eval/acc stays untouched by them."""
+    renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
+    greedy = greedy_completions(engine, renderer.render_all(val.to_dict("records")), cfg.sampling.max_new_tokens)
+    return {key.replace("eval/", f"{VAL}/", 1): value for key, value in _per_family("acc", val, passed(val, greedy, cfg)).items()}
 
 
 def evaluate(engine: Engine, test: pd.DataFrame, cfg: Config, seed: int, context_for: Callable[[dict], list[str]] | None = None) -> dict[str, float]:

@@ -1,36 +1,82 @@
-"""Prepare stage: produce the validated train/test problem splits under problems.data_dir."""
+"""Prepare stage: produce the validated train/val/test problem splits under problems.data_dir.
+
+Every source's held-out splits (val, test) share no problem with training, nor with each other
+(coevo/problems/heldout.py says what "the same problem" means); the splits are checked for that
+before anything is written, and data_dir/splits.json records their sizes, the train-only cells and
+the training rows dropped because a user's `test_path` file repeats them.
+"""
 
 from __future__ import annotations
+
+import warnings
 
 import pandas as pd
 
 from coevo.code.prepare import CODE_SOURCES, prepare_code_problems
 from coevo.config import Config
-from coevo.problems.constraints import generate_constraints
-from coevo.problems.arithmetic import generate_arithmetic, write_splits
-from coevo.problems.loader import load_problem_file, split_problems
+from coevo.io import write_json
+from coevo.problems.arithmetic import arithmetic_splits, train_only_cells, write_splits
+from coevo.problems.constraints import constraint_splits
+from coevo.problems.heldout import check_unseen
+from coevo.problems.loader import drop_seen, load_problem_file, split_held_out
 from schemas.problems import read_problems
+
+SPLITS = ("train", "val", "test")
 
 
 def build_splits(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The splits params.yaml describes: generated arithmetic, or a user file (validated, nothing written)."""
+    """Train and test of params.yaml's source (validated, nothing written); see `build_all_splits`."""
+    splits = build_all_splits(cfg)
+    return splits["train"], splits["test"]
+
+
+def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
+    """{"train", "val", "test"} of params.yaml's math source, checked unseen; nothing is written.
+
+    Also `report`: what the split held out (a dict, the content of splits.json)."""
     problems = cfg.problems
+    report: dict = {"source": problems.source}
     if problems.source == "arithmetic":
-        return generate_arithmetic(list(problems.families), cfg.levels, problems.n_train, problems.n_test, cfg.seed, problems.question_style)
-    if problems.source == "constraints":
-        return generate_constraints(list(problems.constraint_kinds), problems.n_train, problems.n_test, cfg.seed)
-    frame = load_problem_file(problems.path)
-    if problems.test_path is not None:
-        return frame, load_problem_file(problems.test_path)
-    return split_problems(frame, problems.test_fraction, cfg.seed)
+        splits = arithmetic_splits(list(problems.families), cfg.levels, problems.n_train, problems.n_test, problems.n_val, cfg.seed, problems.question_style)
+        report["train_only_cells"] = [list(cell) for cell in train_only_cells(list(problems.families), cfg.levels, problems.n_train)]
+    elif problems.source == "constraints":
+        splits = constraint_splits(list(problems.constraint_kinds), problems.n_train, problems.n_test, problems.n_val, cfg.seed)
+    else:
+        splits = user_splits(load_problem_file(problems.path), problems.test_path and load_problem_file(problems.test_path), cfg, report)
+    check_unseen(splits, f"problems.source={problems.source}")
+    return {**splits, "report": report}
+
+
+def user_splits(frame: pd.DataFrame, test: pd.DataFrame | None, cfg: Config, report: dict) -> dict[str, pd.DataFrame]:
+    """A user file's splits: test_fraction and val_fraction of its distinct problems held out, or,
+    with a test file, that file whole as test (the training rows that repeat one of its problems
+    dropped and counted in `report`) and val_fraction of the rest held out for validation."""
+    problems = cfg.problems
+    if test is None:
+        return split_held_out(frame, problems.test_fraction, problems.val_fraction, cfg.seed)
+    train, dropped = drop_seen(frame, test, str(problems.path))
+    report["train_dropped_as_in_test_path"] = dropped
+    if dropped:
+        warnings.warn(f"{problems.path}: {dropped} training rows repeat a problem of {problems.test_path}; dropped from training", stacklevel=2)
+    if problems.val_fraction == 0 or len(train) < 2:
+        return {"train": train, "val": train.iloc[:0], "test": test}
+    held = split_held_out(train, problems.val_fraction, 0.0, cfg.seed)
+    return {"train": held["train"], "val": held["test"], "test": test}
 
 
 def prepare_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Build the splits, write them atomically to problems.data_dir, and read them back validated.
+    """Build the splits, write them atomically to problems.data_dir, and read train and test back validated.
 
     Code sources (coevo/code/prepare.py) write the same problems table and are read back decoded."""
     if cfg.problems.source in CODE_SOURCES:
         return prepare_code_problems(cfg)
-    train, test = build_splits(cfg)
-    paths = write_splits(cfg.problems.data_dir, train, test)
+    splits = build_all_splits(cfg)
+    paths = write_splits(cfg.problems.data_dir, splits["train"], splits["test"], splits["val"])
+    write_report(cfg, splits)
     return read_problems(paths["train"]), read_problems(paths["test"])
+
+
+def write_report(cfg: Config, splits: dict) -> None:
+    """data_dir/splits.json: the size of each split and what building them held out or dropped."""
+    sizes = {name: int(len(splits[name])) for name in SPLITS}
+    write_json(cfg.problems.data_dir / "splits.json", {**splits.get("report", {}), "sizes": sizes})

@@ -33,7 +33,7 @@ from coevo.config import Config, SamplingConfig
 from coevo.types import ContextVariant
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
-from coevo.evaluate import evaluate
+from coevo.evaluate import evaluate, validate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
 from coevo.objectives import build_objective
@@ -57,7 +57,7 @@ from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, 
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.code.prepare import CODE_SOURCES
-from coevo.prepare import build_splits, prepare_problems
+from coevo.prepare import SPLITS, build_all_splits, prepare_problems
 from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import check_conversations, run_rollouts
@@ -179,8 +179,21 @@ def problems(path: str | Path) -> pd.DataFrame:
     return table(read_problems, path)
 
 
+def val_path(test: str | Path) -> Path | None:
+    """The validation split written beside the test split `test` (val.parquet), or None when there is
+    none or it is empty (a source with no validation problems)."""
+    path = Path(test).with_name("val.parquet")
+    return path if path.is_file() and len(problems(path)) else None
+
+
+def held_out(test: str | Path) -> pd.DataFrame:
+    """Test and validation problems together: what a proposer must not duplicate."""
+    val = val_path(test)
+    return problems(test) if val is None else pd.concat([problems(test), problems(val)], ignore_index=True)
+
+
 def prepare_stage(cfg: Config) -> dict:
-    """The problem splits as {"train"|"test": {"path", "sha256"}, "dvc_md5": DVC's hash of the data dir}.
+    """The problem splits as {"train"|"val"|"test": {"path", "sha256"}, "dvc_md5": DVC's hash of the data dir}.
 
     The `rewards:` plugins are imported first and probed on the training split (coevo/rewards.py):
     a broken one stops the run before anything is written or any rollout is spent."""
@@ -189,14 +202,14 @@ def prepare_stage(cfg: Config) -> dict:
     check_targets(cfg)  # a LoRA target matching no module stops the run here, before anything is written
     check_coevolvers(cfg)  # so do two listed co-evolvers that would both choose the problems or both shape the context
     if cfg.problems.source not in CODE_SOURCES:  # every check on the training rows before a split is written
-        probe, held_out = build_splits(cfg)
-        for split in (probe, held_out):
-            check_conversations(cfg, split)
-        check_rewards(cfg, probe)
+        splits = build_all_splits(cfg)
+        for name in SPLITS:
+            check_conversations(cfg, splits[name])
+        check_rewards(cfg, splits["train"])
     train, _ = prepare_problems(cfg)
     if cfg.problems.source in CODE_SOURCES:
         check_rewards(cfg, train)
-    data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in ("train", "test")}
+    data = {name: cfg.problems.data_dir / f"{name}.parquet" for name in SPLITS}
     return {
         **{name: {"path": str(path), "sha256": hash_file(path)} for name, path in data.items()},
         "dvc_md5": dvc_dir_md5(cfg.problems.data_dir),
@@ -345,7 +358,7 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
     batch = split.set_index("id").loc[frame["problem_id"].unique()].reset_index()
     report = bank.update(it, batch, frame, scored)
     for member in members_of(bank):
-        if "problems" in member.roles and (proposed := member.propose(it, batch, frame, scored, split, problems(test))):
+        if "problems" in member.roles and (proposed := member.propose(it, batch, frame, scored, split, held_out(test))):
             report = {**report, "proposer": proposed}
         if "harness" in member.roles:
             sample = backtest_sampler(cfg, layout.checkpoint(it - 1), it)
@@ -435,6 +448,8 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
     engine = live_engine(cfg, checkpoint)
     asked = cfg.model_copy(update={"prompt": harnessed(cfg, it).prompt})  # the instruction checkpoint `it` was trained under
     metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for)
+    if (val := val_path(test)) is not None:
+        metrics.update(validate(engine, problems(val), asked))  # val/: what keep-best and `best` read
     record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics}
     if asked.prompt.format == "chat":
         record["instruction"] = asked.prompt.instruction.model_dump()  # what the held-out questions were asked with
@@ -484,7 +499,7 @@ def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, da
         rollouts=rollouts,
         rewards=rewards,
         coevolver=coevolver,
-        data={name: Path(data[name]["path"]) for name in ("train", "test")},
+        data={name: Path(data[name]["path"]) for name in ("train", "val", "test") if name in data},
         dvc_md5=data["dvc_md5"],
         params=cfg.model_dump(mode="json"),
         checkpoint_dir=RunLayout(cfg.run.out_dir).checkpoint(it),

@@ -140,7 +140,7 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
             state, metrics = run_iteration(t, runner, params, cfg, it, last, state, data)
             history.append(metrics)
             if "eval/acc" in metrics:
-                curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith("eval/")}})
+                curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith(("eval/", "val/"))}})
             logged = it % cfg.run.checkpoint_every == 0 or it == last
             track(it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else None, it == last)
             publish(it, metrics, state["report"])

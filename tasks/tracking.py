@@ -18,6 +18,7 @@ from prefect.transactions import transaction
 
 from coevo.config import Config
 from coevo.io import hash_bytes
+from coevo.policy.retention import SELECT_BY
 from coevo.tracking.mlflow_tracker import Tracker
 
 
@@ -49,7 +50,7 @@ class FlowTracking:
                 tracker.log_dataset(Path(data["train"]["path"]), Path(data["test"]["path"]), digest=data["dvc_md5"])
             tracker.log_iteration(it, metrics)
             if checkpoint is not None:
-                tracker.log_checkpoint(it, Path(checkpoint["path"]), metrics.get("eval/acc"))
+                tracker.log_checkpoint(it, Path(checkpoint["path"]), metrics.get(SELECT_BY))  # `best`: validation, never test
             if coevolver is not None:
                 tracker.log_coevolver(it, Path(coevolver["path"]))
             if curve:

@@ -1,4 +1,4 @@
-"""Prepare code problem splits (problems.source: code-synth, humaneval, code-file) as parquet.
+"""Prepare code problem splits train/val/test (problems.source: code-synth, humaneval, code-file) as parquet.
 
 The splits are written as the ordinary problems table (schemas/problems.py, `answer` = JSON of entry
 point, tests and reference solution) so the pipeline's stages read them unchanged, after the
@@ -13,49 +13,64 @@ import pandas as pd
 
 from coevo.code.problems import (
     from_problems_frame,
-    generate_synthetic,
+    synthetic_splits,
     humaneval_problems,
     load_code_file,
     to_problems_frame,
 )
 from coevo.config import Config
 from coevo.problems.arithmetic import write_splits
-from coevo.problems.loader import split_problems
+from coevo.problems.heldout import check_unseen
+from coevo.problems.loader import split_held_out
 from schemas.problems import read_problems
 
 
-def _synthetic(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _synthetic(cfg: Config) -> dict[str, pd.DataFrame]:
     s = cfg.code.synth
-    return generate_synthetic(list(s.families), s.n_train, s.n_test, s.n_examples, s.n_hidden, cfg.seed)
+    return synthetic_splits(list(s.families), s.n_train, s.n_test, s.n_val, s.n_examples, s.n_hidden, cfg.seed)
 
 
-def _humaneval(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return split_problems(humaneval_problems(), cfg.problems.test_fraction, cfg.seed)
+def _humaneval(cfg: Config) -> dict[str, pd.DataFrame]:
+    return split_held_out(humaneval_problems(), cfg.problems.test_fraction, cfg.problems.val_fraction, cfg.seed)
 
 
-def _code_file(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _code_file(cfg: Config) -> dict[str, pd.DataFrame]:
     frame = load_code_file(cfg.problems.path)
     if cfg.problems.test_path is not None:
-        return frame, load_code_file(cfg.problems.test_path)
-    return split_problems(frame, cfg.problems.test_fraction, cfg.seed)
+        return {"report": {}, **user_code_splits(frame, load_code_file(cfg.problems.test_path), cfg)}
+    return split_held_out(frame, cfg.problems.test_fraction, cfg.problems.val_fraction, cfg.seed)
 
 
-CODE_SOURCES: dict[str, Callable[[Config], tuple[pd.DataFrame, pd.DataFrame]]] = {
+def user_code_splits(frame: pd.DataFrame, test: pd.DataFrame, cfg: Config) -> dict:
+    """A code file with its own test file: see coevo/prepare.py's `user_splits` (the same rules)."""
+    from coevo.prepare import user_splits
+
+    report: dict = {}
+    return {**user_splits(frame, test, cfg, report), "report": report}
+
+
+CODE_SOURCES: dict[str, Callable[[Config], dict[str, pd.DataFrame]]] = {
     "code-synth": _synthetic,
     "humaneval": _humaneval,
     "code-file": _code_file,
 }
 
 
-def build_code_splits(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Decoded code-problem splits (schemas/code.py) of problems.source; nothing is written."""
+def build_code_splits(cfg: Config) -> dict[str, pd.DataFrame]:
+    """Decoded code-problem splits {"train", "val", "test"} (schemas/code.py) of problems.source,
+    checked unseen (coevo/problems/heldout.py); nothing is written."""
     if cfg.problems.source not in CODE_SOURCES:
         raise ValueError(f"problems.source {cfg.problems.source!r} is not a code source; known: {sorted(CODE_SOURCES)}")
-    return CODE_SOURCES[cfg.problems.source](cfg)
+    splits = CODE_SOURCES[cfg.problems.source](cfg)
+    check_unseen(splits, f"problems.source={cfg.problems.source}")
+    return splits
 
 
 def prepare_code_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Write train/test parquet (problems table) to problems.data_dir and read them back, decoded and validated."""
-    train, test = build_code_splits(cfg)
-    paths = write_splits(cfg.problems.data_dir, to_problems_frame(train), to_problems_frame(test))
+    """Write train/val/test parquet (problems table) to problems.data_dir and read train and test back, decoded and validated."""
+    from coevo.prepare import write_report
+
+    splits = build_code_splits(cfg)
+    paths = write_splits(cfg.problems.data_dir, *(to_problems_frame(splits[name]) for name in ("train", "test", "val")))
+    write_report(cfg, {**splits, "report": {"source": cfg.problems.source, **splits.get("report", {})}})
     return tuple(from_problems_frame(read_problems(paths[name]), paths[name]) for name in ("train", "test"))

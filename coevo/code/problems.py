@@ -15,8 +15,9 @@ snippets and an optional reference completion; the program a completion stands f
   in a comment, with hidden tests on other inputs: `#f(0)=3 f(1)=4 f(6)=9\\ndef f(x): return ` ->
   `x+3`. Families code-add (x+k), code-sub (x-k), code-mul (x*k). The examples always start with
   f(0) and f(1), which expose k (f(0) = k, -k or 0; f(1) = k for mul), so the tiny character-level
-  policy can learn it on CPU in a minute. Train and test never share an (op, k, examples) triple,
-  but the same function (op, k) appears in both with different examples: the space is tiny.
+  policy can learn it on CPU in a minute. Train, validation and test never share an (op, k,
+  examples) triple, hence never a specification (signature + examples: coevo/problems/heldout.py),
+  but the same function (op, k) appears in several with different examples: the space is tiny.
 
 Code problems travel through the pipeline in the ordinary problems table (`to_problems_frame`):
 `answer` holds the JSON of {entry_point, tests, solution}; `from_problems_frame` decodes it.
@@ -129,7 +130,14 @@ def synth_prompt(examples: list[tuple[int, int]]) -> str:
 
 
 def generate_synthetic(families: list[str], n_train: int, n_test: int, n_examples: int, n_hidden: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train and test frames of one-line functions; distinct (op, k, examples) triples across both."""
+    """Train and test frames of one-line functions (no validation split); see `synthetic_splits`."""
+    splits = synthetic_splits(families, n_train, n_test, 0, n_examples, n_hidden, seed)
+    return splits["train"], splits["test"]
+
+
+def synthetic_splits(families: list[str], n_train: int, n_test: int, n_val: int, n_examples: int, n_hidden: int, seed: int) -> dict[str, pd.DataFrame]:
+    """{"train", "val", "test"} frames of one-line functions; distinct (op, k, examples) triples,
+    hence distinct specifications, across all of them (test drawn first, then validation)."""
     unknown = [f for f in families if f not in SYNTH_OPS]
     if not families or unknown:
         raise ValueError(f"synthetic code families must be a non-empty subset of {sorted(SYNTH_OPS)}; got {families}")
@@ -138,8 +146,9 @@ def generate_synthetic(families: list[str], n_train: int, n_test: int, n_example
     rng = np.random.default_rng([seed & (2**64 - 1), 7])
     seen: set[tuple] = set()
     rows: list[dict] = []
-    for attempt in range(50 * (n_train + n_test)):
-        if len(rows) == n_train + n_test:
+    total = n_train + n_test + n_val
+    for attempt in range(50 * total):
+        if len(rows) == total:
             break
         family = families[len(rows) % len(families)]
         symbol, low = SYNTH_OPS[family]
@@ -150,12 +159,13 @@ def generate_synthetic(families: list[str], n_train: int, n_test: int, n_example
             continue
         seen.add(key)
         rows.append(_synth_row(family, symbol, k, xs[:n_examples], xs[n_examples:], len(rows)))
-    if len(rows) < n_train + n_test:
-        raise ValueError(f"only {len(rows)} distinct synthetic problems for n_train + n_test = {n_train + n_test}")
-    test, train = rows[:n_test], rows[n_test:]
-    for row in test:
-        row["id"] = "t-" + row["id"]
-    return validate_code_problems(_frame(train), "synthetic train"), validate_code_problems(_frame(test), "synthetic test")
+    if len(rows) < total:
+        raise ValueError(f"only {len(rows)} distinct synthetic problems for n_train + n_test + n_val = {total}")
+    test, val, train = rows[:n_test], rows[n_test : n_test + n_val], rows[n_test + n_val :]
+    for prefix, held in (("t-", test), ("v-", val)):
+        for row in held:
+            row["id"] = prefix + row["id"]
+    return {name: validate_code_problems(_frame(rows), f"synthetic {name}") for name, rows in (("train", train), ("val", val), ("test", test))}
 
 
 def _synth_row(family: str, symbol: str, k: int, shown: list[int], hidden: list[int], index: int) -> dict:

@@ -6,8 +6,10 @@ and optimizer files of every checkpoint no rule keeps are deleted (`run.retentio
   keep_last   the newest N iterations, each with its optimizer state (a resume falls back to the
               newest intact one of them; one kept only by the rules below keeps its weights only);
   keep_every  every N-th iteration (with the defaults, the ones MLflow registers: run.checkpoint_every);
-  keep_best   the iteration with the best held-out accuracy so far (`eval/acc` in evals/iter_NNNN.json;
-              ties go to the earliest, so a later checkpoint has to beat it).
+  keep_best   the iteration with the best validation accuracy so far (`val/acc` in evals/iter_NNNN.json,
+              never the test split's `eval/acc`: choosing a checkpoint by test accuracy would make
+              the test figure optimistic; ties go to the earliest, so a later checkpoint has to beat
+              it; a run with no validation split keeps no checkpoint by this rule).
 The bootstrap (checkpoint 0, runs/<x>/bootstrap, also the import of a user checkpoint) is never pruned.
 
 Decision on MLflow: a registered checkpoint is not protected by a rule of its own. The tracker copies
@@ -133,9 +135,12 @@ def prune_coevolver(directory: Path, iteration: int) -> list[str]:
     return present
 
 
+SELECT_BY = "val/acc"  # the metric keep_best (and the registry's `best` alias) choose by: validation, never test
+
+
 def read_evals(evals_dir: Path, iterations: list[int], weights: dict[int, str]) -> dict[int, float]:
-    """`eval/acc` of each iteration evaluated on its current weights (evals/iter_NNNN.json whose
-    weights_sha256 matches the checkpoint's: a stale file from an earlier run is ignored)."""
+    """`val/acc` (SELECT_BY) of each iteration evaluated on its current weights (evals/iter_NNNN.json
+    whose weights_sha256 matches the checkpoint's: a stale file from an earlier run is ignored)."""
     accs: dict[int, float] = {}
     for it in iterations:
         path = Path(evals_dir) / f"iter_{it:04d}.json"
@@ -145,7 +150,7 @@ def read_evals(evals_dir: Path, iterations: list[int], weights: dict[int, str]) 
             record = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: not valid JSON ({exc}); delete it to re-evaluate") from exc
-        acc = record.get("metrics", {}).get("eval/acc")
+        acc = record.get("metrics", {}).get(SELECT_BY)
         if acc is not None and record.get("weights_sha256") == weights.get(it):
             accs[it] = float(acc)
     return accs

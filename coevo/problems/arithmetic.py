@@ -3,14 +3,14 @@
 
 A cell is one (family, level); level d means both operands have exactly d digits (level 1: 0..9).
 Each cell draws from its own generator seeded by (seed, family, level), so a cell's problems do not
-depend on which other cells are in the mix (only on its quotas). The test split takes distinct
-operand pairs, at most half of a cell's pair space.
+depend on which other cells are in the mix (only on its quotas).
 
-Open cells (pair space larger than the cell's training quota) keep train content-disjoint from test:
-train samples with replacement from the pairs test did not take. A closed cell (level 1: 100 pairs
-against a larger training quota) is a table of facts the training demand covers anyway, so train
-samples from the whole space there and test differs from train by id only: held-out accuracy on a
-closed cell measures whether the policy knows the facts, on an open cell whether it generalises.
+Held-out problems are unseen (issue 27): an open cell (pair space larger than its training quota)
+holds out distinct commutation classes (a+b and b+a are one problem; sub: the pair itself), test
+first, then validation, at most half of its pairs, and training samples with replacement from the
+pairs of the other classes. A closed cell (level 1: 100 facts against a larger training quota) is a
+table the training demand covers anyway: it is train-only, so no held-out figure counts a fact the
+policy was trained on; a mix of closed cells only cannot be held out and is refused.
 
 Combinations (COMBINATIONS, e.g. addmul = a+b*c) index operand tuples the same way with more digits
 in base `count`, so a binary family's index-to-operands map, seeds and frames are exactly what they
@@ -46,36 +46,62 @@ QUESTION_STYLES = {
 def generate_arithmetic(
     families: list[str], levels: list[int], n_train: int, n_test: int, seed: int, style: str = "equation"
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train and test problem frames, spread evenly over the family x level cells.
+    """Train and test problem frames (no validation split); see `arithmetic_splits`."""
+    splits = arithmetic_splits(families, levels, n_train, n_test, 0, seed, style)
+    return splits["train"], splits["test"]
 
-    If the cells cannot hold `n_test` distinct pairs (each gives at most half its pair space), the
-    test split is smaller than asked and a warning says so.
+
+def arithmetic_splits(
+    families: list[str], levels: list[int], n_train: int, n_test: int, n_val: int, seed: int, style: str = "equation"
+) -> dict[str, pd.DataFrame]:
+    """{"train", "val", "test"} problem frames, spread evenly over the family x level cells.
+
+    A cell whose pair space its training quota covers (a fact table) is train-only. The held-out
+    problems of an open cell are distinct up to commutation (test first, then validation), at most
+    half of its pair space; if the open cells cannot hold them, the splits are smaller than asked and
+    a warning says so. With no open cell and n_test + n_val > 0 the splits cannot be held out: an
+    error names the cells.
     """
-    _check_args(families, levels, n_train, n_test)
+    _check_args(families, levels, n_train, n_test + n_val)
     if style not in QUESTION_STYLES:
         raise ValueError(f"arithmetic question style must be one of {sorted(QUESTION_STYLES)}; got {style!r}")
     cells = [(family, level) for family in families for level in levels]
-    test_quota = _fill_evenly(n_test, [_space(family, level) // 2 for family, level in cells])
-    if sum(test_quota) < n_test:
-        warnings.warn(f"arithmetic: only {sum(test_quota)} of n_test={n_test} distinct test problems fit in {cells}", stacklevel=2)
     train_quota = _fill_evenly(n_train, [n_train] * len(cells))
-    train_parts, test_parts = [], []
-    for (family, level), k_test, k_train in zip(cells, test_quota, train_quota):
+    caps = [0 if _space(f, lv) <= k else held_cap(f, lv) for (f, lv), k in zip(cells, train_quota)]
+    if n_test + n_val > 0 and not any(caps):
+        raise ValueError(
+            f"arithmetic: no cell of {cells} can be held out: each one's operand pairs are covered by its training quota "
+            f"({train_quota}), so test problems would be training problems; add a larger level (problems.max_digits) or lower problems.n_train"
+        )
+    test_quota = _fill_evenly(n_test, caps)
+    val_quota = _fill_evenly(n_val, [cap - k for cap, k in zip(caps, test_quota)])
+    for name, quota, asked in (("test", test_quota, n_test), ("val", val_quota, n_val)):
+        if sum(quota) < asked:
+            warnings.warn(f"arithmetic: only {sum(quota)} of n_{name}={asked} distinct {name} problems fit in the held-out cells of {cells}", stacklevel=2)
+    parts: dict[str, list[pd.DataFrame]] = {"train": [], "val": [], "test": []}
+    for (family, level), k_test, k_val, k_train in zip(cells, test_quota, val_quota, train_quota):
         rng = np.random.default_rng([seed & (2**64 - 1), _FAMILY_CODE[family], level])
-        space = _space(family, level)
-        test_idx = rng.choice(space, size=k_test, replace=False)
-        closed = space <= k_train
-        train_idx = _sample_excluding(rng, space, k_train, test_idx[:0] if closed else test_idx)
-        test_parts.append(_frame(family, level, test_idx, "t-", style))
-        train_parts.append(_frame(family, level, train_idx, "", style))
-    return _concat(train_parts), _concat(test_parts)
+        held, keys = _held_out(rng, family, level, k_test + k_val)
+        train_idx = _sample_excluding(rng, family, level, k_train, keys)
+        parts["test"].append(_frame(family, level, held[:k_test], "t-", style))
+        parts["val"].append(_frame(family, level, held[k_test:], "v-", style))
+        parts["train"].append(_frame(family, level, train_idx, "", style))
+    return {name: _concat(frames) for name, frames in parts.items()}
 
 
-def write_splits(data_dir: str | Path, train: pd.DataFrame, test: pd.DataFrame) -> dict[str, str]:
-    """Validate and atomically write train.parquet and test.parquet under `data_dir`."""
-    paths = {"train": str(Path(data_dir) / "train.parquet"), "test": str(Path(data_dir) / "test.parquet")}
-    write_problems(paths["train"], train)
-    write_problems(paths["test"], test)
+def train_only_cells(families: list[str], levels: list[int], n_train: int) -> list[tuple[str, int]]:
+    """The (family, level) cells too small to hold out: their training quota covers their pair space."""
+    cells = [(family, level) for family in families for level in levels]
+    quota = _fill_evenly(n_train, [n_train] * len(cells))
+    return [(f, lv) for (f, lv), k in zip(cells, quota) if _space(f, lv) <= k]
+
+
+def write_splits(data_dir: str | Path, train: pd.DataFrame, test: pd.DataFrame, val: pd.DataFrame | None = None) -> dict[str, str]:
+    """Validate and atomically write train.parquet, test.parquet (and val.parquet) under `data_dir`."""
+    names = {"train": train, "test": test} | ({"val": val} if val is not None else {})
+    paths = {name: str(Path(data_dir) / f"{name}.parquet") for name in names}
+    for name, frame in names.items():
+        write_problems(paths[name], frame)
     return paths
 
 
@@ -138,13 +164,54 @@ def _fill_evenly(total: int, caps: list[int]) -> list[int]:
     return quota
 
 
-def _sample_excluding(rng: np.random.Generator, space: int, size: int, excluded: np.ndarray) -> np.ndarray:
-    """`size` pair indices drawn uniformly with replacement from range(space) minus `excluded`."""
+def held_cap(family: str, level: int) -> int:
+    """Most held-out problems of a cell: half its pair space, counted up to commutation (a commutative
+    family's held-out key removes two ordered pairs from training)."""
+    return _space(family, level) // (4 if _commutes(family) else 2)
+
+
+def _commutes(family: str) -> bool:
+    return family in ("add", "mul", "addmul")  # addmul = a+b*c: b*c commutes
+
+
+def canonical(family: str, level: int, idx: np.ndarray) -> np.ndarray:
+    """The index of each operand tuple's commutation class representative (operands of a commutative
+    product or sum sorted; sub: the index itself)."""
+    if not _commutes(family):
+        return idx
+    count = _operand_range(level)[1]
+    digits = [(idx // count ** (arity(family) - 1 - k)) % count for k in range(arity(family))]  # arity x [n]
+    first = 0 if family != "addmul" else 1  # addmul: a stays, b*c commutes
+    lo, hi = np.minimum(digits[first], digits[first + 1]), np.maximum(digits[first], digits[first + 1])
+    head = digits[0] * count**2 if family == "addmul" else 0
+    return head + lo * count + hi
+
+
+def _held_out(rng: np.random.Generator, family: str, level: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`k` operand-tuple indices of distinct commutation classes (random order) and their classes."""
+    space = _space(family, level)
+    if k == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    size = space if space <= 1_000_000 else min(space, 4 * k + 64)  # huge spaces: classes rarely collide
+    while True:
+        candidates = rng.choice(space, size=size, replace=False)
+        classes = canonical(family, level, candidates)
+        _, first = np.unique(classes, return_index=True)
+        order = np.sort(first)[:k]  # first occurrence of each class, in draw order
+        if len(order) == k:
+            return candidates[order], classes[order]
+        size = min(space, 2 * size)
+
+
+def _sample_excluding(rng: np.random.Generator, family: str, level: int, size: int, excluded: np.ndarray) -> np.ndarray:
+    """`size` tuple indices drawn uniformly with replacement from the cell's tuples whose commutation
+    class is not in `excluded`."""
+    space = _space(family, level)
     out = rng.integers(0, space, size=size)
-    bad = np.isin(out, excluded)
-    while bad.any():  # excluded is at most half the space, so this ends quickly
+    bad = np.isin(canonical(family, level, out), excluded)
+    while bad.any():  # excluded covers at most half the space, so this ends quickly
         out[bad] = rng.integers(0, space, size=int(bad.sum()))
-        bad = np.isin(out, excluded)
+        bad = np.isin(canonical(family, level, out), excluded)
     return out
 
 

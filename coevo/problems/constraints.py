@@ -8,8 +8,9 @@ Training on a rubric never sees it (the rubric judge reads prompt and response o
 is the upper-bound reward arm (the `verifier` reward: each constraint family's verifier is its gold
 check) and the held-out metric `eval/gold_acc` (coevo/evaluate.py).
 
-Splits: the topics are shuffled by the seed and a quarter of them (at least one) are held out, so
-train and test are content-disjoint (no test prompt's topic is ever trained on); within a split,
+Splits: the topics are shuffled by the seed and a quarter of them (at least one) are held out for
+test, an eighth for validation, so the splits are content-disjoint (no held-out prompt's topic is
+ever trained on); within a split,
 problems cycle over the kinds and draw topic and parameter from a generator seeded by (seed, kind).
 
 Departures from IFEval:
@@ -112,14 +113,25 @@ def gold_check(text: str, spec: dict) -> bool:
 
 
 def generate_constraints(kinds: list[str], n_train: int, n_test: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train and test frames (problems-table columns), topic-disjoint, cycling over `kinds`."""
+    """Train and test frames (no validation split); see `constraint_splits`."""
+    splits = constraint_splits(kinds, n_train, n_test, 0, seed)
+    return splits["train"], splits["test"]
+
+
+def constraint_splits(kinds: list[str], n_train: int, n_test: int, n_val: int, seed: int) -> dict[str, pd.DataFrame]:
+    """{"train", "val", "test"} frames (problems-table columns), topic-disjoint, cycling over `kinds`:
+    a quarter of the topics are test's, an eighth validation's (when n_val > 0), the rest training's."""
     unknown = [k for k in kinds if k not in KINDS]
     if not kinds or unknown or len(set(kinds)) != len(kinds):
         raise ValueError(f"constraint kinds must be a non-empty, non-repeating subset of {sorted(KINDS)}; got {kinds}")
-    order = np.random.default_rng([seed & (2**64 - 1), 7]).permutation(len(TOPICS))
-    n_held = max(1, len(TOPICS) // 4)
-    test_topics, train_topics = [TOPICS[i] for i in order[:n_held]], [TOPICS[i] for i in order[n_held:]]
-    return _split(kinds, train_topics, n_train, seed, ""), _split(kinds, test_topics, n_test, seed, "t-")
+    order = [TOPICS[i] for i in np.random.default_rng([seed & (2**64 - 1), 7]).permutation(len(TOPICS))]
+    n_held, n_val_topics = max(1, len(TOPICS) // 4), (max(1, len(TOPICS) // 8) if n_val > 0 else 0)
+    test_topics, val_topics, train_topics = order[:n_held], order[n_held : n_held + n_val_topics], order[n_held + n_val_topics :]
+    return {
+        "train": _split(kinds, train_topics, n_train, seed, ""),
+        "val": _split(kinds, val_topics, n_val, seed, "v-"),
+        "test": _split(kinds, test_topics, n_test, seed, "t-"),
+    }
 
 
 def _split(kinds: list[str], topics: list[str], n: int, seed: int, prefix: str) -> pd.DataFrame:

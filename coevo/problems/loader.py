@@ -84,20 +84,47 @@ def read_records(path: Path) -> tuple[list[dict], list[str], list[str]]:
 
 
 def split_problems(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Hold out round(len * test_fraction) problems (at least 1, leaving at least 1 for train), by seed.
+    """Train and test of `frame` (no validation split); see `split_held_out`."""
+    splits = split_held_out(frame, test_fraction, 0.0, seed)
+    return splits["train"], splits["test"]
 
-    Both splits keep the original row order. Rows are split by id, not by content: duplicate prompts
-    in the file may land in both splits.
+
+def split_held_out(frame: pd.DataFrame, test_fraction: float, val_fraction: float, seed: int) -> dict[str, pd.DataFrame]:
+    """{"train", "val", "test"}: round(groups * fraction) content groups held out for test (at least
+    1) and for validation, at least one group left for training, by seed.
+
+    A content group is the rows sharing a content key (coevo/problems/heldout.py: normalised prompt
+    text, arithmetic operands up to commutation, code signature + docstring), so a problem written
+    twice in the file lands in one split only. Every split keeps the file's row order.
     """
-    if not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must be in (0, 1); got {test_fraction}")
-    if len(frame) < 2:
-        raise ValueError(f"need at least 2 problems to split; got {len(frame)}")
-    n_test = min(len(frame) - 1, max(1, round(len(frame) * test_fraction)))
-    rng = np.random.default_rng(seed & (2**64 - 1))
-    is_test = np.zeros(len(frame), dtype=bool)
-    is_test[rng.permutation(len(frame))[:n_test]] = True
-    return frame[~is_test].reset_index(drop=True), frame[is_test].reset_index(drop=True)
+    from coevo.problems.heldout import keys_of
+
+    if not 0 < test_fraction < 1 or not 0 <= val_fraction < 1 or test_fraction + val_fraction >= 1:
+        raise ValueError(f"test_fraction must be in (0, 1), val_fraction in [0, 1) and their sum < 1; got {test_fraction}, {val_fraction}")
+    group = pd.factorize(pd.Series(keys_of(frame), dtype=object))[0]  # [rows] content group of each row
+    n_groups = int(group.max()) + 1 if len(frame) else 0
+    if n_groups < 2:
+        raise ValueError(f"need at least 2 distinct problems to split; got {n_groups} (in {len(frame)} rows)")
+    n_test = min(n_groups - 1, max(1, round(n_groups * test_fraction)))
+    n_val = min(n_groups - 1 - n_test, round(n_groups * val_fraction))
+    order = np.random.default_rng(seed & (2**64 - 1)).permutation(n_groups)
+    where = np.zeros(n_groups, dtype=np.int8)  # 0 train, 1 test, 2 val
+    where[order[:n_test]], where[order[n_test : n_test + n_val]] = 1, 2
+    side = where[group]  # [rows]
+    return {name: frame[side == code].reset_index(drop=True) for name, code in (("train", 0), ("test", 1), ("val", 2))}
+
+
+def drop_seen(train: pd.DataFrame, held: pd.DataFrame, source: str) -> tuple[pd.DataFrame, int]:
+    """`train` without the rows whose content key a held-out problem has (a user's own test file
+    that repeats training problems: the test file is kept whole, training loses the repeats), and
+    the count dropped; an error when nothing would be left to train on."""
+    from coevo.problems.heldout import keys_of
+
+    held_keys = set(keys_of(held))
+    seen = np.array([key in held_keys for key in keys_of(train)], dtype=bool)
+    if seen.all():
+        raise ValueError(f"{source}: every training problem ({len(train)}) is also in the held-out file; nothing left to train on")
+    return train[~seen].reset_index(drop=True), int(seen.sum())
 
 
 def _read_jsonl(path: Path) -> tuple[list[dict], list[str], list[str]]:

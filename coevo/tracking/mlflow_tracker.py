@@ -22,8 +22,8 @@ What is logged where
              plots/learning_curve.png the learning curve, replaced at each call
   registry   model `tracking.model_name`: one version per distinct weights hash, source
              `runs:/<run_id>/checkpoints/iter_NNNN`, tags coevo.iteration, coevo.weights_sha256,
-             coevo.checkpoint_path, coevo.eval_acc. Alias "best" = the version with the highest
-             coevo.eval_acc (set here). "latest" is MLflow's built-in alias, which cannot be set
+             coevo.checkpoint_path, coevo.val_acc. Alias "best" = the version with the highest
+             coevo.val_acc (set here): the validation split's accuracy, never the test split's. "latest" is MLflow's built-in alias, which cannot be set
              (reserved) but resolves to the highest version number: `models:/<name>@latest` and
              `get_model_version_by_alias(name, "latest")` give the newest registered checkpoint,
              since versions are created in logging order and never twice for the same weights.
@@ -36,7 +36,7 @@ Resume and idempotency
     params are immutable) and is reported in a warning.
   - `log_dataset` is skipped when the run already has an input with that digest.
   - `log_checkpoint` looks the weights hash up in the registry first: an existing version is
-    returned (eval_acc tag updated, "best" re-checked) without logging or registering again.
+    returned (val_acc tag updated, "best" re-checked) without logging or registering again.
     A crash between logging and registering re-logs to the same artifact path (no orphan copy).
   - `log_coevolver` and `log_curve` write to fixed artifact paths, so re-logging overwrites.
   - Metrics are logged once per iteration: every batch that logs an iteration's metrics carries a
@@ -88,7 +88,7 @@ CURVE_FILE = "learning_curve.png"
 TAG_ITERATION = "coevo.iteration"
 TAG_WEIGHTS = "coevo.weights_sha256"
 TAG_PATH = "coevo.checkpoint_path"
-TAG_EVAL = "coevo.eval_acc"
+TAG_EVAL = "coevo.val_acc"  # the validation accuracy (val/acc) the checkpoint was logged with
 TAG_METRICS_STEP = "coevo.metrics_step"  # read only: the de-dup marker of runs logged before METRICS_MARKER
 METRICS_MARKER = "coevo.metrics_chunk"  # step = iteration, value = batch index; committed with the batch's metrics
 ALIAS_BEST = "best"
@@ -263,7 +263,7 @@ class Tracker:
         return self.client.create_model_version(self.cfg.model_name, source, run_id=self.run_id, tags=tags)
 
     def _update_best(self, version: int | str, eval_acc: float) -> None:
-        """Point "best" at `version` when `eval_acc` beats the current best's coevo.eval_acc (or none)."""
+        """Point "best" at `version` when `eval_acc` (validation accuracy) beats the current best's coevo.val_acc (or none)."""
         name = self.cfg.model_name
         best = self.client.get_registered_model(name).aliases.get(ALIAS_BEST)
         best_acc = float(self.client.get_model_version(name, best).tags.get(TAG_EVAL, "-inf")) if best else float("-inf")

@@ -44,7 +44,8 @@ def test_prepare_writes_validated_parquet_splits(tmp_path):
     pd.testing.assert_frame_equal(from_problems_frame(stored), train)
     he = tiny_config(tmp_path / "he", problems={"source": "humaneval", "test_fraction": 0.25})
     he_train, he_test = prepare_code_problems(he)
-    assert len(he_train) + len(he_test) == 164 and len(he_test) == 41
+    he_val = read_problems(he.problems.data_dir / "val.parquet")  # problems.val_fraction 0.1: 16 of 164
+    assert len(he_train) + len(he_val) + len(he_test) == 164 and len(he_test) == 41 and len(he_val) == 16
 
 
 def test_code_schema_rejects_bad_rows():

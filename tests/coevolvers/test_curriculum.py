@@ -185,7 +185,11 @@ def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
     from coevo.driver import train
     from coevo.stages import RunLayout, problems, training_split, verify_stage
 
-    cfg = tiny_config(tmp_path, coevolver={"kind": "curriculum", "curriculum": {"proposer": PROPOSING}})
+    # 16 problems a batch and band 0.49 (pass rates 0.01-0.99 are the frontier): whether the tiny
+    # 30-step bootstrap's first batch of 4 passed 5% of a category was luck of the draw, and the unseen
+    # splits drew one that does not
+    proposing = {**PROPOSING, "band": 0.49, "promote_above": 0.99}
+    cfg = tiny_config(tmp_path, coevolver={"kind": "curriculum", "curriculum": {"proposer": proposing}}, rollout={"problems_per_iter": 16})
     train(cfg)
     layout, data = RunLayout(cfg.run.out_dir), cfg.problems.data_dir
     report = json.loads(layout.report(1).read_text())["proposer"]

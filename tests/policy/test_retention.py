@@ -74,7 +74,7 @@ def pruned_run(tmp_path_factory):
 def test_pruning_leaves_metadata_and_a_marker(pruned_run):
     cfg, layout = pruned_run
     evals = {it: json.loads(layout.evals(it).read_text()) for it in range(0, 5)}
-    accs = {it: e["metrics"]["eval/acc"] for it, e in evals.items()}
+    accs = {it: e["metrics"]["val/acc"] for it, e in evals.items()}  # keep_best reads validation, never test
     best = min((it for it in accs if accs[it] == max(accs.values())))
     kept = {0, 3, 4, best}
     for it in range(1, 5):
@@ -327,3 +327,15 @@ def _flow_run(tmp_path, iterations: int, keep_last: int, experiment: str):
     params.write_text(json.dumps(cfg.model_dump(mode="json")))  # JSON is YAML
     train_flow(str(params))
     return cfg, params
+
+
+def test_keep_best_reads_validation_accuracy_not_test(tmp_path):
+    from coevo.policy.retention import read_evals
+
+    scores = [(0.0, 0.0), (0.9, 0.1), (0.1, 0.6), (0.5, 0.2)]  # (eval/acc on test, val/acc) per iteration
+    for it, (test_acc, val_acc) in enumerate(scores):
+        record = {"iteration": it, "weights_sha256": f"w{it}", "metrics": {"eval/acc": test_acc, "val/acc": val_acc}}
+        (tmp_path / f"iter_{it:04d}.json").write_text(json.dumps(record))
+    accs = read_evals(tmp_path, [0, 1, 2, 3], {it: f"w{it}" for it in range(4)})
+    assert accs == {it: val for it, (_, val) in enumerate(scores)}
+    assert keep_set([0, 1, 2, 3], accs, keep_last=1, keep_every=100, keep_best=True) == {0, 2, 3}  # best by validation (2), not by test (1)

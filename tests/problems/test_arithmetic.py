@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from coevo.problems.arithmetic import generate_arithmetic, write_splits
+from coevo.problems.arithmetic import arithmetic_splits, generate_arithmetic, train_only_cells, write_splits
 from schemas import read_problems, validate_problems
 
 FAMILIES = ["add", "sub", "mul"]
@@ -16,6 +16,16 @@ PROMPT = re.compile(r"^(\d+)([+\-*])(\d+)=$")
 
 def content(frame: pd.DataFrame) -> set[tuple[str, str]]:
     return set(zip(frame["family"], frame["prompt"]))
+
+
+def classes(frame: pd.DataFrame) -> set[tuple]:
+    """(family, operands), those of + and * sorted: a problem and its commuted twin are one class."""
+    out = set()
+    for family, prompt in zip(frame["family"], frame["prompt"]):
+        a, op, b = PROMPT.match(prompt).groups()
+        pair = (int(a), int(b))
+        out.add((family, *(sorted(pair) if op in "+*" else pair)))
+    return out
 
 
 def test_same_seed_same_frames_different_seed_different():
@@ -36,7 +46,7 @@ def test_frames_match_the_schema():
 
 @pytest.mark.parametrize("level", [1, 2, 3, 4])
 def test_answers_are_exact_and_operands_have_level_digits(level):
-    train, test = generate_arithmetic(FAMILIES, [level], 300, 30, seed=1)
+    train, test = generate_arithmetic(FAMILIES, [level], 150, 30, seed=1)  # 50 a cell: level 1 stays open
     ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
     symbol = {"add": "+", "sub": "-", "mul": "*"}
     for row in pd.concat([train, test]).itertuples():
@@ -55,33 +65,48 @@ def test_sub_answers_can_be_negative():
 def test_open_cells_keep_test_and_train_content_disjoint():
     # 60 training problems per cell: level 1 (100 pairs) is open too at this quota
     train, test = generate_arithmetic(FAMILIES, [1, 2, 3], 540, 150, seed=7)
-    assert not content(train) & content(test)
-    assert len(content(test)) == len(test)  # test pairs are distinct
+    assert not classes(train) & classes(test)  # not even a commuted twin (3+4= vs 4+3=)
+    assert len(classes(test)) == len(test)  # test problems are distinct up to commutation
 
 
-def test_closed_cell_trains_on_the_whole_fact_table():
-    # 1000 training problems against 100 level-1 pairs: the cell is closed, test differs by id only
+def test_closed_cell_is_train_only():
+    # 1000 training problems against 100 level-1 pairs: the fact table is closed, so it holds no
+    # test problem (it would be a training problem) and the whole test split comes from level 2
     train, test = generate_arithmetic(["mul"], [1, 2], 2000, 40, seed=3)
-    level1_test = content(test[test["level"] == 1])
-    assert level1_test <= content(train[train["level"] == 1])
-    assert not content(train[train["level"] == 2]) & content(test[test["level"] == 2])
-    assert not set(train["id"]) & set(test["id"])
+    assert set(test["level"]) == {2} and len(test) == 40
+    assert len(content(train[train["level"] == 1])) > 90  # the table is trained on
+    assert not classes(train) & classes(test)
+    assert train_only_cells(["mul"], [1, 2], 2000) == [("mul", 1)]
+
+
+def test_only_closed_cells_is_an_error():
+    with pytest.raises(ValueError, match=r"no cell of \[\('add', 1\)\] can be held out.*problems.max_digits"):
+        generate_arithmetic(["add"], [1], 100, 10, seed=0)
+
+
+def test_validation_is_disjoint_from_test_and_train_and_leaves_test_alone():
+    splits = arithmetic_splits(FAMILIES, [1, 2], 540, 60, 30, seed=2)
+    train, val, test = splits["train"], splits["val"], splits["test"]
+    assert len(val) == 30 and val["id"].str.startswith("v-").all()
+    assert not classes(val) & classes(train) and not classes(val) & classes(test)
+    pd.testing.assert_frame_equal(test, generate_arithmetic(FAMILIES, [1, 2], 540, 60, seed=2)[1])  # n_val moves no test problem
 
 
 def test_small_cell_gives_at_most_half_to_test_and_train_reuses_the_rest():
-    with pytest.warns(UserWarning, match="only 50"):
+    # add is commutative: 25 held-out classes take up to 50 of the 100 ordered pairs
+    with pytest.warns(UserWarning, match="only 25"):
         train, test = generate_arithmetic(["add"], [1], 90, 80, seed=0)
-    assert len(test) == 50 and len(content(test)) == 50
+    assert len(test) == 25 and len(classes(test)) == 25
     assert len(train) == 90
     assert train["id"].is_unique  # distinct ids ...
-    assert len(content(train)) <= 50  # ... repeated content, all from the other half
-    assert not content(train) & content(test)
+    assert len(content(train)) <= 75  # ... repeated content, all from the pairs left
+    assert not classes(train) & classes(test)
 
 
 def test_splits_are_spread_evenly_over_cells():
-    train, test = generate_arithmetic(FAMILIES, [1, 2], 600, 60, seed=0)
+    train, test = generate_arithmetic(FAMILIES, [1, 2], 540, 60, seed=0)  # 90 a cell: level 1 open
     assert test.groupby(["family", "level"]).size().tolist() == [10] * 6
-    assert train.groupby(["family", "level"]).size().tolist() == [100] * 6
+    assert train.groupby(["family", "level"]).size().tolist() == [90] * 6
     uneven = generate_arithmetic(FAMILIES, [2, 3], 601, 61, seed=0)
     sizes = uneven[1].groupby(["family", "level"]).size()
     assert sizes.max() - sizes.min() <= 1 and sizes.sum() == 61
@@ -90,7 +115,7 @@ def test_splits_are_spread_evenly_over_cells():
 def test_capped_small_cells_shift_test_quota_to_larger_ones():
     _, test = generate_arithmetic(["add"], [1, 2], 10, 200, seed=0)
     sizes = test.groupby("level").size()
-    assert sizes[1] == 50 and sizes[2] == 150
+    assert sizes[1] == 25 and sizes[2] == 175  # level 1: 25 commutation classes (half its pairs)
 
 
 def test_ids_are_stable_strings():

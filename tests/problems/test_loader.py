@@ -171,7 +171,7 @@ def test_split_is_deterministic_disjoint_and_sized():
 def test_split_keeps_at_least_one_on_each_side():
     train, test = split_problems(frame_of(2), 0.01, seed=0)
     assert len(train) == 1 and len(test) == 1
-    with pytest.raises(ValueError, match="need at least 2 problems to split; got 1"):
+    with pytest.raises(ValueError, match="need at least 2 distinct problems to split; got 1"):
         split_problems(frame_of(1), 0.5, seed=0)
-    with pytest.raises(ValueError, match=r"test_fraction must be in \(0, 1\); got 1\.0"):
+    with pytest.raises(ValueError, match=r"test_fraction must be in \(0, 1\), val_fraction in \[0, 1\) and their sum < 1; got 1\.0, 0\.0"):
         split_problems(frame_of(5), 1.0, seed=0)
