@@ -27,8 +27,10 @@ from coevo.runlock import run_lock
 from flows.train import train_flow
 
 
-def default_out(spec: Spec) -> Path:
-    return Path("runs") / "compare" / spec.name
+def results_dir(spec: Spec, out: str | None, dated: bool, now: datetime | None = None) -> Path:
+    """`out` (default runs/compare/<name>), with a subdirectory of the UTC date when `dated`."""
+    root = Path(out) if out else Path("runs") / "compare" / spec.name
+    return root / (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d") if dated else root
 
 
 def arm_run(spec: Spec, arm: str, seed: int, root: Path) -> tuple[dict, bool]:
@@ -51,9 +53,7 @@ def compare_flow(spec_file: str, out: str | None = None, seeds: list[int] | None
     the table of every finished run in `out` and `merge`. `dated`: `out` gets a subdirectory of
     today's date (UTC), as the nightly deployment runs it."""
     spec = load_spec(spec_file)
-    root = Path(out) if out else default_out(spec)
-    if dated:
-        root = root / datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    root = results_dir(spec, out, dated)
     unknown = sorted(set(seeds or []) - set(spec.seeds))
     if unknown:
         raise InputError(f"--seed {unknown}: not among the seeds of {spec.path} ({spec.seeds})")

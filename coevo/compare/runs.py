@@ -22,7 +22,6 @@ from pathlib import Path
 
 from coevo.config import Config
 from coevo.io import write_json
-from coevo.stages import RunLayout
 
 MARKER = "compare_arm.json"
 TRAIN_PHASES = ("rollout", "verify", "coevolve", "update")  # measured training seconds: these four
@@ -71,12 +70,12 @@ def steps_of(cfg: Config) -> list[dict]:
 
 def curve_of(cfg: Config, steps: list[dict]) -> list[dict]:
     """Every evaluation of the run with its cumulative measured training seconds and verdicts."""
-    layout, clock, elapsed = RunLayout(cfg.run.out_dir), {0: 0.0}, 0.0
+    evals, clock, elapsed = Path(cfg.run.out_dir) / "evals", {0: 0.0}, 0.0  # coevo.stages.RunLayout.evals (not imported: it loads torch)
     for step in steps:
         elapsed += sum(step["seconds"][phase] for phase in TRAIN_PHASES)
         clock[step["iteration"]] = elapsed
     curve = []
-    for path in sorted((layout.root / "evals").glob("iter_*.json")):
+    for path in sorted(evals.glob("iter_*.json")):
         record = json.loads(path.read_text())
         it = int(record["iteration"])
         if "verdicts" not in record:

@@ -58,3 +58,10 @@ def test_a_good_spec_reads_and_each_arm_gets_its_seed_and_directory(tmp_path):
     assert (cfg.seed, cfg.run.out_dir, cfg.run.iterations, cfg.eval.every) == (4, tmp_path / "cell", 2, 1)
     assert (cfg.coevolver.kind, cfg.problems.n_test, cfg.problems.data_dir) == ("curriculum", 40, tmp_path / "cell" / "data")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bench" / "specs").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_benchmark_specs_read_and_validate_every_arm(path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # their params paths are relative to the repository root
+    spec = load_spec(path)
+    assert spec.reference == "grpo" and len(spec.arms) >= 3 and spec.train_seconds and spec.max_iterations
