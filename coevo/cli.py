@@ -1,4 +1,4 @@
-"""`coevo` command line: prepare, bootstrap, train, eval, import-model, export-merged.
+"""`coevo` command line: prepare, bootstrap, train, eval, serve, compare, import-model, export-merged.
 
 Every command reads params.yaml (`--params`) and accepts `--set section.key=value` overrides, so the
 file stays the single source of knobs and a one-off change is visible in the command.
@@ -270,6 +270,43 @@ def serve(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None) -> None:
     cfg = config_from(params, set_)
     console.print(f"serving deployment {cfg.pipeline.deployment_name!r} on cron {cfg.pipeline.schedule_cron!r}")
     prefect_serve(nightly_deployment(str(Path(params).resolve()), cfg, parse_overrides(set_)))
+
+
+@app.command()
+@fail_cleanly
+def compare(
+    spec: Annotated[Path, typer.Argument(help="The comparison spec (YAML): arms, seeds, one budget, the reference arm; see README 'Comparing runs'.")],
+    out: Annotated[Path | None, typer.Option(help="Results directory (default runs/compare/<name>): arm runs in runs/<arm>-seed<k>/, table.json, table.md, compare.png.")] = None,
+    seed: Annotated[list[int] | None, typer.Option("--seed", help="Run only these of the spec's seeds in this sitting (repeatable); the table covers every finished run.")] = None,
+    merge: Annotated[list[Path] | None, typer.Option("--merge", help="Another results directory of the same spec (another day or machine) whose finished runs enter the table (repeatable).")] = None,
+    serve_nightly: Annotated[bool, typer.Option("--serve", help="Serve the comparison as a Prefect deployment on --cron instead, each run in <out>/<date>.")] = False,
+    cron: Annotated[str, typer.Option(help="Cron schedule of --serve.")] = "0 3 * * *",
+    as_json: JsonOpt = False,
+) -> None:
+    """Arms x seeds as a Prefect flow of ordinary coevo runs (equal iterations or equal measured
+    training seconds); a table with paired-bootstrap 95% intervals against the reference arm, and a figure."""
+    from coevo.compare.results import finished_runs
+    from coevo.compare.spec import load_spec
+
+    checked = load_spec(spec)  # every spec error (file and line) before anything runs or is written
+    finished_runs(checked, list(merge or []))
+    quiet_libraries()
+    if serve_nightly:
+        from prefect import serve as prefect_serve
+
+        from flows.compare import nightly_deployment
+
+        console.print(f"serving deployment 'compare-{checked.name}' on cron {cron!r}")
+        prefect_serve(nightly_deployment(str(spec.resolve()), str(out.resolve()) if out else None, cron, f"compare-{checked.name}"))
+        return
+    from flows.compare import compare_flow
+
+    result = compare_flow(str(spec), str(out) if out else None, seed or None, [str(m) for m in merge or []])
+    if as_json:
+        print_json({k: result[k] for k in ("out", "files", "parent_run_id", "complete")})
+        return
+    console.print(Path(result["files"]["md"]).read_text(), markup=False, highlight=False)
+    console.print(f"table: {result['files']['md']}, {result['files']['json']}; figure: {result['files']['png']}; MLflow parent run {result['parent_run_id']}")
 
 
 @app.command("import-model")

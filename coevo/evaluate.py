@@ -63,14 +63,19 @@ def validate(engine: Engine, val: pd.DataFrame, cfg: Config) -> dict[str, float]
     return {key.replace("eval/", f"{VAL}/", 1): value for key, value in _per_family("acc", val, passed(val, greedy, cfg)).items()}
 
 
-def evaluate(engine: Engine, test: pd.DataFrame, cfg: Config, seed: int, context_for: Callable[[dict], list[str]] | None = None) -> dict[str, float]:
+def evaluate(engine: Engine, test: pd.DataFrame, cfg: Config, seed: int, context_for: Callable[[dict], list[str]] | None = None, verdicts: dict[str, bool] | None = None) -> dict[str, float]:
     """Metrics namespaced eval/: acc, acc_skills (when context_for is given), pass@k (k =
-    eval.pass_k samples under `sampling`); each per family. `test` is a problems-table split."""
+    eval.pass_k samples under `sampling`); each per family. `test` is a problems-table split.
+    `verdicts`, when given, is filled with each problem id's greedy verdict (True = passed): the
+    per-problem outcomes behind eval/acc that a paired comparison pairs across arms."""
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)  # prompt.format (coevo/prompting.py)
     rows, max_new_tokens, k = test.to_dict("records"), cfg.sampling.max_new_tokens, cfg.eval.pass_k
     questions = renderer.render_all(rows)
     greedy = greedy_completions(engine, questions, max_new_tokens)
-    metrics = _per_family("acc", test, passed(test, greedy, cfg))
+    greedy_passed = passed(test, greedy, cfg)
+    metrics = _per_family("acc", test, greedy_passed)
+    if verdicts is not None:
+        verdicts.update(zip(test["id"].astype(str), map(bool, greedy_passed)))
     metrics.update(gold_metrics(test, greedy))
     if context_for is not None:
         prompts = [renderer.render(row, context_for(row)) for row in rows]

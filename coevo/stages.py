@@ -447,10 +447,11 @@ def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: 
     context_for = evolver.context_for if cfg.eval.with_skills and "context" in evolver.roles else None
     engine = live_engine(cfg, checkpoint)
     asked = cfg.model_copy(update={"prompt": harnessed(cfg, it).prompt})  # the instruction checkpoint `it` was trained under
-    metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for)
+    verdicts: dict[str, bool] = {}  # problem id -> greedy verdict: `coevo compare` pairs them across arms
+    metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for, verdicts)
     if (val := val_path(test)) is not None:
         metrics.update(validate(engine, problems(val), asked))  # val/: what keep-best and `best` read
-    record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics}
+    record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics, "verdicts": verdicts}
     if asked.prompt.format == "chat":
         record["instruction"] = asked.prompt.instruction.model_dump()  # what the held-out questions were asked with
     write_json(RunLayout(cfg.run.out_dir).evals(it), record)  # keep_best decides from these, also after a resume

@@ -1,0 +1,309 @@
+"""A comparison spec (`coevo compare SPEC.yaml`): arms x seeds at one budget, read with line numbers.
+
+    name: curriculum-vs-grpo      # optional; default the file's stem
+    params: params.yaml           # optional; the params file of arms that name none
+    seeds: [0, 1, 2]
+    iterations: 30                # the budget: exactly one of iterations / train_seconds
+    # train_seconds: 150          #   with max_iterations: M (every arm runs M iterations)
+    eval_every: 10                # optional; the evaluation schedule of every arm (eval.every)
+    reference: grpo               # optional; default the first arm
+    set: {problems.n_test: 400}   # optional; dotted overrides of every arm, as `--set`
+    tracking: {mlflow_uri: sqlite:///mlflow.db, experiment: coevo-compare}   # optional
+    arms:
+      - name: grpo
+        set: {coevolver.kind: none}
+      - name: curriculum
+        params: params.yaml
+        set: {coevolver.kind: curriculum}
+
+Every mistake is a `SpecError` naming the spec file and line, raised before anything runs or is
+written: an unknown key, no seeds, both or neither budget, two arms with one name, an override the
+params tree rejects (each arm's params are validated here, for every seed), or an override of what
+the comparison itself sets (`DECIDED`). Relative paths are read from the current directory, as every
+`coevo` command reads `--params`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from coevo.config import Config, ConfigError, TrackingConfig, deep_merge
+from coevo.errors import InputError
+from coevo.io import hash_bytes
+
+TOP_KEYS = {"name", "params", "seeds", "iterations", "train_seconds", "max_iterations", "eval_every", "reference", "set", "tracking", "arms"}
+ARM_KEYS = {"name", "params", "set"}
+TRACKING_KEYS = {"mlflow_uri", "experiment"}
+# what the comparison sets in every arm run: an override of one of them is refused
+DECIDED = ("seed", "run.out_dir", "run.iterations", "run.time_budget_s", "problems.data_dir", "eval.every", "tracking")
+
+
+class SpecError(InputError):
+    """A comparison spec that cannot run; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    params: Path
+    overrides: dict  # nested, as parse_overrides gives them
+    line: int
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    name: str
+    seeds: list[int]
+    arms: list[Arm]
+    reference: str
+    iterations: int | None
+    train_seconds: float | None
+    max_iterations: int | None
+    eval_every: int | None
+    overrides: dict
+    tracking: dict = field(default_factory=dict)
+
+    @property
+    def run_iterations(self) -> int:
+        """Iterations every arm runs: the budget, or max_iterations under train_seconds."""
+        return self.iterations if self.iterations is not None else self.max_iterations
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+
+def _lines(node: yaml.Node, path: tuple = (), out: dict | None = None, where: str = "") -> dict[tuple, int]:
+    """1-based line of every mapping key and sequence item, by its path; a repeated key is an error."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        seen: set = set()
+        for key, value in node.value:
+            if key.value in seen:
+                raise SpecError(f"{where}:{key.start_mark.line + 1}: key {key.value!r} appears twice in one mapping")
+            seen.add(key.value)
+            out[(*path, key.value)] = key.start_mark.line + 1
+            _lines(value, (*path, key.value), out, where)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out[(*path, i)] = item.start_mark.line + 1
+            _lines(item, (*path, i), out, where)
+    return out
+
+
+def read_located(path: Path) -> tuple[dict, dict[tuple, int]]:
+    """The spec's data and the line of each of its keys (yaml's composed nodes keep the marks)."""
+    try:
+        text = path.read_text()
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"{path}: cannot read the spec: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}:1: a spec is a mapping (name, seeds, arms, a budget ...)")
+    return data, _lines(node, where=str(path))
+
+
+def nested(dotted: dict, where: str) -> dict:
+    """{"a.b": 1} -> {"a": {"b": 1}}."""
+    tree: dict = {}
+    for key, value in dotted.items():
+        node = tree
+        *parents, leaf = str(key).split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise SpecError(f"{where}: {key!r} overrides a key that another override sets to a value")
+        node[leaf] = value
+    return tree
+
+
+class _Reader:
+    """Reads one spec, raising SpecError at the line of what is wrong."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.data, self.lines = read_located(path)
+
+    def fail(self, at: tuple, message: str):
+        while at and at not in self.lines:
+            at = at[:-1]
+        raise SpecError(f"{self.path}:{self.lines.get(at, 1)}: {message}")
+
+    def unknown(self, mapping: dict, allowed: set, at: tuple, what: str) -> None:
+        for key in mapping:
+            if key not in allowed:
+                self.fail((*at, key), f"unknown {what} key {key!r}; expected one of {', '.join(sorted(allowed))}")
+
+    def overrides(self, at: tuple) -> dict:
+        raw = self.data
+        for part in at:
+            raw = raw[part]
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            self.fail(at, "`set` is a mapping of dotted params keys to values, e.g. {coevolver.kind: none}")
+        for key in raw:
+            if any(str(key) == d or str(key).startswith(d + ".") for d in DECIDED):
+                self.fail((*at, key), f"{key!r} is set by the comparison itself (seed, run directory, iterations, data directory, evaluation schedule, tracking); leave it out")
+        return nested(raw, f"{self.path}:{self.lines.get(at, 1)}")
+
+
+def _positive(reader: _Reader, key: str, kind: type) -> int | float | None:
+    value = reader.data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)) or value <= 0:
+        reader.fail((key,), f"{key} must be a positive {'integer' if kind is int else 'number'}, got {value!r}")
+    return value
+
+
+def _seeds(reader: _Reader) -> list[int]:
+    seeds = reader.data.get("seeds")
+    if not seeds:
+        reader.fail(("seeds",) if "seeds" in reader.data else (), "no seeds: list at least one, e.g. `seeds: [0, 1, 2]`")
+    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        reader.fail(("seeds",), f"seeds must be a list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        reader.fail(("seeds",), f"seeds repeat: {seeds}")
+    return seeds
+
+
+def _budget(reader: _Reader) -> tuple[int | None, float | None, int | None]:
+    iterations, seconds = _positive(reader, "iterations", int), _positive(reader, "train_seconds", float)
+    cap = _positive(reader, "max_iterations", int)
+    if iterations is not None and seconds is not None:
+        reader.fail(("train_seconds",), "both budgets given: set `iterations` (equal iterations) or `train_seconds` (equal measured training seconds), not both")
+    if iterations is None and seconds is None:
+        reader.fail((), "no budget: set `iterations: N` (equal iterations) or `train_seconds: S` (equal measured training seconds)")
+    if seconds is not None and cap is None:
+        reader.fail(("train_seconds",), "train_seconds needs max_iterations: the iterations every arm runs, long enough for its measured training seconds to pass train_seconds")
+    if iterations is not None and cap is not None:
+        reader.fail(("max_iterations",), "max_iterations goes with train_seconds; under `iterations` every arm runs exactly that many")
+    return iterations, seconds, cap
+
+
+def _arms(reader: _Reader, default_params: Path) -> list[Arm]:
+    arms = reader.data.get("arms")
+    if not isinstance(arms, list) or not arms:
+        reader.fail(("arms",), "arms: list at least one arm ({name, params, set})")
+    out: list[Arm] = []
+    for i, raw in enumerate(arms):
+        if not isinstance(raw, dict):
+            reader.fail(("arms", i), "an arm is a mapping with keys name, params, set")
+        reader.unknown(raw, ARM_KEYS, ("arms", i), "arm")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name or any(c in name for c in "/\\ ") or name.startswith("."):
+            reader.fail(("arms", i, "name") if "name" in raw else ("arms", i), f"each arm needs a name (no '/', '\\' or spaces), got {name!r}")
+        if any(a.name == name for a in out):
+            reader.fail(("arms", i, "name"), f"two arms are named {name!r} (the first at line {next(a.line for a in out if a.name == name)}); arm names must differ")
+        params = Path(raw["params"]) if raw.get("params") else default_params
+        out.append(Arm(name, params, reader.overrides(("arms", i, "set")) if "set" in raw else {}, reader.lines[("arms", i)]))
+    return out
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and check a spec; every arm's params are validated for every seed (`arm_config`)."""
+    reader = _Reader(Path(path))
+    data = reader.data
+    reader.unknown(data, TOP_KEYS, (), "spec")
+    seeds = _seeds(reader)
+    iterations, seconds, cap = _budget(reader)
+    eval_every = _positive(reader, "eval_every", int)
+    tracking = data.get("tracking") or {}
+    if not isinstance(tracking, dict):
+        reader.fail(("tracking",), "tracking is a mapping with mlflow_uri and/or experiment")
+    reader.unknown(tracking, TRACKING_KEYS, ("tracking",), "tracking")
+    arms = _arms(reader, Path(data.get("params") or "params.yaml"))
+    reference = data.get("reference", arms[0].name)
+    if reference not in [a.name for a in arms]:
+        reader.fail(("reference",), f"reference {reference!r} is not an arm (arms: {', '.join(a.name for a in arms)})")
+    spec = Spec(
+        Path(path), str(data.get("name") or Path(path).stem), seeds, arms, reference, iterations, seconds, cap, eval_every,
+        reader.overrides(("set",)) if "set" in data else {}, tracking,
+    )
+    for i, arm in enumerate(spec.arms):
+        for seed in seeds:
+            check_arm(reader, spec, arm, i, seed)
+    return spec
+
+
+def check_arm(reader: _Reader, spec: Spec, arm: Arm, index: int, seed: int) -> None:
+    """Validate the arm's params for `seed`; an error names the line of the override it concerns."""
+    if not arm.params.is_file():
+        reader.fail(("arms", index, "params") if ("arms", index, "params") in reader.lines else ("params",), f"arm {arm.name!r}: params file {arm.params} not found")
+    try:
+        arm_config(spec, arm, seed, Path("compare-check"))
+    except ConfigError as exc:
+        at = ("arms", index)
+        cause = exc.__cause__
+        if isinstance(cause, ValidationError):
+            loc = ".".join(str(p) for p in cause.errors()[0]["loc"])
+            for scope in (("arms", index, "set"), ("set",)):
+                keys = [k for (*p, k) in [key for key in reader.lines if tuple(key[:-1]) == scope]]
+                hit = next((k for k in keys if loc == k or loc.startswith(f"{k}.") or k.startswith(f"{loc}.")), None)
+                if hit is not None:
+                    at = (*scope, hit)
+                    break
+        reader.fail(at, f"arm {arm.name!r} (seed {seed}): its params do not validate:\n{exc}")
+
+
+def raw_params(path: Path) -> dict:
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+
+
+def arm_overrides(spec: Spec, arm: Arm, seed: int, run_dir: Path) -> dict:
+    """What the comparison lays over the arm's params file: the spec's `set`, the arm's `set`, then
+    the decided keys (seed, run directory and its data directory, iterations, schedule, tracking)."""
+    ref_tracking = reference_tracking(spec)
+    decided = {
+        "seed": seed,
+        "run": {"out_dir": str(run_dir), "iterations": spec.run_iterations, "time_budget_s": None},
+        "problems": {"data_dir": str(run_dir / "data")},
+        "tracking": {**ref_tracking, "model_name": f"{ref_tracking['model_name']}-{spec.name}-{arm.name}"},
+    }
+    if spec.eval_every is not None:
+        decided["eval"] = {"every": spec.eval_every}
+    return deep_merge(deep_merge(spec.overrides, arm.overrides), decided)
+
+
+def reference_tracking(spec: Spec) -> dict:
+    """The comparison's MLflow store and experiment: the spec's `tracking`, else the reference arm's
+    params (its tracking.mlflow_uri; experiment 'coevo-compare')."""
+    ref = spec.arm(spec.reference)
+    raw = deep_merge(deep_merge(raw_params(ref.params), spec.overrides), ref.overrides).get("tracking") or {}
+    defaults = TrackingConfig()
+    return {
+        "mlflow_uri": spec.tracking.get("mlflow_uri", raw.get("mlflow_uri", defaults.mlflow_uri)),
+        "experiment": spec.tracking.get("experiment", "coevo-compare"),
+        "model_name": raw.get("model_name", defaults.model_name),
+    }
+
+
+def arm_config(spec: Spec, arm: Arm, seed: int, run_dir: Path) -> Config:
+    """The validated Config of one arm run (ConfigError, chained to the ValidationError, if not)."""
+    raw = deep_merge(raw_params(arm.params), arm_overrides(spec, arm, seed, run_dir))
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"{arm.params}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+        raise ConfigError("\n".join(lines)) from exc
+
+
+def identity(cfg: Config) -> str:
+    """What an arm run computes, whatever its directory or tracking store: the hash of its params
+    without run.out_dir, problems.data_dir and tracking (a run made elsewhere merges when it matches)."""
+    dumped = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
+    return hash_bytes(json.dumps(dumped, sort_keys=True).encode())

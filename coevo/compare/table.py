@@ -1,0 +1,144 @@
+"""The comparison's table (JSON and markdown) and figure from its finished arm runs' records.
+
+Readout of a run (the accuracy that enters the comparison):
+  iterations: N     the evaluation after iteration N (every arm ran exactly N iterations);
+  train_seconds: S  the last evaluation whose cumulative *measured* training seconds (rollout +
+                    verify + co-evolve + update, evaluation excluded) are at most S, each arm by its
+                    own clock: arms may be read at different iterations. A run whose max_iterations
+                    ended before S is marked `budget_reached: false`.
+The table depends only on the records (no paths, no wall clock), so the same runs give the same
+table however they were split over sittings and merged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from coevo.compare import stats
+from coevo.compare.runs import STAGES, TRAIN_PHASES
+from coevo.compare.spec import Spec
+from coevo.io import atomic_path, write_text
+
+
+def readout(spec: Spec, curve: list[dict]) -> dict:
+    """The evaluation a run is read at under the spec's budget (see the module docstring)."""
+    if spec.iterations is not None:
+        return next(p for p in curve if p["iteration"] == spec.iterations)
+    return [p for p in curve if p["train_seconds"] <= spec.train_seconds][-1]
+
+
+def run_row(spec: Spec, marker: dict) -> dict:
+    record = marker["record"]
+    point = readout(spec, record["curve"])
+    steps = record["steps"]
+    shares = [s["zero_var_share"] for s in steps if s["zero_var_share"] is not None]
+    total = sum(sum(s["seconds"][p] for p in TRAIN_PHASES) for s in steps)
+    return {
+        "arm": marker["arm"],
+        "seed": marker["seed"],
+        "n_test": len(point["verdicts"]),
+        "readout_iteration": point["iteration"],
+        "readout_train_seconds": point["train_seconds"],
+        "final_acc": point["acc"],
+        "half_width": stats.run_half_width(point["acc"], len(point["verdicts"])),
+        "budget_reached": spec.train_seconds is None or total >= spec.train_seconds,
+        "zero_var_share": statistics.fmean(shares) if shares else None,
+        "stage_seconds": {stage: sum(s["seconds"][stage] for s in steps) for stage in STAGES},
+        "curve": [{"iteration": p["iteration"], "train_seconds": p["train_seconds"], "acc": p["acc"]} for p in record["curve"]],
+    }
+
+
+def build_table(spec: Spec, markers: list[dict]) -> dict:
+    """The table of the finished runs in `markers` (one per arm and seed present)."""
+    order = {a.name: i for i, a in enumerate(spec.arms)}
+    markers = sorted(markers, key=lambda m: (order[m["arm"]], m["seed"]))
+    cells = {(m["arm"], m["seed"]): m for m in markers}
+    rows = [run_row(spec, m) for m in markers]
+    ref_seeds = sorted(s for a, s in cells if a == spec.reference)
+    arms = []
+    for arm in spec.arms:
+        mine = [r for r in rows if r["arm"] == arm.name]
+        if not mine:
+            continue
+        summary = {"arm": arm.name, "seeds": [r["seed"] for r in mine], "acc_mean": statistics.fmean(r["final_acc"] for r in mine)}
+        step_seconds = [sum(s["seconds"][p] for p in TRAIN_PHASES) for m in markers if m["arm"] == arm.name for s in m["record"]["steps"]]
+        summary["step_seconds"] = stats.step_summary(step_seconds) if step_seconds else None
+        shared = [s for s in summary["seeds"] if s in ref_seeds]
+        if arm.name != spec.reference and shared:
+            verdicts = {s: readout(spec, cells[(arm.name, s)]["record"]["curve"])["verdicts"] for s in shared}
+            ref = {s: readout(spec, cells[(spec.reference, s)]["record"]["curve"])["verdicts"] for s in shared}
+            summary["vs_reference"] = stats.paired_difference(verdicts, ref)
+            ref_steps = [sum(s["seconds"][p] for p in TRAIN_PHASES) for m in markers if m["arm"] == spec.reference for s in m["record"]["steps"]]
+            summary["time_ratio"] = stats.timing_ratio(step_seconds, ref_steps)
+        arms.append(summary)
+    budget = {"iterations": spec.iterations} if spec.iterations is not None else {"train_seconds": spec.train_seconds, "max_iterations": spec.max_iterations}
+    complete = all((a.name, s) in cells for a in spec.arms for s in spec.seeds)
+    return {"name": spec.name, "budget": budget, "reference": spec.reference, "seeds": spec.seeds, "complete": complete, "arms": arms, "runs": rows}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def markdown(table: dict) -> str:
+    budget = ", ".join(f"{k} {v}" for k, v in table["budget"].items())
+    out = [f"# {table['name']}: {budget}; reference {table['reference']}; seeds {table['seeds']}" + ("" if table["complete"] else " (partial)"), ""]
+    out += ["| arm | seeds | acc (mean) | diff vs reference, points [95% CI] | per-seed diff | step s (median [q25, q75], n) | time ratio [95% CI] |", "|---|---|---|---|---|---|---|"]
+    for a in table["arms"]:
+        vs, ratio, st = a.get("vs_reference"), a.get("time_ratio"), a["step_seconds"]
+        diff = "reference" if vs is None else f"{_pct(vs['mean_diff'])} [{_pct(vs['ci95'][0])}, {_pct(vs['ci95'][1])}]"
+        per_seed = "" if vs is None else " ".join(f"s{r['seed']}:{_pct(r['diff'])}" for r in vs["seeds"])
+        step = "-" if st is None else f"{st['median_s']:.3f} [{st['q25_s']:.3f}, {st['q75_s']:.3f}], {st['steps']}"
+        rat = "-" if not ratio else (ratio["why"] if ratio["ratio"] is None else f"{ratio['ratio']:.2f} [{ratio['ci95'][0]:.2f}, {ratio['ci95'][1]:.2f}]")
+        out.append(f"| {a['arm']} | {len(a['seeds'])} | {a['acc_mean']:.3f} | {diff} | {per_seed} | {step} | {rat} |")
+    out += ["", "| arm | seed | read at iteration | train s | acc ± 95% half-width (n) | zero-var share | " + " | ".join(f"{s} s" for s in STAGES) + " |"]
+    out.append("|---" * (6 + len(STAGES)) + "|")
+    for r in table["runs"]:
+        zv = "-" if r["zero_var_share"] is None else f"{r['zero_var_share']:.3f}"
+        flag = "" if r["budget_reached"] else " (budget not reached)"
+        stages = " | ".join(f"{r['stage_seconds'][s]:.2f}" for s in STAGES)
+        out.append(f"| {r['arm']} | {r['seed']} | {r['readout_iteration']}{flag} | {r['readout_train_seconds']:.2f} | {r['final_acc']:.3f} ± {r['half_width']:.3f} ({r['n_test']}) | {zv} | {stages} |")
+    return "\n".join(out) + "\n"
+
+
+def _band(ax, curves: list[list[dict]], x: str, colour: str, label: str) -> None:
+    """Mean over seeds with a min-max band, evaluation by evaluation (the seeds share the schedule)."""
+    n = min(len(c) for c in curves)
+    xs = np.array([[p[x] for p in c[:n]] for c in curves]).mean(axis=0)  # [n]
+    ys = np.array([[p["acc"] for p in c[:n]] for c in curves])  # [seeds, n]
+    ax.plot(xs, ys.mean(axis=0), color=colour, marker=".", label=label)
+    ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=colour, alpha=0.2)
+
+
+def plot(table: dict, path: Path) -> Path:
+    """accuracy vs iteration and vs measured training seconds, one colour per arm, a band over seeds."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.5))
+    FigureCanvasAgg(fig)
+    by_iter, by_secs = fig.subplots(1, 2)
+    for i, arm in enumerate(a["arm"] for a in table["arms"]):
+        curves = [r["curve"] for r in table["runs"] if r["arm"] == arm]
+        _band(by_iter, curves, "iteration", f"C{i}", arm)
+        _band(by_secs, curves, "train_seconds", f"C{i}", arm)
+    by_iter.set(xlabel="iteration", ylabel="held-out greedy accuracy", title="at equal iterations")
+    by_secs.set(xlabel="measured training seconds", ylabel="held-out greedy accuracy", title="at equal training seconds")
+    by_iter.legend(fontsize=8)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    return path
+
+
+def write_outputs(table: dict, out: Path) -> dict[str, Path]:
+    """table.json, table.md and compare.png in `out` (atomically)."""
+    import json
+
+    files = {"json": out / "table.json", "md": out / "table.md", "png": out / "compare.png"}
+    write_text(files["json"], json.dumps(table, indent=2, sort_keys=True) + "\n")
+    write_text(files["md"], markdown(table))
+    plot(table, files["png"])
+    return files

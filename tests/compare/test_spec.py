@@ -1,0 +1,67 @@
+"""`coevo compare` refuses a bad spec with the spec file and line, before anything runs or is written."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from coevo.cli import app
+from coevo.compare.spec import arm_config, load_spec
+
+from ..conftest import ROOT
+
+GOOD_ARMS = """arms:
+  - name: grpo
+    set: {coevolver.kind: none}
+  - name: curriculum
+    set: {coevolver.kind: curriculum}
+"""
+
+
+def _spec(body: str) -> str:
+    return f"name: bad\nparams: {ROOT / 'params.yaml'}\n" + body
+
+
+# (what is wrong, spec text, line the error must name, words it must say); line 1-2 are name/params
+CASES = [
+    ("unknown arm key", "seeds: [0]\niterations: 2\narms:\n  - name: a\n    sett: {coevolver.kind: none}\n", 7, "unknown arm key 'sett'"),
+    ("unknown top key", "seeds: [0]\niterations: 2\nbudgte: 3\n" + GOOD_ARMS, 5, "unknown spec key 'budgte'"),
+    ("empty seeds", "iterations: 2\nseeds: []\n" + GOOD_ARMS, 4, "no seeds"),
+    ("missing seeds", "iterations: 2\n" + GOOD_ARMS, 1, "no seeds"),
+    ("both budgets", "seeds: [0]\niterations: 2\ntrain_seconds: 30\nmax_iterations: 5\n" + GOOD_ARMS, 5, "both budgets"),
+    ("neither budget", "seeds: [0]\n" + GOOD_ARMS, 1, "no budget"),
+    ("override fails params validation", "seeds: [0, 1]\niterations: 2\narms:\n  - name: a\n    set:\n      coevolver.kind: none\n      optim.lr: -1\n", 9, "optim.lr"),
+    ("override names no param", "seeds: [0]\niterations: 2\narms:\n  - name: a\n    set: {coevolver.kindd: none}\n", 7, "coevolver.kindd"),
+    ("two arms with one name", "seeds: [0]\niterations: 2\narms:\n  - name: a\n  - name: b\n  - name: a\n", 8, "two arms are named 'a'"),
+    ("override of what the comparison sets", "seeds: [0]\niterations: 2\narms:\n  - name: a\n    set: {run.out_dir: elsewhere}\n", 7, "set by the comparison"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "line", "words"), CASES, ids=[c[0] for c in CASES])
+def test_bad_spec_names_file_and_line_and_writes_nothing(tmp_path, case, body, line, words):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(_spec(body))
+    result = CliRunner().invoke(app, ["compare", str(spec), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"{spec}:{line}:" in text, text
+    assert words in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # no results directory, no MLflow store
+
+
+def test_a_good_spec_reads_and_each_arm_gets_its_seed_and_directory(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(_spec("seeds: [3, 4]\niterations: 2\neval_every: 1\nset: {problems.n_test: 40}\n" + GOOD_ARMS))
+    loaded = load_spec(spec)
+    assert (loaded.name, loaded.seeds, loaded.reference, loaded.iterations) == ("bad", [3, 4], "grpo", 2)
+    cfg = arm_config(loaded, loaded.arm("curriculum"), 4, tmp_path / "cell")
+    assert (cfg.seed, cfg.run.out_dir, cfg.run.iterations, cfg.eval.every) == (4, tmp_path / "cell", 2, 1)
+    assert (cfg.coevolver.kind, cfg.problems.n_test, cfg.problems.data_dir) == ("curriculum", 40, tmp_path / "cell" / "data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bench" / "specs").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_benchmark_specs_read_and_validate_every_arm(path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # their params paths are relative to the repository root
+    spec = load_spec(path)
+    assert spec.reference == "grpo" and len(spec.arms) >= 3 and spec.train_seconds and spec.max_iterations

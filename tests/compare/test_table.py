@@ -1,0 +1,58 @@
+"""The comparison table's readout rules and arithmetic on records built by hand (coevo/compare/table.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coevo.compare.spec import Arm, Spec
+from coevo.compare.table import build_table, markdown, readout
+
+
+def _spec(**budget) -> Spec:
+    arms = [Arm("ref", Path("params.yaml"), {}, 1), Arm("new", Path("params.yaml"), {}, 2)]
+    base = {"iterations": None, "train_seconds": None, "max_iterations": None}
+    return Spec(Path("s.yaml"), "t", [0], arms, "ref", eval_every=1, overrides={}, **(base | budget))
+
+
+def _marker(arm: str, step_seconds: list[float], accs: list[float], passes: list[list[int]]) -> dict:
+    """A finished run: one step per iteration (all of it in `rollout`), an evaluation after each."""
+    steps = [{"iteration": i + 1, "seconds": {"rollout": s, "verify": 0.0, "coevolve": 0.0, "update": 0.0, "eval": 0.5}, "zero_var_share": 0.5} for i, s in enumerate(step_seconds)]
+    clock = [0.0]
+    for s in step_seconds:
+        clock.append(clock[-1] + s)
+    curve = [{"iteration": i, "train_seconds": clock[i], "acc": accs[i], "verdicts": {f"p{j}": bool(v) for j, v in enumerate(passes[i])}} for i in range(len(accs))]
+    return {"arm": arm, "seed": 0, "identity": "x", "record": {"steps": steps, "curve": curve}}
+
+
+def test_equal_training_seconds_reads_each_arm_at_its_last_evaluation_within_the_budget():
+    spec = _spec(train_seconds=3.0, max_iterations=3)
+    # ref: clock 0, 1, 2, 3 -> read at iteration 3 (3.0 <= 3.0); new: clock 0, 2, 4, 6 -> iteration 1
+    ref = _marker("ref", [1.0, 1.0, 1.0], [0.0, 0.25, 0.5, 0.5], [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]])
+    new = _marker("new", [2.0, 2.0, 2.0], [0.0, 0.75, 1.0, 1.0], [[0, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]])
+    assert readout(spec, ref["record"]["curve"])["iteration"] == 3
+    assert readout(spec, new["record"]["curve"])["iteration"] == 1
+    table = build_table(spec, [new, ref])
+    rows = {r["arm"]: r for r in table["runs"]}
+    assert (rows["ref"]["final_acc"], rows["new"]["final_acc"]) == (0.5, 0.75)
+    assert rows["new"]["stage_seconds"] == {"rollout": 6.0, "verify": 0.0, "coevolve": 0.0, "update": 0.0, "eval": 1.5}
+    # paired at the readouts: new passes p0 p1 p2, ref p0 p1 -> e = [0, 0, 1, 0], d = 0.25
+    vs = table["arms"][1]["vs_reference"]
+    assert vs["mean_diff"] == pytest.approx(0.25) and vs["seeds"][0]["diff"] == pytest.approx(0.25)
+    assert [a["arm"] for a in table["arms"]] == ["ref", "new"]  # spec order, whatever the markers' order
+    assert "+25.0" in markdown(table)
+    # a run whose iterations ended before the budget is flagged
+    short = build_table(_spec(train_seconds=10.0, max_iterations=3), [ref, new])
+    assert not any(r["budget_reached"] for r in short["runs"]) and "budget not reached" in markdown(short)
+
+
+def test_equal_iterations_reads_the_evaluation_after_the_last_iteration():
+    spec = _spec(iterations=2)
+    ref = _marker("ref", [1.0, 1.0], [0.0, 0.25, 0.5], [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]])
+    new = _marker("new", [9.0, 9.0], [0.0, 0.5, 0.25], [[0, 0, 0, 0], [1, 1, 0, 0], [0, 0, 0, 1]])
+    table = build_table(spec, [ref, new])
+    assert [r["readout_iteration"] for r in table["runs"]] == [2, 2]
+    # new at iteration 2: p3 only; ref: p0 p1 -> e = [-1, -1, 0, 1], d = -0.25
+    assert table["arms"][1]["vs_reference"]["mean_diff"] == pytest.approx(-0.25)
+    assert table["complete"] and table["arms"][1]["time_ratio"]["ratio"] is None  # 2 steps each: below 5
