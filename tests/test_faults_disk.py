@@ -61,11 +61,14 @@ def violate_schema(path: Path) -> None:
     frame.drop(columns=[frame.columns[0]]).to_parquet(path, index=False)
 
 
+STEPS = {"drop_zero_variance": False}  # every group trained: each iteration takes an optimizer step
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
     """An uninterrupted two-iteration driver run (iteration 2 takes an optimizer step)."""
     tmp = tmp_path_factory.mktemp("reference")
-    train(tiny_config(tmp))
+    train(tiny_config(tmp, objective=STEPS))
     assert read_meta(RunLayout(tmp / "run").checkpoint(2)).get("unchanged_from") is None
     return tmp / "run"
 
@@ -77,7 +80,7 @@ def digests(run: Path, it: int) -> dict[str, str]:
 
 def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shards(reference, tmp_path):
     shutil.copytree(reference, tmp_path / "run")
-    cfg, layout = tiny_config(tmp_path, run={"iterations": 1}), RunLayout(tmp_path / "run")
+    cfg, layout = tiny_config(tmp_path, run={"iterations": 1}, objective=STEPS), RunLayout(tmp_path / "run")
     truncate(layout.checkpoint(2) / WEIGHTS)
     truncate(layout.rollouts(2))
     violate_schema(layout.rewards(2))
@@ -97,7 +100,6 @@ def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shar
 
 
 THREE = {"iterations": 3, "retention": {"keep_last": 3}}  # checkpoint 1 keeps its optimizer state
-STEPS = {"drop_zero_variance": False}  # every group trained: each iteration takes an optimizer step
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +199,7 @@ def cli_params(tmp_path: Path, iterations: int) -> Path:
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     for section, values in {**TINY, "run": {**TINY["run"], "iterations": iterations}}.items():
         raw[section].update(values)
+    raw["objective"].update(STEPS)
     raw["run"]["out_dir"], raw["problems"]["data_dir"] = str(tmp_path / "run"), str(tmp_path / "data")
     raw["tracking"].update({"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "faults-disk", "model_name": "tiny"})
     path = tmp_path / "params.yaml"
@@ -207,7 +210,7 @@ def cli_params(tmp_path: Path, iterations: int) -> Path:
 @pytest.mark.parametrize("case", sorted(FULL_AT))
 def test_disk_full_stops_cleanly_and_continue_resumes(reference, small_disk, tmp_path, case):
     leave, failing = FULL_AT[case]
-    cfg = tiny_config(tmp_path, run={"iterations": 1})
+    cfg = tiny_config(tmp_path, run={"iterations": 1}, objective=STEPS)
     train(cfg)
     filler = fill(small_disk, leave)
     result = CliRunner().invoke(app, ["train", "--plain", "--continue", "--params", str(cli_params(tmp_path, 1))])

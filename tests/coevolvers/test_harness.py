@@ -188,26 +188,29 @@ def sampled_at(checkpoint, rollouts, temperature: float) -> bool:
     return True
 
 
+COLD = 0.01  # nearly every group of the tiny policy collapses (15 of 16; 0.05 left 5 of 16); the candidate fix starts from 0.05 all the same
+
+
 def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(tmp_path):
     from coevo.driver import train
     from coevo.stages import RunLayout
     from coevo.store.lineage import read_record
 
-    cfg = tiny_config(tmp_path, run={"iterations": 4, "retention": {"keep_last": None}}, sampling={"temperature": 0.05}, coevolver={"kind": "harness", "harness": {"temperature_step": 4.0}})
+    cfg = tiny_config(tmp_path, run={"iterations": 4, "retention": {"keep_last": None}}, sampling={"temperature": COLD}, coevolver={"kind": "harness", "harness": {"temperature_step": 4.0}})
     train(cfg)
     out = cfg.run.out_dir
     reports = [json.loads((out / "reports" / f"iter_{it:04d}.json").read_text())["harness"] for it in range(1, 5)]
     first = reports[0]["entry"]
-    assert first["measure"] == "signal_share" and first["before"]["collapsed_share"] == 1.0 and first["value"] == 0.2
+    assert first["measure"] == "signal_share" and first["before"]["collapsed_share"] >= cfg.coevolver.harness.collapse_share and first["value"] == 0.2
     saved = load_coevolver(out / "coevolver" / "iter_0004", cfg.coevolver, cfg.seed)
     accepted = [e for e in saved.entries if e["accepted"]]
     assert accepted, f"no backtest accepted a higher temperature: {saved.entries}"
     fixed_at = accepted[0]["iteration"]
-    assert all(r["in_force"]["temperature"] == 0.05 for r in reports[:fixed_at])
+    assert all(r["in_force"]["temperature"] == COLD for r in reports[:fixed_at])
     assert fixed_at < 4, "the fix came too late for a later iteration to sample with it"
     assert reports[fixed_at]["in_force"]["temperature"] == accepted[0]["value"]
     for it in range(1, 5):  # read where the sampler used it: the logprobs it recorded are those at this temperature
-        temperature = accepted[0]["value"] if it > fixed_at else 0.05
+        temperature = accepted[0]["value"] if it > fixed_at else COLD
         assert sampled_at(RunLayout(out).checkpoint(it - 1), out / "rollouts" / f"iter_{it:04d}.parquet", temperature), f"iteration {it}"
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["coevo/harness_accepted"] for m in metrics].index(1.0) + 1 == fixed_at
