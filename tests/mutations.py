@@ -83,6 +83,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if False:",
         ("tests/tracking/test_mlflow_tracker.py::test_log_dataset_records_inputs_with_the_digest_once",),
     ),
+    Mutation(
+        "catalog-pass-rate-averages-problem-rates",
+        "coevo/store/catalog.py",
+        "sum(p.passed)::DOUBLE / sum(p.n)::DOUBLE AS pass_rate",
+        "avg(p.passed::DOUBLE / p.n) AS pass_rate",
+        ("tests/store/test_catalog.py::test_views_and_methods_answer_as_the_files_say",),
+    ),
+    Mutation(
+        "catalog-skill-history-orders-events-by-name",
+        "coevo/store/catalog.py",
+        '" WHERE skill_id = ? ORDER BY iteration, event_rank(event), problem_id",',
+        '" WHERE skill_id = ? ORDER BY iteration, event, problem_id",',
+        ("tests/store/test_catalog.py::test_views_and_methods_answer_as_the_files_say",),
+    ),
 )
 
 
