@@ -97,6 +97,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         '" WHERE skill_id = ? ORDER BY iteration, event, problem_id",',
         ("tests/store/test_catalog.py::test_views_and_methods_answer_as_the_files_say",),
     ),
+    Mutation(
+        "params-yaml-error-without-its-position",
+        "coevo/config.py",
+        'raise ConfigError(f"{path}: cannot read: {exc}") from exc',
+        'raise ConfigError(f"{path}: cannot read: {getattr(exc, \'problem\', exc)}") from exc',
+        ("tests/test_malformed_inputs.py::test_malformed_input[params-not-yaml]",),
+    ),
+    Mutation(
+        "parquet-problems-error-without-arrows-reason",
+        "coevo/problems/loader.py",
+        'raise ProblemsFileError(f"{path}: cannot read parquet: {exc}") from exc',
+        'raise ProblemsFileError(f"{path}: cannot read parquet: {type(exc).__name__}") from exc',
+        ("tests/test_malformed_inputs.py::test_malformed_input[problems-unreadable-parquet]",),
+    ),
 )
 
 
