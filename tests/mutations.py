@@ -111,6 +111,48 @@ MUTATIONS: tuple[Mutation, ...] = (
         'raise ProblemsFileError(f"{path}: cannot read parquet: {type(exc).__name__}") from exc',
         ("tests/test_malformed_inputs.py::test_malformed_input[problems-unreadable-parquet]",),
     ),
+    Mutation(
+        "teacher-prompts-rendered-plain-under-chat",
+        "coevo/policy/update.py",
+        "    renderer = prompt_renderer(cfg.prompt, policy.tokenizer)\n    texts = ",
+        '    renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)\n    texts = ',
+        ("tests/policy/test_teacher.py::test_under_chat_the_teacher_prompts_are_templated_like_the_students",),
+    ),
+    Mutation(
+        "restricted-self-distillation-sharded",
+        "coevo/objectives/self_distill.py",
+        'self.shardable = cfg.teacher.apply_to == "all"',
+        "self.shardable = True",
+        ("tests/policy/test_distributed.py::test_objectives_with_minibatch_statistics_are_refused",),
+    ),
+    Mutation(
+        "judge-shown-the-gold-check",
+        "coevo/coevolvers/rubrics.py",
+        'zip(rows["prompt"], completions, per_row)',
+        'zip(rows["prompt"] + "\\n" + rows["answer"].astype(str), completions, per_row)',
+        ("tests/coevolvers/test_rubrics.py::test_the_judge_sees_prompt_and_response_only_greedy_and_short",),
+    ),
+    Mutation(
+        "judge-samples-long-replies",
+        "coevo/judge.py",
+        'JUDGE_SAMPLING = {"temperature": 0.0, "max_tokens": 16}',
+        'JUDGE_SAMPLING = {"temperature": 0.0, "max_tokens": 256}',
+        ("tests/coevolvers/test_rubrics.py::test_the_judge_sees_prompt_and_response_only_greedy_and_short",),
+    ),
+    Mutation(
+        "rollout-not-retried",
+        "tasks/stages.py",
+        "plain.update({t.name: t.with_options(**storage, **retrying) for t in (rollout, verify)})",
+        "plain.update({t.name: t.with_options(**storage, **(retrying if t is verify else {})) for t in (rollout, verify)})",
+        ("tests/flows/test_retries.py::test_rollout_and_verification_retry_transient_faults_with_exponential_backoff",),
+    ),
+    Mutation(
+        "lora-target-error-lists-every-module",
+        "coevo/policy/lora.py",
+        "isinstance(m, torch.nn.Linear)",
+        "isinstance(m, torch.nn.Module)",
+        ("tests/policy/test_lora.py::test_a_target_matching_no_module_stops_before_anything_is_written",),
+    ),
 )
 
 

@@ -169,6 +169,30 @@ def test_rubric_reward_through_the_verification_stage(loopback, tmp_path):
     assert report["judge_parse_fail"] == 6  # read back from the details
 
 
+def test_the_judge_sees_prompt_and_response_only_greedy_and_short(loopback, tmp_path):
+    """README: the judge sees prompt and response only, never the gold check (the problems' `answer`
+    spec, in the very rows the reward scores), and samples greedily, at most 16 tokens: every request
+    the endpoint received, read on the endpoint's side."""
+    server = loopback(GraderServer(grade))
+    writer = {"kind": "worked_example", "base_url": server.base_url, "model": "grader", "timeout_s": 5}
+    cfg = tiny_config(tmp_path, coevolver={"kind": "rubrics", "writer": writer}, rewards=[{"function": "rubric"}])
+    build_coevolver(cfg.coevolver, cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
+    _, test = generate_constraints(["include_word", "no_commas"], 2, 2, seed=0)
+    completions = ["Quiet wolves, at night.", "Music plays"]
+    rollouts = pd.DataFrame({"rollout_id": ["a", "b"], "iteration": [1, 1], "problem_id": list(test["id"]), "completion": completions})
+    verify_rollouts(rollouts, test, cfg)
+    assert len(server.bodies) == 2 * len(SEED_IDS)  # one request per (row, criterion)
+    asked = set()
+    for body in server.bodies:
+        assert body["temperature"] == 0.0 and 0 < body["max_tokens"] <= 16, {k: body.get(k) for k in ("temperature", "max_tokens")}
+        text = "\n".join(message["content"] for message in body["messages"])
+        assert not any(gold in text for gold in test["answer"]) and '"kind"' not in text, text  # no gold spec, whole or in part
+        user = body["messages"][-1]["content"]
+        task, response = user.split("Task:\n", 1)[1].split("\n\nResponse:\n", 1)
+        asked.add((task, response.split("\n\nCriterion:", 1)[0]))
+    assert asked == set(zip(test["prompt"], completions))  # the task is the problem's prompt, exactly
+
+
 def test_rubric_reward_needs_the_rubrics_coevolver_and_an_endpoint(tmp_path):
     with pytest.raises(ValueError, match="needs a rubrics co-evolver"):
         reward_terms(tiny_config(tmp_path, rewards=[{"function": "rubric"}]))
