@@ -153,6 +153,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "isinstance(m, torch.nn.Module)",
         ("tests/policy/test_lora.py::test_a_target_matching_no_module_stops_before_anything_is_written",),
     ),
+    Mutation(
+        "skill-bank-lifecycle-in-set-order",
+        "coevo/coevolvers/skill_bank.py",
+        "for sid in sorted(self.skills) if self.skills[sid].status in statuses]",
+        "for sid in set(self.skills) if self.skills[sid].status in statuses]",
+        ("tests/coevolvers/test_skill_bank.py::test_deterministic_across_processes_and_hash_seeds",),
+    ),
 )
 
 
