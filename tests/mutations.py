@@ -160,6 +160,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "for sid in set(self.skills) if self.skills[sid].status in statuses]",
         ("tests/coevolvers/test_skill_bank.py::test_deterministic_across_processes_and_hash_seeds",),
     ),
+    Mutation(
+        "rubric-reward-judges-by-the-seed-rubric",
+        "coevo/coevolvers/rubrics.py",
+        "        evolver.rubric = rubric\n",
+        "        rubric = evolver.rubric  # the seed rubric, not the saved version\n",
+        ("tests/coevolvers/test_rubrics.py::test_rubrics_in_a_coevolver_list_play_the_reward_role",),
+    ),
 )
 
 
