@@ -22,13 +22,14 @@ from .conftest import JSONHandler
 class GraderServer(ThreadingHTTPServer):
     """POST /v1/chat/completions: 500 for the first `failures` requests, then `answer(user message)`:
     a str is the reply's content, a dict {token: probability} its first token's top log-probabilities
-    (OpenAI's chat logprobs shape), None a reply without logprobs. The last request body is kept."""
+    (OpenAI's chat logprobs shape), None a reply without logprobs. Every answered request's body is kept
+    (`bodies`; `last` the newest)."""
 
     daemon_threads = True
 
     def __init__(self, answer, failures: int = 0):
         super().__init__(("127.0.0.1", 0), GraderHandler)
-        self.answer, self.failures, self.hits, self.last = answer, failures, 0, None
+        self.answer, self.failures, self.hits, self.last, self.bodies = answer, failures, 0, None, []
 
     @property
     def base_url(self) -> str:
@@ -45,6 +46,7 @@ class GraderHandler(JSONHandler):
             self.server.failures -= 1
             return self._send(500, {"error": {"message": "boom", "type": "server_error"}})
         self.server.last = body
+        self.server.bodies.append(body)
         reply = self.server.answer(body["messages"][-1]["content"])
         choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
         if not isinstance(reply, str):

@@ -71,6 +71,18 @@ def assert_nothing_written(tmp_path: Path) -> None:
     assert not leftovers, leftovers
 
 
+def readme_message(row_id: str, **names: Path) -> list[str]:
+    """The README's quoted message (column "what you see") of row `row_id`, cut at its `...` elisions,
+    with its placeholders (P, F, CKPT) replaced by the paths in `names`: the pieces the output must hold."""
+    section = (ROOT / "README.md").read_text().split("## Malformed inputs", 1)[1].split("\n## ", 1)[0]
+    [line] = [line for line in section.splitlines() if line.startswith("| ") and line.split(" | ")[1:2] == [row_id]]
+    excerpt = line.split(" | ")[3].strip("`")
+    pieces = [piece.strip() for piece in excerpt.split("...")]
+    for name, path in names.items():
+        pieces = [f"{path}{piece[len(name):]}" if piece.startswith(f"{name}:") else piece for piece in pieces]
+    return pieces
+
+
 def copy_checkpoint(run: dict, tmp_path: Path) -> Path:
     return Path(shutil.copytree(run["checkpoint"], tmp_path / "ckpt"))
 
@@ -101,8 +113,9 @@ def params_out_of_range(tmp_path, run, monkeypatch):
 
 
 def params_not_yaml(tmp_path, run, monkeypatch):
-    result = cli("prepare", "--params", params_file(tmp_path, raw_text="run: [out_dir\n"))
-    assert_clean_exit(result, "params.yaml: cannot read")
+    path = params_file(tmp_path, raw_text="run: [out_dir\n")
+    result = cli("prepare", "--params", path)
+    assert_clean_exit(result, *readme_message("params-not-yaml", P=path))  # the parser's problem and where it is
     assert_nothing_written(tmp_path)
 
 
@@ -173,7 +186,7 @@ def problems_bad_jsonl_line(tmp_path, run, monkeypatch):
 
 def problems_unreadable_parquet(tmp_path, run, monkeypatch):
     path, result = _prepare_file(tmp_path, "p.parquet", b"PAR1 this is not a parquet file")
-    assert_clean_exit(result, f"{path}: cannot read parquet")
+    assert_clean_exit(result, *readme_message("problems-unreadable-parquet", F=path))  # arrow's reason, not just "cannot read"
     assert_nothing_written(tmp_path)
 
 

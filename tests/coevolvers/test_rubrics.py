@@ -169,6 +169,30 @@ def test_rubric_reward_through_the_verification_stage(loopback, tmp_path):
     assert report["judge_parse_fail"] == 6  # read back from the details
 
 
+def test_the_judge_sees_prompt_and_response_only_greedy_and_short(loopback, tmp_path):
+    """README: the judge sees prompt and response only, never the gold check (the problems' `answer`
+    spec, in the very rows the reward scores), and samples greedily, at most 16 tokens: every request
+    the endpoint received, read on the endpoint's side."""
+    server = loopback(GraderServer(grade))
+    writer = {"kind": "worked_example", "base_url": server.base_url, "model": "grader", "timeout_s": 5}
+    cfg = tiny_config(tmp_path, coevolver={"kind": "rubrics", "writer": writer}, rewards=[{"function": "rubric"}])
+    build_coevolver(cfg.coevolver, cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
+    _, test = generate_constraints(["include_word", "no_commas"], 2, 2, seed=0)
+    completions = ["Quiet wolves, at night.", "Music plays"]
+    rollouts = pd.DataFrame({"rollout_id": ["a", "b"], "iteration": [1, 1], "problem_id": list(test["id"]), "completion": completions})
+    verify_rollouts(rollouts, test, cfg)
+    assert len(server.bodies) == 2 * len(SEED_IDS)  # one request per (row, criterion)
+    asked = set()
+    for body in server.bodies:
+        assert body["temperature"] == 0.0 and 0 < body["max_tokens"] <= 16, {k: body.get(k) for k in ("temperature", "max_tokens")}
+        text = "\n".join(message["content"] for message in body["messages"])
+        assert not any(gold in text for gold in test["answer"]) and '"kind"' not in text, text  # no gold spec, whole or in part
+        user = body["messages"][-1]["content"]
+        task, response = user.split("Task:\n", 1)[1].split("\n\nResponse:\n", 1)
+        asked.add((task, response.split("\n\nCriterion:", 1)[0]))
+    assert asked == set(zip(test["prompt"], completions))  # the task is the problem's prompt, exactly
+
+
 def test_rubric_reward_needs_the_rubrics_coevolver_and_an_endpoint(tmp_path):
     with pytest.raises(ValueError, match="needs a rubrics co-evolver"):
         reward_terms(tiny_config(tmp_path, rewards=[{"function": "rubric"}]))
@@ -176,8 +200,51 @@ def test_rubric_reward_needs_the_rubrics_coevolver_and_an_endpoint(tmp_path):
         reward_terms(tiny_config(tmp_path, coevolver={"kind": "rubrics"}, rewards=[{"function": "rubric"}]))
 
 
-def test_rubrics_in_a_coevolver_list_play_the_reward_role(tmp_path):
-    listed = tiny_config(tmp_path, coevolvers=[{"kind": "curriculum"}, {"kind": "rubrics"}])
-    check_coevolvers(listed)  # one player per role
-    assert member_dir(listed, tmp_path / "iter_0003", "rubrics") == tmp_path / "iter_0003" / "1-rubrics"
-    assert member_dir(tiny_config(tmp_path, coevolver={"kind": "rubrics"}), tmp_path / "iter_0003", "rubrics") == tmp_path / "iter_0003"
+def list_grade(user: str) -> str:
+    """Judge for the list run: the topic criterion always met (saturated: pruned after iteration 1 and
+    replaced by the writer's criterion); any other criterion scores (len(response) + len(criterion)) % 11,
+    so which criteria a rollout was judged by shows in its reward."""
+    if "Write one new criterion" in user:
+        return "The response ends with a full stop."
+    response, criterion = user.split("Response:\n", 1)[1].split("\n\nCriterion: ", 1)
+    criterion = criterion.split("\n\n", 1)[0]
+    return "10" if "about the topic" in criterion else str((len(response) + len(criterion)) % 11)
+
+
+def test_rubrics_in_a_coevolver_list_play_the_reward_role(loopback, tmp_path):
+    """coevolvers: [curriculum, rubrics] with the `rubric` reward, through the plain driver: each
+    iteration k's rewards are the weighted judge scores, against the criteria of the rubrics member
+    of co-evolver version k-1 (recomputed here from that member's saved rubric and the judge's rule),
+    and the rubric evolves between versions, so a reward judged by another rubric differs."""
+    from schemas.rewards import read_rewards
+    from schemas.rollouts import read_rollouts
+
+    from coevo.coevolvers.base import read_manifest
+    from coevo.coevolvers.rubrics import load_rubric
+    from coevo.driver import train
+
+    server = loopback(GraderServer(list_grade))
+    writer = {"base_url": server.base_url, "model": "grader", "timeout_s": 10}
+    cfg = tiny_config(
+        tmp_path, problems={"source": "constraints", "n_train": 60, "n_test": 12}, policy={"shape": {"max_position": 128}},
+        sampling={"max_new_tokens": 16}, rewards=[{"function": "rubric"}],
+        coevolvers=[{"kind": "curriculum"}, {"kind": "rubrics", "writer": writer, "rubrics": {"min_groups": 1}}],
+    )
+    check_coevolvers(cfg)  # one player per role
+    train(cfg)
+    versions = cfg.run.out_dir / "coevolver"
+    assert [m["kind"] for m in read_manifest(versions / "iter_0001")["members"]] == ["curriculum", "rubrics"]
+    rubrics = [load_rubric(member_dir(cfg, versions / f"iter_{k:04d}", "rubrics")) for k in (0, 1)]
+    assert member_dir(cfg, versions / "iter_0001", "rubrics") == versions / "iter_0001" / "1-rubrics"
+    texts = [{c.text for cs in rubric.families.values() for c in cs} for rubric in rubrics]
+    assert texts[0] != texts[1] and "The response ends with a full stop." in texts[1]  # the rubric evolved
+    for it, rubric in zip((1, 2), rubrics):
+        rollouts = read_rollouts(cfg.run.out_dir / "rollouts" / f"iter_{it:04d}.parquet")
+        rewards = read_rewards(cfg.run.out_dir / "rewards" / f"iter_{it:04d}.parquet").set_index("rollout_id")
+        for row in rollouts.itertuples():
+            criteria = rubric.families.get(row.family, rubric.families[DEFAULT])
+            scores = [int(list_grade(f"Response:\n{row.completion}\n\nCriterion: {c.text}\n\n")) / 10 for c in criteria]
+            expected = sum(c.weight * s for c, s in zip(criteria, scores)) / sum(c.weight for c in criteria)
+            got = rewards.loc[row.rollout_id]
+            assert got["verifier"] == "rubric" and got["reward"] == pytest.approx(expected, abs=1e-9), (it, row.family, row.completion)
+            assert bool(got["passed"]) == (expected >= cfg.coevolver_list[1].rubrics.pass_threshold)

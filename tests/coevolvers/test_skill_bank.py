@@ -257,17 +257,45 @@ def test_tampered_file_detected(tmp_path, name):
         SkillBank.load(tmp_path / "bank", bank.cfg, seed=0)
 
 
-def test_deterministic_across_banks(tmp_path):
-    def run(directory):
-        bank = SkillBank(config(min_count=1), seed=0)
-        reports = []
-        for iteration in (1, 2):
-            variants = bank.plan(PROBLEMS, group_size=4)
-            groups = [(v.problem_id, v.variant, v.probe_skill, [1.0] * (v.n - 1) + [0.0]) for v in variants]
-            reports.append(bank.update(iteration, PROBLEMS, *frames(groups, iteration)))
-        return reports, bank.save(directory)
+def evolve(directory: str) -> tuple[list[dict], str]:
+    """Three iterations of a bank grown from empty on PROBLEMS, as a run drives it (plan, sample,
+    update): probe groups all pass and base groups miss one, so candidates are written, probed,
+    admitted and retrieved. The reports and the saved version's content hash."""
+    bank = SkillBank(config(min_count=1), seed=0)
+    reports = []
+    for iteration in (1, 2, 3):
+        variants = bank.plan(PROBLEMS, group_size=4)
+        groups = [(v.problem_id, v.variant, v.probe_skill, [1.0] * v.n if v.variant == "probe" else [1.0] * (v.n - 1) + [0.0]) for v in variants]
+        reports.append(bank.update(iteration, PROBLEMS, *frames(groups, iteration)))
+    return reports, bank.save(directory)
 
-    assert run(tmp_path / "a") == run(tmp_path / "b")
+
+EVOLVE = "import json, sys; from tests.coevolvers.test_skill_bank import evolve; print(json.dumps(evolve(sys.argv[1])))"
+
+
+def test_deterministic_across_processes_and_hash_seeds(tmp_path):
+    """The same bank evolved in processes with different PYTHONHASHSEED (string hashing, so set and
+    dict-of-set orders, differ between them): the same reports, event for event in the same order,
+    and the same saved content hash."""
+    import os
+    import subprocess
+    import sys
+
+    from ..conftest import ROOT
+
+    seeds = ("0", "4242")  # two string-hash orders that differ where a set decides an order
+    runs = [
+        subprocess.Popen([sys.executable, "-c", EVOLVE, str(tmp_path / seed)], cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": seed}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for seed in seeds
+    ]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert all(run.returncode == 0 for run in runs), [err[-2000:] for _, err in outputs]
+    results = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
+    reports, digest = results[0]
+    assert sum(len(report["admitted"]) for report in reports) >= 2 and any(len(report["measured"]) >= 2 for report in reports)  # orders to get wrong
+    for seed, result in zip(seeds[1:], results[1:]):
+        assert result == results[0], f"PYTHONHASHSEED={seed} evolved another bank than PYTHONHASHSEED={seeds[0]}"
+    assert digest == json.loads((tmp_path / "0" / "manifest.json").read_text())["content_hash"]
 
 
 # ---- sequential admission (admission=sequential) ----

@@ -1,7 +1,9 @@
 """Rollout and verification retry with exponential backoff (README, "Resume"), on the real Prefect
-engine: a reward plugin that really fails on its first two verification calls and then works makes
-the verify task go AwaitingRetry -> Retrying twice, at delays retry_delay_s and 2 * retry_delay_s,
-then Completed, and the run finishes with the rewards of the attempt that worked."""
+engine: a generation that raises a transient error on the rollout stage's first two calls (as an
+engine whose server hiccups would), and a reward plugin that really fails on its first two
+verification calls and then works, make each task go AwaitingRetry -> Retrying twice, at delays
+retry_delay_s and 2 * retry_delay_s, then Completed, and the run finishes with the rollouts and
+rewards of the attempts that worked."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterFlowRunId
 from coevo.stages import RunLayout
 from flows.train import train_flow
 from schemas.rewards import read_rewards
+from schemas.rollouts import read_rollouts
 
 from ..conftest import ROOT, TINY
 
@@ -26,9 +29,9 @@ CALLS = Path(__file__).with_suffix(".calls")
 
 def reward(completions, **columns):
     """0.0 per completion; fails on its first {FAILURES} calls of the verification stage: the calls on
-    more than 2 training problems (the prepare stage's check calls it on 2, the held-out evaluation
-    on test problems, whose ids start with "t-")."""
-    if len(completions) > 2 and not any(str(pid).startswith("t-") for pid in columns["id"]):
+    more than 2 training problems (the prepare stage's check calls it on 2, the held-out evaluations
+    on test and validation problems, whose ids start with "t-" and "v-")."""
+    if len(completions) > 2 and not any(str(pid).startswith(("t-", "v-")) for pid in columns["id"]):
         CALLS.open("a").write("call\\n")
         if len(CALLS.read_text().splitlines()) <= {FAILURES}:
             raise ConnectionError("transient: reward service unavailable")
@@ -49,9 +52,36 @@ def task_run_states(flow_run_id: UUID, name: str, until: str, deadline_s: float 
             time.sleep(0.5)
 
 
-def test_verification_retries_a_transient_fault_with_exponential_backoff(prefect_server, tmp_path, monkeypatch):
+def flaky_generation(monkeypatch) -> list[str]:
+    """The rollout stage's generation (coevo.stages.run_rollouts, the real one) raises a transient
+    ConnectionError on its first FAILURES calls, then runs; returns the list of calls made."""
+    from coevo import stages
+
+    calls, real = [], stages.run_rollouts
+
+    def generation(*args, **kwargs):
+        calls.append("call")
+        if len(calls) <= FAILURES:
+            raise ConnectionError("transient: generation server unavailable")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stages, "run_rollouts", generation)
+    return calls
+
+
+def assert_retried_with_backoff(flow_run_id: UUID, task: str) -> None:
+    """The task's states: FAILURES retries, scheduled retry_delay_s (0.2 s) then twice that, then Completed."""
+    history = task_run_states(flow_run_id, task, until="Completed")
+    names = [name for name, _, _ in history]
+    assert names == ["Pending", "Running", "AwaitingRetry", "Retrying", "AwaitingRetry", "Retrying", "Completed"], (task, names)
+    delays = [(scheduled - at).total_seconds() for name, scheduled, at in history if name == "AwaitingRetry"]
+    assert len(delays) == 2 and abs(delays[0] - 0.2) < 0.1 and abs(delays[1] - 0.4) < 0.1, (task, delays)  # scheduled, not measured
+
+
+def test_rollout_and_verification_retry_transient_faults_with_exponential_backoff(prefect_server, tmp_path, monkeypatch):
     (tmp_path / "flaky_reward_t18.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
+    generations = flaky_generation(monkeypatch)
     overrides = {
         **TINY,
         "run": {**TINY["run"], "iterations": 1, "out_dir": str(tmp_path / "run")},
@@ -62,11 +92,9 @@ def test_verification_retries_a_transient_fault_with_exponential_backoff(prefect
     }
     state = train_flow(str(ROOT / "params.yaml"), overrides, return_state=True)
     assert state.is_completed(), state
-    history = task_run_states(state.state_details.flow_run_id, "verify-", until="Completed")
-    names = [name for name, _, _ in history]
-    assert names == ["Pending", "Running", "AwaitingRetry", "Retrying", "AwaitingRetry", "Retrying", "Completed"], names
-    delays = [(scheduled - at).total_seconds() for name, scheduled, at in history if name == "AwaitingRetry"]
-    assert len(delays) == 2 and abs(delays[0] - 0.2) < 0.1 and abs(delays[1] - 0.4) < 0.1, delays  # scheduled, not measured
+    assert_retried_with_backoff(state.state_details.flow_run_id, "rollout-")
+    assert_retried_with_backoff(state.state_details.flow_run_id, "verify-")
+    assert generations == ["call"] * (FAILURES + 1)
     assert (tmp_path / "flaky_reward_t18.calls").read_text().splitlines() == ["call"] * (FAILURES + 1)
-    rewards = read_rewards(RunLayout(tmp_path / "run").rewards(1))
-    assert len(rewards) == TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
+    rollouts, rewards = read_rollouts(RunLayout(tmp_path / "run").rollouts(1)), read_rewards(RunLayout(tmp_path / "run").rewards(1))
+    assert len(rollouts) == len(rewards) == TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]

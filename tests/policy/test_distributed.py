@@ -118,8 +118,20 @@ def test_a_killed_rank_fails_the_update_and_the_rerun_resumes(run, single, monke
     assert _max_abs_diff(single[1], weights) <= 1e-5
 
 
-@pytest.mark.parametrize("name", ["ess", "opsa"])
-def test_objectives_with_minibatch_statistics_are_refused(tmp_path, name):
-    cfg = tiny_config(tmp_path, policy={"distributed": {"world_size": 2}}, objective={"name": name})
+@pytest.mark.parametrize(
+    ("name", "apply_to"),
+    [("ess", "all"), ("opsa", "all"), ("opsd", "correct"), ("opsd", "incorrect"), ("sdar", "correct"), ("sdar", "incorrect")],
+)
+def test_objectives_with_minibatch_statistics_are_refused(tmp_path, name, apply_to):
+    """ess and opsa read a statistic of the whole minibatch; opsd/sdar restricted by teacher.apply_to
+    normalise the distillation term by the selected tokens and the GRPO term by all: two normalisers."""
+    cfg = tiny_config(tmp_path, policy={"distributed": {"world_size": 2}}, objective={"name": name, "teacher": {"apply_to": apply_to}})
     with pytest.raises(ValueError, match=rf"objective {name!r} reads a statistic of the whole minibatch"):
         check_distributed(cfg, build_objective(cfg.objective))
+
+
+@pytest.mark.parametrize(("name", "apply_to"), [("grpo", "all"), ("opsd", "all"), ("sdar", "all"), ("rlsd", "correct")])
+def test_shardable_objectives_pass_the_check(tmp_path, name, apply_to):
+    """The README's shardable list: GRPO, rlsd whatever apply_to, opsd/sdar distilling on every sequence."""
+    cfg = tiny_config(tmp_path, policy={"distributed": {"world_size": 2, "backend": "gloo"}}, objective={"name": name, "teacher": {"apply_to": apply_to}})
+    check_distributed(cfg, build_objective(cfg.objective))

@@ -103,9 +103,13 @@ def test_merged_export_and_hf_engine_serve_the_adapted_model(tmp_path, tiny_poli
 
 def test_a_target_matching_no_module_stops_before_anything_is_written(tmp_path):
     cfg = tiny_config(tmp_path, policy={"lora": {**LORA, "target_modules": ["q_proj", "nope_proj"]}})
-    with pytest.raises(LoraTargetError, match=r"policy\.lora\.target_modules.*nope_proj"):
+    with pytest.raises(LoraTargetError, match=r"policy\.lora\.target_modules.*nope_proj") as error:
         stages.prepare_stage(cfg)
     assert not cfg.problems.data_dir.exists() and not cfg.run.out_dir.exists()
+    # README: the error lists the model's linear layers (the names a target may use): the Llama
+    # architecture's projections and head, and nothing else (no norms, embeddings or containers)
+    listed = str(error.value).split("its linear layers are ", 1)[1]
+    assert listed == str(["down_proj", "gate_proj", "k_proj", "lm_head", "o_proj", "q_proj", "up_proj", "v_proj"])
 
 
 def test_bfloat16_lora_update_runs(tmp_path, tiny_policy_dir):

@@ -91,3 +91,25 @@ def test_a_teacher_objective_without_teacher_context_is_an_error(tmp_path, table
     cfg = tiny_config(tmp_path, objective={"name": "opsd"})
     with pytest.raises(ValueError, match="needs a teacher context"):
         policy_update(policy, build_optimizer(policy.model, cfg), build_objective(cfg.objective), rollouts, rewards, cfg, 0)
+
+
+def test_under_chat_the_teacher_prompts_are_templated_like_the_students(tmp_path, tiny_policy_dir):
+    """prompt.format: chat: the update re-renders each teacher prompt with the chat renderer, the
+    privileged lines inside the user turn under the context header (never before the template), one BOS;
+    the student's stripped prompt is the same template around the bare question."""
+    from ..test_prompting import templated_copy
+
+    checkpoint = templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")
+    chat = {"format": "chat", "system": "Be brief.", "context_header": "Hints:", "instruction": {"math": None}}
+    cfg = tiny_config(tmp_path, prompt=chat, policy={"checkpoint": str(checkpoint)})
+    policy = load_policy(checkpoint, "cpu")
+    rollouts, rewards = _iteration_tables(cfg, policy)
+    answers = pd.Series({pid: "42" for pid in rollouts["problem_id"]})
+    data, _ = build_training_set(policy, rollouts, rewards, cfg, keep_all_groups=True, teacher=teacher_context(["answer"], None), answers=answers)
+    ids = lambda text: policy.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731  (the template writes BOS)
+    student_of = {tuple(ids(f"<bos><system>Be brief.\n<user>{q}\n<assistant>")): q for q in rollouts["question"]}
+    assert len(data.prompts) == len(data.teacher_prompts) == len(rollouts)
+    for student, teacher in zip(data.prompts, data.teacher_prompts):
+        question = student_of[tuple(student)]  # KeyError: the student was not templated as the engine templates it
+        assert teacher == ids(f"<bos><system>Be brief.\n<user>Hints:\n{question}42\n\n{question}\n<assistant>"), policy.tokenizer.decode(teacher)
+        assert teacher.count(policy.tokenizer.bos_token_id) == 1

@@ -332,17 +332,87 @@ def test_problem_completions(run_dir):
     ]
 
 
-def test_views_answer_as_the_methods(run_dir):
-    path = run_dir / "catalog.duckdb"
+LIFECYCLE = ("created", "measured", "admitted", "rejected", "promoted", "retired")  # the views' order within an iteration
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory) -> Path:
+    """A small real run's directory: three skill-bank iterations of the tiny policy through the plain
+    driver (bootstrapped long enough that some groups pass, so skills are created, probed and judged),
+    its shards and reports ingested into catalog.duckdb as the flow's ingest task does (~6 s)."""
+    from coevo.driver import train
+
+    from ..conftest import tiny_config
+
+    cfg = tiny_config(
+        tmp_path_factory.mktemp("catalog-run"), bootstrap={"steps": 200}, run={"iterations": 3},
+        rollout={"problems_per_iter": 6, "group_size": 4}, coevolver={"skill_bank": {"min_count": 1, "admission": "threshold"}},
+    )
+    train(cfg)
+    out = Path(cfg.run.out_dir)
+    files = [IterationFiles(it, *(out / kind / f"iter_{it:04d}.{ext}" for kind, ext in (("rollouts", "parquet"), ("rewards", "parquet"), ("reports", "json")))) for it in (1, 2, 3)]
+    with Catalog(out / "catalog.duckdb") as cat:
+        cat.ingest(files)
+    return out
+
+
+def expected_from_files(out: Path) -> dict:
+    """What the three queries must answer, computed with pandas from the run's parquet shards and JSON
+    reports alone (no DuckDB): {"pass_rate": frame, "skills": {id: frame}, "problems": {id: frame}}."""
+    rollouts = pd.concat([pd.read_parquet(p) for p in sorted((out / "rollouts").glob("iter_*.parquet"))], ignore_index=True)
+    rewards = pd.concat([pd.read_parquet(p) for p in sorted((out / "rewards").glob("iter_*.parquet"))], ignore_index=True)
+    joined = rollouts.merge(rewards[["rollout_id", "reward", "passed"]], on="rollout_id", validate="one_to_one")
+    pass_rate = joined.groupby(["iteration", "family"]).agg(n=("passed", "size"), pass_rate=("passed", "mean")).reset_index()
+    events = []
+    for path in sorted((out / "reports").glob("iter_*.json")):
+        report = json.loads(path.read_text())
+        it = report["iteration"]
+        events += [{"skill_id": sid, "iteration": it, "event": "created", "problem_id": "", "gap": None, "utility": None, "reason": ""} for sid in report["new_candidates"]]
+        events += [{"skill_id": e["id"], "iteration": it, "event": "measured", "problem_id": e["problem_id"], "gap": e["gap"], "utility": None, "reason": ""} for e in report["measured"]]
+        for kind in LIFECYCLE[2:]:
+            events += [{"skill_id": e["id"], "iteration": it, "event": kind, "problem_id": "", "gap": None, "utility": e["utility"], "reason": e.get("reason", "")} for e in report[kind]]
+    events = pd.DataFrame(events).assign(rank=lambda f: f["event"].map(LIFECYCLE.index)).sort_values(["skill_id", "iteration", "rank", "problem_id"])
+    columns = ["iteration", "event", "problem_id", "gap", "utility", "reason"]
+    skills = {sid: rows[columns].reset_index(drop=True) for sid, rows in events.groupby("skill_id")}
+    completions = joined.assign(skills=joined["skills"].map(list)).sort_values(["iteration", "rollout_id"])
+    columns = ["iteration", "rollout_id", "variant", "skills", "completion", "reward", "passed"]
+    problems = {pid: rows[columns].reset_index(drop=True) for pid, rows in completions.groupby("problem_id")}
+    return {"pass_rate": pass_rate, "skills": skills, "problems": problems}
+
+
+def assert_answers(got: pd.DataFrame, expected: pd.DataFrame) -> None:
+    """Same rows in the same order, same values (floats to 1e-12, null = None = NaN, lists as lists)."""
+    assert list(got.columns) == list(expected.columns)
+    plain = lambda frame: [  # noqa: E731
+        {k: (list(v) if isinstance(v, (list, np.ndarray)) else None if v is None or (isinstance(v, float) and np.isnan(v)) else v) for k, v in row.items()}
+        for row in frame.astype(object).to_dict("records")
+    ]
+    assert plain(got) == [{k: pytest.approx(v, abs=1e-12) if isinstance(v, float) else v for k, v in row.items()} for row in plain(expected)]
+
+
+@pytest.mark.parametrize("which", ["hand-made", "real-run"])
+def test_views_and_methods_answer_as_the_files_say(request, which):
+    """The views (raw SQL, as the module docstring shows) and the Catalog methods both give what
+    pandas computes from the shards and reports themselves: the hand-made iterations (groups of 2, 3
+    and 4 rollouts per problem, so a mean of per-problem rates is caught) and a small real run (real
+    skill ids, gaps, retirements and completions) for every skill and problem they hold."""
+    out = request.getfixturevalue("run_dir" if which == "hand-made" else "real_run")
+    expected = expected_from_files(out)
+    assert len(expected["skills"]) >= 2 and len(expected["problems"]) >= 3 and expected["pass_rate"]["pass_rate"].between(0, 1, inclusive="neither").any()
+    path = out / "catalog.duckdb"
     with duckdb.connect(str(path), read_only=True) as con:
-        pass_rate = con.execute("SELECT * FROM pass_rate_by_family").df()
-        skill = con.execute("SELECT * EXCLUDE (skill_id) FROM skill_utility_history WHERE skill_id = 's1'").df()
-        problem = con.execute("SELECT * EXCLUDE (problem_id) FROM problem_completions WHERE problem_id = 'p-add-1'").df()
+        view = lambda sql, *args: con.execute(sql, list(args)).df()  # noqa: E731
+        assert_answers(view("SELECT * FROM pass_rate_by_family"), expected["pass_rate"])
+        for sid, rows in expected["skills"].items():
+            assert_answers(view("SELECT * EXCLUDE (skill_id) FROM skill_utility_history WHERE skill_id = ?", sid), rows)
+        for pid, rows in expected["problems"].items():
+            assert_answers(view("SELECT * EXCLUDE (problem_id) FROM problem_completions WHERE problem_id = ?", pid), rows)
     with Catalog(path, read_only=True) as cat:
-        pd.testing.assert_frame_equal(pass_rate, cat.pass_rate_by_family())
-        pd.testing.assert_frame_equal(skill, cat.skill_history("s1"))
-        as_tuples = {"skills": lambda frame: frame["skills"].map(tuple)}
-        pd.testing.assert_frame_equal(problem.assign(**as_tuples), cat.problem_completions("p-add-1").assign(**as_tuples))
+        assert_answers(cat.pass_rate_by_family(), expected["pass_rate"])
+        for sid, rows in expected["skills"].items():
+            assert_answers(cat.skill_history(sid), rows)
+        for pid, rows in expected["problems"].items():
+            assert_answers(cat.problem_completions(pid), rows)
 
 
 # ---- read-only ----
