@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from coevo.sandbox.harness import HARNESS
+from coevo.sandbox.harness import HARNESS, WORKER_SOURCE
 from coevo.sandbox.isolation import NOBODY, Isolation, isolation_for
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "invalid", "spoofed")  # spoofed: the program tried to fake a pass (coevo/sandbox/__init__.py)
@@ -103,6 +103,7 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
             "confine": {"root": os.path.join(box, "root"), "work": work, "ro_binds": iso.ro_binds, "drop_to": iso.drop_to} if iso.confine else None,
             "report_fd": write_report,
             "seccomp": iso.seccomp.hex() if iso.seccomp else None,
+            "worker": WORKER_SOURCE,
         }
         if iso.confine:
             os.mkdir(payload["confine"]["root"])
