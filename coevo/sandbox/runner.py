@@ -2,7 +2,8 @@
 
 One sample = one child process: `python -I -S -B -c HARNESS` (isolated mode: no user site, no
 PYTHON* variables, no site-packages, no .pyc writes), started in a new session with a scrubbed
-environment, in an empty private working directory, fed its program and tests on stdin. The parent
+environment, in an empty private working directory, fed its program and tests on stdin; inside,
+that supervisor runs the program in a second process of its own (harness.py, worker.py). The parent
 reads at most `output_bytes` of its merged stdout/stderr and the report pipe, kills the whole
 process group at the wall-clock deadline or when output overflows, and classifies the outcome.
 Modes and what each protects: see `coevo/sandbox/__init__.py`.
@@ -194,9 +195,11 @@ def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits:
 
 def _reap(proc: subprocess.Popen, options: int) -> float | None:
     """Reap the child (`options`: 0 waits, os.WNOHANG only if it has exited), setting its returncode;
-    returns the CPU seconds it and its reaped descendants used, None if it is still running. The CPU limit is known from this, not from how the child ended: in
-    namespaces mode the child is `unshare`, which (util-linux 2.39) exits 1 rather than re-raising
-    the SIGKILL that RLIMIT_CPU sent the harness."""
+    returns the CPU seconds it and its reaped descendants used, None if it is still running. The
+    program's own CPU-limit end is reported by the supervisor (harness.py); this covers the
+    supervisor itself reaching the limit (a test snippet that loops in C), known from the CPU used,
+    not from how the child ended: in namespaces mode the child is `unshare`, which can exit 1
+    ("sigprocmask unblock failed") rather than re-raise the signal that ended the supervisor."""
     pid, status, usage = os.wait4(proc.pid, options)
     if pid == 0:
         return None
@@ -227,10 +230,11 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
     """The verdict from the report lines that carry the nonce, how the process ended and its output."""
     events = [line.split(" ", 3)[1:] for line in report.decode(errors="replace").splitlines() if line.startswith(nonce + " ")]
     outcomes = ["not-run"] * n_tests
+    details: dict[int, str] = {}
     load = None
     for event in events:
         if event[0] == "test" and len(event) >= 3 and event[1].isdigit() and int(event[1]) < n_tests:
-            outcomes[int(event[1])] = event[2].split(" ")[0]
+            outcomes[int(event[1])], _, details[int(event[1])] = event[2].partition(" ")
         elif event[0] in ("setup", "invalid", "load-error", "load-timeout", "load-memory"):
             load = load or event
     text = output.decode(errors="replace")
@@ -253,7 +257,10 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
         if outcome in ("fail", "error", "invalid"):
             return Verdict("failed", tuple(outcomes), failed_test=i, detail=outcome)
         if outcome in ("timeout", "memory"):
-            return Verdict(outcome, tuple(outcomes), failed_test=i)
+            return Verdict(outcome, tuple(outcomes), failed_test=i, detail=details.get(i, "")[:200])
+        if outcome == "crashed":  # the program's process died during this test; the supervisor says how
+            outcomes[i] = "not-run"
+            return Verdict("crashed", tuple(outcomes), failed_test=i, detail=details.get(i, "")[:200])
         outcomes[i] = "timeout" if ran_out else ("memory" if "MemoryError" in text else "not-run")
         status = "timeout" if ran_out else ("memory" if "MemoryError" in text else "crashed")
         sigsys = " SIGSYS: the seccomp filter killed it (a syscall through a foreign ABI)" if _signal_of(returncode) == signal.SIGSYS else ""
