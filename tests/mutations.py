@@ -71,10 +71,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sandbox-nonce-reaches-the-program",
-        "coevo/sandbox/harness.py",
-        'WORKER = Worker(cfg["worker"], lim.get("cpu_s", float("inf")))',
-        'WORKER = Worker("leak = %r\\n" % [c.cell_contents for c in report.__closure__ if type(c.cell_contents) is str][0] + cfg["worker"], lim.get("cpu_s", float("inf")))',
-        ("tests/sandbox/test_spoofing.py::test_reading_the_nonce_forges_no_pass[rlimits-_getframe]",),
+        "coevo/sandbox/runner.py",
+        '"report_fd": write_report,',
+        '"report_fd": write_report, "nonce_too": nonce,',  # the nonce in the half the program's process is forked after
+        ("tests/sandbox/test_spoofing.py::test_reading_the_nonce_forges_no_pass[rlimits-gc]",),
     ),
     Mutation(
         "sandbox-cpu-limit-end-not-read-from-the-program",

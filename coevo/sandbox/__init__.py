@@ -7,8 +7,9 @@ invalid (does not compile) or spoofed (it tried to fake a pass), plus the outcom
 (the pass-table row CURE needs; a spoofed sample passes none).
 
 Two processes per sample (harness.py, worker.py): the supervisor owns the tests, the verdict and
-the report pipe with its nonce; the program runs in a second, fresh interpreter that never holds
-any of them (nothing is copied from the supervisor's memory). The tests run in the supervisor,
+the report pipe with its nonce; the program runs in a second process, forked before the supervisor
+reads the nonce and the tests, that closes stdin and the report pipe before the program starts, so
+it never holds any of them. The tests run in the supervisor,
 where the program's functions, classes and objects are stand-ins: a call carries plain data
 (exact int/float/complex/str/bool/None/bytes/list/tuple/dict/set/frozenset, wire.py) both ways and
 every assertion is evaluated there on genuine built-in values. So a program that walks its own

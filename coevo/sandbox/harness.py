@@ -2,19 +2,20 @@
 `python -I -S -B -c` after wire.py's source); stdlib only. It owns the tests, the verdict and the
 report channel; the program runs in a second process it starts (worker.py) and never sees them.
 
-Protocol: the parent writes one JSON object to stdin {nonce, program, tests, per_test_s, limits,
-confine, report_fd, seccomp, worker}; the supervisor reads it and closes stdin, then
-1. confines itself when `confine` says so (namespaces mode): a private tmpfs root holding read-only
-   bind mounts of the system directories Python needs plus the private working directory at /work,
-   chroot into it, and, when it was started as real root, drops to uid/gid 65534 (nobody);
+Protocol: the parent writes to stdin a 10-digit length, the setup half {program, per_test_s, limits,
+confine, report_fd, seccomp, worker}, then the secret half {nonce, tests}; the supervisor
+1. reads the setup half only and confines itself when `confine` says so (namespaces mode): a private
+   tmpfs root holding read-only bind mounts of the system directories Python needs plus the private
+   working directory at /work, chroot into it, and, when it was started as real root, drops to
+   uid/gid 65534 (nobody);
 2. applies the resource limits (RLIMIT_CPU soft = cpu_s, hard = cpu_s + 1, so SIGXCPU comes first;
    address space, processes, open files, file size) and, when `seccomp` holds a compiled filter
    (namespaces mode; coevo/sandbox/seccomp.py), installs it with no_new_privs; both are inherited
    by the program's process; it makes itself non-dumpable (no ptrace or /proc/<pid>/mem by its user);
-3. starts the program's process: a fresh interpreter (`worker`: wire.py + worker.py; nothing of
-   this process's memory, the nonce included, is copied into it) holding only a request pipe, a
-   reply pipe and the sample's output, and sends it the program; its load answer becomes
-   "invalid", "load-error", "load-timeout", "load-memory" or the program's top-level names;
+3. forks the program's process (worker.py), which closes stdin and the report pipe before anything
+   else, holding only a request pipe, a reply pipe and the sample's output; only then reads the
+   secret half (nonce, tests), which therefore never exists in the program's memory; the program's
+   load answer becomes "invalid", "load-error", "load-timeout", "load-memory" or its top-level names;
 4. runs each test snippet HERE, in its own namespace where the program's plain values are copies
    and its functions, classes and objects are `Remote` stand-ins: a call sends plain-data
    arguments and gets plain data back (wire.py), so every assertion is evaluated by this
@@ -37,8 +38,30 @@ WORKER_SOURCE = WIRE + _WORKER  # what the program's process runs
 HARNESS = WIRE + r'''
 import builtins, json, os, resource, signal, sys, time
 
-cfg = json.loads(sys.stdin.read())
-sys.stdin.close()
+
+def read_exactly(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            raise EOFError("the payload was cut short")
+        data += chunk
+    return data
+
+
+def read_secret():
+    """The second half of stdin (nonce, tests), read once the program's process exists without fd 0."""
+    chunks = []
+    while True:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(0)
+    return json.loads(b"".join(chunks))
+
+
+cfg = json.loads(read_exactly(int(read_exactly(10))))  # the setup half only: no nonce, no tests yet
 
 
 def reporter(nonce, fd, write):
@@ -47,8 +70,6 @@ def reporter(nonce, fd, write):
         write(fd, (" ".join([nonce] + [str(p).replace("\n", " ")[:300] for p in parts]) + "\n").encode())
     return report
 
-
-report = reporter(cfg.pop("nonce"), cfg["report_fd"], os.write)
 
 
 def confine(c):
@@ -124,21 +145,32 @@ _spoofed = []
 class Worker:
     """The program's process, seen from the supervisor: requests out, plain answers in."""
 
-    def __init__(self, source, cpu_s):
-        import subprocess
-        read_end, write_end = os.pipe()
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", "-c", source], stdin=subprocess.PIPE, pass_fds=(write_end,))
-        os.close(write_end)
-        self.reply_fd = write_end  # the same number in the program's process (pass_fds keeps it)
-        self.replies, self.buffer, self.cpu_s = read_end, b"", cpu_s
+    def __init__(self, source, cpu_s, program, per_test_s):
+        code = compile(source, "worker", "exec")
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the program's process: nothing secret was read yet; drop stdin and the report pipe first
+            try:
+                for fd in (0, cfg["report_fd"], req_w, rep_r):
+                    os.close(fd)
+                exec(code, {"__name__": "__worker__", "REQUESTS": req_r, "REPLY": rep_w, "PROGRAM": program, "PER_TEST_S": per_test_s})
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+            os._exit(1)
+        os.close(req_r)
+        os.close(rep_w)
+        self.pid, self.requests, self.replies, self.buffer, self.cpu_s = pid, req_w, rep_r, b"", cpu_s
         self.ended, self.killed, self.deadline = None, False, None
 
     def send(self, message):
         if self.ended is not None:
             raise WorkerGone(self.ended)
+        data = dumps(message)
         try:
-            self.proc.stdin.write(dumps(message))
-            self.proc.stdin.flush()
+            while data:
+                data = data[os.write(self.requests, data):]
         except OSError:
             raise WorkerGone(self.finish()) from None
 
@@ -163,11 +195,10 @@ class Worker:
         """End the process (if it still runs) and classify how it ended, from its signal and CPU time."""
         if self.ended is None:
             try:
-                os.kill(self.proc.pid, signal.SIGKILL)  # not Popen.kill: its poll() would reap the status away
+                os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass
-            _, status, usage = os.wait4(self.proc.pid, 0)
-            self.proc.returncode = 0  # reaped here; keep subprocess from waiting again
+            _, status, usage = os.wait4(self.pid, 0)
             self.ended = ended_as(status, usage.ru_utime + usage.ru_stime, self.cpu_s, self.killed)
         return self.ended
 
@@ -318,7 +349,6 @@ def load(per_test_s):
     """Send the program; its namespace, or None after reporting why it did not load."""
     WORKER.deadline = time.monotonic() + WALL_FACTOR * per_test_s + 2
     try:
-        WORKER.send({"program": cfg["program"], "per_test_s": per_test_s, "reply_fd": WORKER.reply_fd})
         answer = WORKER.receive()
         if answer.get("load") == "ok":
             return namespace_of(answer.get("names"))
@@ -388,16 +418,21 @@ try:
         install_seccomp(bytes.fromhex(cfg["seccomp"]))
     import ctypes
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the program's user cannot ptrace or read this process
-    WORKER = Worker(cfg["worker"], lim.get("cpu_s", float("inf")))
+    WORKER = Worker(cfg["worker"], lim.get("cpu_s", float("inf")), cfg["program"], cfg["per_test_s"])
+    failed = None
 except Exception as exc:
-    report("setup", type(exc).__name__, exc)
+    failed = exc
+secret = read_secret()
+report = reporter(secret.pop("nonce"), cfg["report_fd"], os.write)
+if failed is not None:
+    report("setup", type(failed).__name__, failed)
     sys.exit(3)
 
 report("ready")
 signal.signal(signal.SIGPROF, on_cpu_timer)
 namespace = load(cfg["per_test_s"])
 if namespace is not None:
-    for i, test in enumerate(cfg["tests"]):
+    for i, test in enumerate(secret["tests"]):
         outcome = run_test(i, test, namespace, cfg["per_test_s"])
         report("test", i, *outcome)
         if outcome[0] == "spoofed":

@@ -2,8 +2,9 @@
 
 One sample = one child process: `python -I -S -B -c HARNESS` (isolated mode: no user site, no
 PYTHON* variables, no site-packages, no .pyc writes), started in a new session with a scrubbed
-environment, in an empty private working directory, fed its program and tests on stdin; inside,
-that supervisor runs the program in a second process of its own (harness.py, worker.py). The parent
+environment, in an empty private working directory, fed on stdin the setup (program, limits) then,
+after a length prefix, the nonce and the tests; inside, that supervisor runs the program in a second
+process of its own, forked before it reads the second half (harness.py, worker.py). The parent
 reads at most `output_bytes` of its merged stdout/stderr and the report pipe, kills the whole
 process group at the wall-clock deadline or when output overflows, and classifies the outcome.
 Modes and what each protects: see `coevo/sandbox/__init__.py`.
@@ -95,10 +96,9 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
     try:
         if iso.drop_to is not None:
             os.chown(work, NOBODY, NOBODY)
-        payload = {
-            "nonce": secrets.token_hex(16),
+        nonce = secrets.token_hex(16)
+        payload = {  # the setup half: all the program's process will have seen (it is forked after reading it)
             "program": job.program,
-            "tests": list(job.tests),
             "per_test_s": limits.per_test_s,
             "limits": _rlimits(limits) if iso.limits else None,
             "confine": {"root": os.path.join(box, "root"), "work": work, "ro_binds": iso.ro_binds, "drop_to": iso.drop_to} if iso.confine else None,
@@ -106,6 +106,7 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
             "seccomp": iso.seccomp.hex() if iso.seccomp else None,
             "worker": WORKER_SOURCE,
         }
+        secret = {"nonce": nonce, "tests": list(job.tests)}  # the second half: read by the supervisor alone
         if iso.confine:
             os.mkdir(payload["confine"]["root"])
         proc = subprocess.Popen(
@@ -115,13 +116,15 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
         )  # fmt: skip
         os.close(write_report)
         write_report = -1
-        output, report, ended = _communicate(proc, read_report, json.dumps(payload).encode(), limits)
+        first = json.dumps(payload).encode()
+        stdin = b"%010d" % len(first) + first + json.dumps(secret).encode()
+        output, report, ended = _communicate(proc, read_report, stdin, limits)
     finally:
         for fd in (read_report, write_report):
             if fd >= 0:
                 os.close(fd)
         shutil.rmtree(box, ignore_errors=True)
-    verdict = classify(report, payload["nonce"], len(job.tests), output, proc.returncode, ended)
+    verdict = classify(report, nonce, len(job.tests), output, proc.returncode, ended)
     return Verdict(**{**verdict.__dict__, "mode": iso.name, "seconds": time.perf_counter() - start, "output": output.decode(errors="replace")})
 
 

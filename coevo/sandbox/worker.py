@@ -1,23 +1,25 @@
-"""The program's process: the code that runs the untrusted program (passed to `python -I -S -B -c`
-by the supervisor, harness.py, after wire.py's source); stdlib only.
+"""The program's process: the code that runs the untrusted program, inside the sandbox; stdlib only.
 
-It holds no nonce, no report channel and no test: the supervisor started it with a fresh interpreter
-(nothing of the supervisor's memory), gave it a request pipe on stdin and a reply pipe, and keeps
-the tests and the verdict to itself. Protocol (one JSON line each way, values in wire.py's encoding):
-1. the first request {program, per_test_s, reply_fd}: compile and execute the program under a CPU
-   timer (ITIMER_PROF: CPU seconds, so load on the machine does not change it), then reply
-   {"load": "ok", "names": {name: value}} where each top-level name is plain data, a module
-   (["m", name]: the supervisor imports its own copy) or a handle (["h", i]: an index into `objects`);
-   or {"load": "invalid"|"error"|"timeout"|"memory"|"spoofed", "detail": ...};
+The supervisor (harness.py) forks this process after reading only the setup half of its stdin
+(program, limits) and before reading the nonce and the tests; the child closes stdin and the report
+pipe first thing and then runs this source (after wire.py's) with REQUESTS, REPLY, PROGRAM and
+PER_TEST_S in its globals. So it never holds the nonce, the report channel or a test. Protocol (one
+JSON line each way on its two pipes, values in wire.py's encoding):
+1. on start: compile and execute PROGRAM under a CPU timer (ITIMER_PROF: CPU seconds, so load on the
+   machine does not change it), then answer {"load": "ok", "names": {name: value}} where each
+   top-level name is plain data, a module (["m", name]: the supervisor imports its own copy) or a
+   handle (["h", i]: an index into `objects`); or {"load": "invalid"|"error"|"timeout"|"memory"|
+   "spoofed", "detail": ...};
 2. then requests {"op": "begin"} (arm the per-test CPU timer), {"op": "call"|"get"|"len"|"item"|
    "iter"|"contains"|"str"|"repr"|"bool", "h": i, ...} (each answered {"ok": value, "back": [...]},
    {"raise": name, "detail": ...}, {"timeout": 1}, {"memory": 1} or {"spoofed": reason}) and
-   {"op": "end"} (disarm; answered {"ok": null, "admits": a spoof reason or null}).
-A function's or method's return value must be plain data (anything else: "spoofed", as before the
-split); constructors, attributes and items may come back as handles, which the supervisor can only
-call or inspect through this protocol and compares by identity. The self-checks kept from the
-one-process harness (guarded builtins, wrapped entry points) can only make a verdict worse: whatever
-this process claims, the supervisor evaluates the tests' assertions itself.
+   {"op": "end"} (disarm; answered {"ok": null, "admits": a spoof reason or null}); end of the
+   request pipe: exit.
+A function's or method's return value must be plain data (anything else: "spoofed"); constructors,
+attributes and items may come back as handles, which the supervisor can only call or inspect
+through this protocol and compares by identity. The self-checks kept from the one-process harness
+(guarded builtins, wrapped entry points) can only make a verdict worse: whatever this process
+claims, the supervisor evaluates the tests' assertions itself.
 """
 
 WORKER = r'''
@@ -95,7 +97,7 @@ def requests():
     buffer = b""
     while True:
         while b"\n" not in buffer:
-            chunk = _read(0, 1 << 16)
+            chunk = _read(REQUESTS, 1 << 16)
             if not chunk:
                 _exit(0)
             buffer += chunk
@@ -207,10 +209,8 @@ def serve(message):
     return {"spoofed": _spoofed[0]} if _spoofed else answer
 
 
+reply(load({"program": PROGRAM, "per_test_s": PER_TEST_S}))
 stream = requests()
-first = next(stream)
-REPLY, PER_TEST_S = first["reply_fd"], first["per_test_s"]
-reply(load(first))
 for message in stream:
     answer = serve(message)
     if answer is not None:
