@@ -65,6 +65,8 @@ Mode "namespaces" (chosen by "auto" when a probe passes; see isolation.py) adds:
   clock/time setting, acct, quotactl, syslog and socket/socketpair of any family but AF_UNIX answer
   EPERM (the program sees PermissionError; the verdict's detail names it); a syscall through a
   foreign ABI (x32, int 0x80) kills the process (SIGSYS, named in the detail).
+What neither mode protects: the test snippets themselves run in the supervisor and are trusted
+there (a hostile test, e.g. one the CURE tester wrote, could reach the report pipe and its nonce).
 What "namespaces" does NOT protect: kernel exploits through the syscalls the filter still allows
 (open, mmap, ioctl, futex, ...: a deny-list, not an allow-list); the shared read-only
 system directories stay readable; CPU and memory contention between parallel samples;
