@@ -1,8 +1,8 @@
-"""The supervisor: the code that runs INSIDE the sandbox as its first process (passed to
-`python -I -S -B -c` after wire.py's source); stdlib only. It owns the tests, the verdict and the
+"""The supervisor: the code that runs INSIDE the sandbox as its first process (`python -I -S -B -c
+BOOT` reads it, compiled with wire.py's source in front, from stdin); stdlib only. It owns the tests, the verdict and the
 report channel; the program runs in a second process it starts (worker.py) and never sees them.
 
-Protocol: the parent writes to stdin a 10-digit length, the setup half {program, per_test_s, limits,
+Protocol: after the supervisor's own code, the parent writes to stdin a 10-digit length, the setup half {program, per_test_s, limits,
 confine, report_fd, seccomp, worker}, then the secret half {nonce, tests}; the supervisor
 1. reads the setup half only and confines itself when `confine` says so (namespaces mode): a private
    tmpfs root holding read-only bind mounts of the system directories Python needs plus the private
@@ -27,6 +27,8 @@ The nonce keeps the supervisor's lines apart from the output; the program cannot
 never holds the nonce or the report pipe, and the supervisor trusts nothing it says but plain values.
 """
 
+import functools
+import marshal
 from pathlib import Path
 
 from coevo.sandbox import wire
@@ -35,8 +37,10 @@ from coevo.sandbox.worker import WORKER as _WORKER
 WIRE = Path(wire.__file__).read_text()  # the encoding, defined once, executed on both sides of the boundary
 WORKER_SOURCE = WIRE + _WORKER  # what the program's process runs
 
-HARNESS = WIRE + r'''
-import builtins, json, os, resource, signal, sys, time
+# What `python -c` runs: it reads a length-prefixed marshalled code object (the supervisor, compiled
+# once by the parent, same interpreter) from stdin and runs it; compiling ~20 kB of source in every
+# sample would cost more than the sample's own work.
+BOOT = r"""import marshal, os
 
 
 def read_exactly(n):
@@ -47,6 +51,19 @@ def read_exactly(n):
             raise EOFError("the payload was cut short")
         data += chunk
     return data
+
+
+exec(marshal.loads(read_exactly(int(read_exactly(10)))))
+"""
+
+
+@functools.cache
+def compiled() -> tuple[bytes, str]:
+    """(the supervisor's code, marshalled; the program's process's code, marshalled as hex)."""
+    return marshal.dumps(compile(HARNESS, "harness", "exec")), marshal.dumps(compile(WORKER_SOURCE, "worker", "exec")).hex()
+
+HARNESS = WIRE + r'''
+import builtins, json, marshal, os, resource, signal, sys, time
 
 
 def read_secret():
@@ -146,7 +163,7 @@ class Worker:
     """The program's process, seen from the supervisor: requests out, plain answers in."""
 
     def __init__(self, source, cpu_s, program, per_test_s):
-        code = compile(source, "worker", "exec")
+        code = marshal.loads(bytes.fromhex(source))
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         pid = os.fork()

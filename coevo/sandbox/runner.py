@@ -1,12 +1,13 @@
 """Run untrusted programs plus tests in isolated child processes and turn what happened into verdicts.
 
-One sample = one child process: `python -I -S -B -c HARNESS` (isolated mode: no user site, no
+One sample = one child process: `python -I -S -B -c BOOT` (isolated mode: no user site, no
 PYTHON* variables, no site-packages, no .pyc writes), started in a new session with a scrubbed
-environment, in an empty private working directory, fed on stdin the setup (program, limits) then,
-after a length prefix, the nonce and the tests; inside, that supervisor runs the program in a second
-process of its own, forked before it reads the second half (harness.py, worker.py). The parent
-reads at most `output_bytes` of its merged stdout/stderr and the report pipe, kills the whole
-process group at the wall-clock deadline or when output overflows, and classifies the outcome.
+environment, in an empty private working directory, fed on stdin the supervisor's compiled code,
+the setup (program, limits) and then the nonce and the tests (length-prefixed, harness.py); inside,
+that supervisor runs the program in a second process of its own, forked before it reads the nonce
+and the tests (worker.py). The parent reads at most `output_bytes` of its merged stdout/stderr and
+the report pipe, kills the whole process group at the wall-clock deadline or when output
+overflows, and classifies the outcome.
 Modes and what each protects: see `coevo/sandbox/__init__.py`.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from coevo.sandbox.harness import HARNESS, WORKER_SOURCE
+from coevo.sandbox.harness import BOOT, compiled
 from coevo.sandbox.isolation import NOBODY, Isolation, isolation_for
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "invalid", "spoofed")  # spoofed: the program tried to fake a pass (coevo/sandbox/__init__.py)
@@ -104,20 +105,21 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
             "confine": {"root": os.path.join(box, "root"), "work": work, "ro_binds": iso.ro_binds, "drop_to": iso.drop_to} if iso.confine else None,
             "report_fd": write_report,
             "seccomp": iso.seccomp.hex() if iso.seccomp else None,
-            "worker": WORKER_SOURCE,
+            "worker": compiled()[1],
         }
         secret = {"nonce": nonce, "tests": list(job.tests)}  # the second half: read by the supervisor alone
         if iso.confine:
             os.mkdir(payload["confine"]["root"])
         proc = subprocess.Popen(
-            [*iso.prefix, iso.python, "-I", "-S", "-B", "-c", HARNESS],
+            [*iso.prefix, iso.python, "-I", "-S", "-B", "-c", BOOT],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             cwd=work, env=ENV if iso.scrub_env else None, start_new_session=True, pass_fds=(write_report,),
         )  # fmt: skip
         os.close(write_report)
         write_report = -1
         first = json.dumps(payload).encode()
-        stdin = b"%010d" % len(first) + first + json.dumps(secret).encode()
+        code = compiled()[0]
+        stdin = b"%010d" % len(code) + code + b"%010d" % len(first) + first + json.dumps(secret).encode()
         output, report, ended = _communicate(proc, read_report, stdin, limits)
     finally:
         for fd in (read_report, write_report):
