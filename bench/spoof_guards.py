@@ -7,9 +7,10 @@ entry points were not patched, and decides pass/fail itself; a run that exits cl
 harness reports "done" is spoofed too. Expected verdict: "spoofed", or a plain failure where the
 trick simply does not work ("failed"/"crashed").
 
-Known residual gap (same interpreter): a program that walks the interpreter (sys._getframe,
-gc.get_objects, a function's __closure__) can find the report nonce and write forged report lines;
-the last entries list it as such. Closing it needs the tests in a process the program cannot reach.
+Reading the report nonce (a function's __closure__, sys._getframe, gc.get_objects) and forging
+report lines worked while the program shared the harness's interpreter; now the tests and the
+verdict live in a supervisor process the program never reaches (coevo/sandbox/harness.py), so the
+last three tricks find nothing to forge with and fail on their wrong answer.
 
 Run: PYTHONPATH=$PWD python bench/spoof_guards.py [--mode rlimits]
 """
@@ -18,6 +19,35 @@ from __future__ import annotations
 
 import argparse
 import json
+
+# Reading the harness's nonce: each route looks for a 32-hex-digit string where the one-process
+# harness kept it (the report function's closure cell), forges "pass" lines for every test plus
+# "done" on every descriptor it may hold, and exits; finding nothing, it goes on with a wrong `add`.
+NONCE = (
+    "import gc, os, sys\n"
+    "def is_nonce(x):\n    return type(x) is str and len(x) == 32 and all(c in '0123456789abcdef' for c in x)\n"
+    "def in_closure(fn):\n    return [c.cell_contents for c in (getattr(fn, '__closure__', None) or ()) if is_nonce(c.cell_contents)]\n"
+    "found = []\n"
+)
+ROUTE_CLOSURE = NONCE + "for value in list(vars(sys.modules['__main__']).values()):\n    found += in_closure(value)\nroute = 'closure'\n"
+ROUTE_GETFRAME = NONCE + (
+    "frame = sys._getframe()\nwhile frame is not None:\n"
+    "    for scope in (frame.f_locals, frame.f_globals):\n        for value in list(scope.values()):\n"
+    "            found += [value] if is_nonce(value) else in_closure(value)\n"
+    "    frame = frame.f_back\nroute = '_getframe'\n"
+)
+ROUTE_GC = NONCE + (
+    "for obj in gc.get_objects():\n    if type(obj).__name__ == 'cell':\n        try:\n            found += [obj.cell_contents] if is_nonce(obj.cell_contents) else []\n"
+    "        except ValueError:\n            pass\n    elif type(obj) in (list, tuple, dict):\n"
+    "        found += [x for x in (obj.values() if type(obj) is dict else obj) if is_nonce(x)]\nroute = 'gc'\n"
+)
+FORGE = (
+    "print('route', route, 'found' if found else 'nothing')\n"
+    "if found:\n    lines = ''.join(f'{found[0]} test {i} pass x\\n' for i in range(3)) + f'{found[0]} done\\n'\n"
+    "    for fd in range(3, 64):\n        try:\n            os.write(fd, lines.encode())\n        except OSError:\n            pass\n"
+    "    sys.stdout.flush()\n    os._exit(0)\n"
+    "def add(a, b): return 0\n"
+)
 
 TESTS = ("assert add(2, 3) == 5", "assert add(1, 1) == 2", "assert add(0, 0) != 1")
 TRICKS: dict[str, tuple[str, str]] = {  # name -> (program, expected status)
@@ -41,11 +71,9 @@ TRICKS: dict[str, tuple[str, str]] = {  # name -> (program, expected status)
     "sys.exit(0) at load": ("import sys\nsys.exit(0)\ndef add(a, b): return 0", "crashed"),
     "honest wrong answer": ("def add(a, b): return a - b", "failed"),
     "honest right answer (control)": ("def add(a, b): return a + b", "passed"),
-    "nonce via closure (residual gap)": (
-        "import os, sys\nm = sys.modules['__main__']\nnonce = [c.cell_contents for c in m.report.__closure__ if isinstance(c.cell_contents, str)][0]\n"
-        "fd = m.cfg['report_fd']\nfor i in range(3): os.write(fd, f'{nonce} test {i} pass x\\n'.encode())\nos.write(fd, f'{nonce} done\\n'.encode())\nos._exit(0)\ndef add(a, b): return 0",
-        "passed",  # residual gap: documented, not closed
-    ),
+    "nonce via the report function's __closure__": (ROUTE_CLOSURE + FORGE, "failed"),
+    "nonce via sys._getframe": (ROUTE_GETFRAME + FORGE, "failed"),
+    "nonce via gc.get_objects": (ROUTE_GC + FORGE, "failed"),
 }
 
 

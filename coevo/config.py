@@ -331,8 +331,8 @@ class PipelineConfig(Strict):
 class SandboxConfig(Strict):
     mode: Literal["auto", "namespaces", "rlimits"] = Field("auto", description="Isolation of generated code (coevo/sandbox): namespaces (unshare: no network, private root, pid namespace), rlimits (limits, scrubbed env, private cwd only), or auto (namespaces when a probe passes, else rlimits).")
     wall_s: float = Field(10.0, gt=0, description="Wall-clock limit of one sample (program + all its tests); the process group is killed at it.")
-    cpu_s: int = Field(5, ge=1, description="RLIMIT_CPU of the sandboxed process, in seconds.")
-    per_test_s: float = Field(2.0, gt=0, description="Interval timer per test snippet (and for loading the program).")
+    cpu_s: int = Field(5, ge=1, description="RLIMIT_CPU of each sandboxed process (the program's and its supervisor's), in seconds; a program ended at it is a timeout.")
+    per_test_s: float = Field(2.0, gt=0, description="CPU seconds per test snippet (and for loading the program); a program that sleeps is stopped at 5x this in wall time.")
     memory_mb: int = Field(512, ge=32, description="RLIMIT_AS (address space) of the sandboxed process, in MiB.")
     nproc: int = Field(64, ge=1, description="RLIMIT_NPROC (processes of the sandbox user).")
     nofile: int = Field(64, ge=8, description="RLIMIT_NOFILE (open files).")

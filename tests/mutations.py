@@ -70,6 +70,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/coevolvers/test_list.py::test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage",),
     ),
     Mutation(
+        "sandbox-nonce-reaches-the-program",
+        "coevo/sandbox/runner.py",
+        '"report_fd": write_report,',
+        '"report_fd": write_report, "nonce_too": nonce,',  # the nonce in the half the program's process is forked after
+        ("tests/sandbox/test_spoofing.py::test_reading_the_nonce_forges_no_pass[rlimits-gc]",),
+    ),
+    Mutation(
+        "sandbox-cpu-limit-end-not-read-from-the-program",
+        "coevo/sandbox/harness.py",
+        "if sig in (signal.SIGXCPU, signal.SIGKILL) and cpu >= cpu_s - CPU_SLACK_S:",
+        "if False:",
+        ("tests/sandbox/test_load.py::test_a_loop_past_its_cpu_limit_is_a_timeout_beside_two_busy_loops",),
+    ),
+    Mutation(
+        "sandbox-mutated-arguments-not-copied-back",
+        "coevo/sandbox/harness.py",
+        '_copy_back(args, answer.get("back"))',
+        '_copy_back((), answer.get("back"))',
+        ("tests/sandbox/test_supervisor.py::test_ordinary_tests_keep_their_verdict[in-place mutation]",),
+    ),
+    Mutation(
         "mlflow-marker-in-its-own-transaction",
         "coevo/tracking/mlflow_tracker.py",
         "self.client.log_batch(self.run_id, metrics=[*chunk, Metric(METRICS_MARKER, float(i), now, int(iteration))])",

@@ -1,10 +1,13 @@
 """Run untrusted programs plus tests in isolated child processes and turn what happened into verdicts.
 
-One sample = one child process: `python -I -S -B -c HARNESS` (isolated mode: no user site, no
+One sample = one child process: `python -I -S -B -c BOOT` (isolated mode: no user site, no
 PYTHON* variables, no site-packages, no .pyc writes), started in a new session with a scrubbed
-environment, in an empty private working directory, fed its program and tests on stdin. The parent
-reads at most `output_bytes` of its merged stdout/stderr and the report pipe, kills the whole
-process group at the wall-clock deadline or when output overflows, and classifies the outcome.
+environment, in an empty private working directory, fed on stdin the supervisor's compiled code,
+the setup (program, limits) and then the nonce and the tests (length-prefixed, harness.py); inside,
+that supervisor runs the program in a second process of its own, forked before it reads the nonce
+and the tests (worker.py). The parent reads at most `output_bytes` of its merged stdout/stderr and
+the report pipe, kills the whole process group at the wall-clock deadline or when output
+overflows, and classifies the outcome.
 Modes and what each protects: see `coevo/sandbox/__init__.py`.
 """
 
@@ -23,7 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from coevo.sandbox.harness import HARNESS
+from coevo.sandbox.harness import BOOT, compiled
 from coevo.sandbox.isolation import NOBODY, Isolation, isolation_for
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "invalid", "spoofed")  # spoofed: the program tried to fake a pass (coevo/sandbox/__init__.py)
@@ -94,32 +97,36 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
     try:
         if iso.drop_to is not None:
             os.chown(work, NOBODY, NOBODY)
-        payload = {
-            "nonce": secrets.token_hex(16),
+        nonce = secrets.token_hex(16)
+        payload = {  # the setup half: all the program's process will have seen (it is forked after reading it)
             "program": job.program,
-            "tests": list(job.tests),
             "per_test_s": limits.per_test_s,
             "limits": _rlimits(limits) if iso.limits else None,
             "confine": {"root": os.path.join(box, "root"), "work": work, "ro_binds": iso.ro_binds, "drop_to": iso.drop_to} if iso.confine else None,
             "report_fd": write_report,
             "seccomp": iso.seccomp.hex() if iso.seccomp else None,
+            "worker": compiled()[1],
         }
+        secret = {"nonce": nonce, "tests": list(job.tests)}  # the second half: read by the supervisor alone
         if iso.confine:
             os.mkdir(payload["confine"]["root"])
         proc = subprocess.Popen(
-            [*iso.prefix, iso.python, "-I", "-S", "-B", "-c", HARNESS],
+            [*iso.prefix, iso.python, "-I", "-S", "-B", "-c", BOOT],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             cwd=work, env=ENV if iso.scrub_env else None, start_new_session=True, pass_fds=(write_report,),
         )  # fmt: skip
         os.close(write_report)
         write_report = -1
-        output, report, ended = _communicate(proc, read_report, json.dumps(payload).encode(), limits)
+        first = json.dumps(payload).encode()
+        code = compiled()[0]
+        stdin = b"%010d" % len(code) + code + b"%010d" % len(first) + first + json.dumps(secret).encode()
+        output, report, ended = _communicate(proc, read_report, stdin, limits)
     finally:
         for fd in (read_report, write_report):
             if fd >= 0:
                 os.close(fd)
         shutil.rmtree(box, ignore_errors=True)
-    verdict = classify(report, payload["nonce"], len(job.tests), output, proc.returncode, ended)
+    verdict = classify(report, nonce, len(job.tests), output, proc.returncode, ended)
     return Verdict(**{**verdict.__dict__, "mode": iso.name, "seconds": time.perf_counter() - start, "output": output.decode(errors="replace")})
 
 
@@ -193,9 +200,11 @@ def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits:
 
 def _reap(proc: subprocess.Popen, options: int) -> float | None:
     """Reap the child (`options`: 0 waits, os.WNOHANG only if it has exited), setting its returncode;
-    returns the CPU seconds it and its reaped descendants used, None if it is still running. The CPU limit is known from this, not from how the child ended: in
-    namespaces mode the child is `unshare`, which (util-linux 2.39) exits 1 rather than re-raising
-    the SIGKILL that RLIMIT_CPU sent the harness."""
+    returns the CPU seconds it and its reaped descendants used, None if it is still running. The
+    program's own CPU-limit end is reported by the supervisor (harness.py); this covers the
+    supervisor itself reaching the limit (a test snippet that loops in C), known from the CPU used,
+    not from how the child ended: in namespaces mode the child is `unshare`, which can exit 1
+    ("sigprocmask unblock failed") rather than re-raise the signal that ended the supervisor."""
     pid, status, usage = os.wait4(proc.pid, options)
     if pid == 0:
         return None
@@ -226,10 +235,11 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
     """The verdict from the report lines that carry the nonce, how the process ended and its output."""
     events = [line.split(" ", 3)[1:] for line in report.decode(errors="replace").splitlines() if line.startswith(nonce + " ")]
     outcomes = ["not-run"] * n_tests
+    details: dict[int, str] = {}
     load = None
     for event in events:
         if event[0] == "test" and len(event) >= 3 and event[1].isdigit() and int(event[1]) < n_tests:
-            outcomes[int(event[1])] = event[2].split(" ")[0]
+            outcomes[int(event[1])], _, details[int(event[1])] = event[2].partition(" ")
         elif event[0] in ("setup", "invalid", "load-error", "load-timeout", "load-memory"):
             load = load or event
     text = output.decode(errors="replace")
@@ -252,7 +262,10 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
         if outcome in ("fail", "error", "invalid"):
             return Verdict("failed", tuple(outcomes), failed_test=i, detail=outcome)
         if outcome in ("timeout", "memory"):
-            return Verdict(outcome, tuple(outcomes), failed_test=i)
+            return Verdict(outcome, tuple(outcomes), failed_test=i, detail=details.get(i, "")[:200])
+        if outcome == "crashed":  # the program's process died during this test; the supervisor says how
+            outcomes[i] = "not-run"
+            return Verdict("crashed", tuple(outcomes), failed_test=i, detail=details.get(i, "")[:200])
         outcomes[i] = "timeout" if ran_out else ("memory" if "MemoryError" in text else "not-run")
         status = "timeout" if ran_out else ("memory" if "MemoryError" in text else "crashed")
         sigsys = " SIGSYS: the seccomp filter killed it (a syscall through a foreign ABI)" if _signal_of(returncode) == signal.SIGSYS else ""

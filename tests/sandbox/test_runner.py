@@ -34,7 +34,7 @@ def test_auto_contains_a_hostile_program_on_this_machine(tmp_path):
     verdict = run_job(Job(program, ("pass",)), Limits(wall_s=10), mode="auto")
     assert verdict.passed and verdict.mode == "namespaces", verdict.summary()
     assert verdict.output.count("blocked") == 3 and "escaped" not in verdict.output, verdict.output
-    assert "pid 1\n" in verdict.output  # the harness is init of its own pid namespace
+    assert "pid 2\n" in verdict.output  # its own pid namespace: the supervisor is init (1), the program's process 2
     assert not pwned.exists() and "hunter2" not in verdict.output
 
 

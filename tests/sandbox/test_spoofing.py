@@ -18,23 +18,27 @@ guards = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(guards)
 
 LIMITS = Limits(wall_s=6, cpu_s=3, per_test_s=2, memory_mb=256)
-CLOSED = {name: case for name, case in guards.TRICKS.items() if "residual gap" not in name}
-
-
-@pytest.mark.parametrize("trick", sorted(CLOSED))
+@pytest.mark.parametrize("trick", sorted(guards.TRICKS))
 def test_trick_gets_its_verdict(mode, trick):
-    program, expected = CLOSED[trick]
+    program, expected = guards.TRICKS[trick]
     verdict = run_job(Job(program, guards.TESTS), LIMITS, mode)
     assert verdict.status == expected, verdict.summary()
     if expected == "spoofed":
         assert not any(verdict.pass_vector())
 
 
-def test_residual_gap_is_as_documented():
-    """A program that reads the harness's closure forges the report channel: documented, not closed.
-    When this starts failing the gap was closed: move the trick out of the residual list."""
-    program, expected = guards.TRICKS["nonce via closure (residual gap)"]
-    assert run_job(Job(program, guards.TESTS), LIMITS, "rlimits").status == expected
+ROUTES = {"closure": guards.ROUTE_CLOSURE, "_getframe": guards.ROUTE_GETFRAME, "gc": guards.ROUTE_GC}
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_reading_the_nonce_forges_no_pass(mode, route):
+    """Each route to the report nonce (a function's __closure__, sys._getframe, gc.get_objects) that
+    forged a pass while the program shared the harness's interpreter now finds nothing: the program's
+    process never holds the nonce or the report pipe, and its wrong `add` fails the tests the
+    supervisor evaluates. (With a one-process harness each route prints "found" and passes.)"""
+    verdict = run_job(Job(ROUTES[route] + guards.FORGE, guards.TESTS), LIMITS, mode)
+    assert f"route {route} nothing" in verdict.output, verdict.output  # the route ran and came back empty
+    assert (verdict.status, verdict.outcomes) == ("failed", ("fail", "fail", "pass")), verdict.summary()
 
 
 def test_spoofed_report_line_outranks_passes():
