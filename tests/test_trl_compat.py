@@ -142,7 +142,8 @@ def test_trl_reward_functions_and_dataset_train_unchanged(tmp_path, tiny_policy_
     module = sys.modules[rewards_module]
     trained = [call for call in module.CALLS if call["step"] > 0]
     assert [call["step"] for call in trained] == [1, 2] and {call["max_steps"] for call in trained} == {2}
-    assert trained[1]["epoch"] == pytest.approx(2 * 4 / 27)  # 2 iterations x 4 problems over 27 training problems
+    n_train = json.loads((tmp_path / "data" / "splits.json").read_text())["sizes"]["train"]  # 23 of the 30 rows: test and val held out
+    assert trained[1]["epoch"] == pytest.approx(2 * 4 / n_train)  # 2 iterations x 4 problems over the training split
     assert {"completion_ids", "trainer_state", "log_metric", "log_extra", "answer", "messages", "prompts"} <= set(trained[0]["keys"])
     for call in trained:
         assert all(c == [{"role": "assistant", "content": c[0]["content"]}] and isinstance(c[0]["content"], str) for c in call["completions"])

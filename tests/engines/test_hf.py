@@ -68,7 +68,9 @@ def test_load_weights_in_place(tiny_policy_dir):
 
 
 def test_stop_at_newline_keeps_the_first_line_and_generates_no_further(tiny_policy_dir):
-    engine = _engine(tiny_policy_dir)
+    # one batch of all 16 rows: a batch that stops early draws fewer tokens from the shared generator,
+    # so with several batches the next one's draws would shift (stopping is per batch, not per row)
+    engine = HFEngine(load_policy(tiny_policy_dir, "cpu"), batch_size=16)
     tok = engine.policy.tokenizer
     newline, minus = tok.convert_tokens_to_ids("\n"), tok.convert_tokens_to_ids("-")
     assert engine.newline_ids() == [newline]  # the char tokenizer's one line-break token

@@ -321,6 +321,7 @@ def _flow_run(tmp_path, iterations: int, keep_last: int, experiment: str):
         "problems": {"data_dir": str(tmp_path / "data")},
         "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": experiment, "model_name": "tiny"},
         "pipeline": {"retries": 0, "retry_delay_s": 0.1},
+        "objective": {"drop_zero_variance": False},  # every group trained: the weights move each iteration
     }
     cfg = tiny_config(tmp_path, **overrides)
     params = tmp_path / "params.yaml"
