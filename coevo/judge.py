@@ -1,6 +1,6 @@
 """An LLM judge: one score per (prompt, response, criterion) from an OpenAI-compatible chat endpoint.
 
-Method: the rubric-as-reward judge of EvoRubrics (seeds/000 abstract 2; RaR, arXiv 2507.17746): a
+Method: the rubric-as-reward judge of EvoRubrics (RaR, arXiv 2507.17746): a
 judge model reads the prompt, a response and one criterion and grades how well the response meets it.
 Each judgement is one chat request (the HTTP client, its retries with exponential backoff, its
 timeout and its garbage-reply handling are `ChatEndpoint`'s, coevo/coevolvers/writers.py); a batch

@@ -1,4 +1,4 @@
-"""The stages of one iteration as path-in, path-out functions (DESIGN.md, the loop table).
+"""The stages of one iteration as path-in, path-out functions.
 
 Each stage reads its inputs from disk, computes, writes its outputs atomically and returns a small
 JSON-able record of output paths, content hashes and metrics. The plain driver and the Prefect tasks

@@ -1,4 +1,4 @@
-"""The `coevo-train` Prefect flow: the loop of DESIGN.md as versioned, cached, resumable tasks.
+"""The `coevo-train` Prefect flow: the rollout -> verify -> co-evolve -> update loop as versioned, cached, resumable tasks.
 
 Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when due) -> retain
 (checkpoint retention: run.retention) -> catalog

@@ -1,6 +1,6 @@
 """CURE rewards: a coder and a unit tester co-evolve from one execution table, no ground-truth code.
 
-Method: CURE (seeds/001, line 4; METHODS.md item 10; reward read from its public code). Per problem,
+Method: CURE (reward read from its public code). Per problem,
 n sampled solutions and m generated tests give the pass table B (n x m, B[j, k] = solution j passes
 test k); the hidden ground-truth tests give B* (n x t).
 - A solution is correct iff it passes every ground-truth test: I_j = all_l B*[j, l].
@@ -19,7 +19,7 @@ test k); the hidden ground-truth tests give B* (n x t).
 Choices where the paper is silent, and departures:
 1. The paper's test reward is -(wrong let through) + A_k * (#wrong): an accurate test earns the
    number of wrong solutions it rejects, an inaccurate one loses the number it lets through. We add
-   the +1/-1 base (METHODS wording) so that accurate and inaccurate tests stay apart when a group
+   the +1/-1 base so that accurate and inaccurate tests stay apart when a group
    has no wrong solutions (where the paper gives both 0).
 2. When no sampled solution is correct, accuracy is undecidable from the table. The paper's product
    over the empty set calls every test accurate and pays it the wrong solutions it rejects, which

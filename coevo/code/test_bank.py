@@ -1,6 +1,6 @@
 """The CURE test bank: generated unit tests that proved accurate and discriminating, versioned.
 
-Method: the unit-tester side of CURE (seeds/001, line 4; METHODS.md item 10) keeps what its reward
+Method: the unit-tester side of CURE keeps what its reward
 measures. A generated test enters the bank when, in the iteration's pass table, it was
 - accurate on a decidable table: at least one sampled solution passed every ground-truth test, and
   every such solution passed this test (coevo/code/cure.py), and

@@ -1,6 +1,6 @@
 """Curriculum co-evolver: a non-stationary bandit over problem categories chooses each batch.
 
-Method: Self-Evolving Curriculum (SEC; Chen et al., arXiv 2505.14970; METHODS.md item 12). Problem
+Method: Self-Evolving Curriculum (SEC; Chen et al., arXiv 2505.14970). Problem
 categories (difficulty levels, problem types) are the arms of a non-stationary multi-armed bandit.
 An arm's reward is the mean absolute advantage of the groups drawn from it in the last batch, a proxy
 for the learning signal the policy update gets from that category (a group whose completions all

@@ -2,7 +2,7 @@
 weights the trainer runs with, diagnosed from the rollouts and changed only when a backtest on the
 frozen current policy shows the change helps.
 
-Method: EvoTrainer / HarnessRL (METHODS.md item 13): besides the weights, the trainer controls a
+Method: EvoTrainer / HarnessRL: besides the weights, the trainer controls a
 harness (prompts, sampling settings, shaping terms, task weights) that can be quietly wrong. Each
 iteration the harness co-evolver diagnoses failure modes from rollout evidence, proposes a change,
 and backtests it against the harness in force before accepting it; accepted changes are versioned

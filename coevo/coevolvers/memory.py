@@ -1,4 +1,4 @@
-"""Procedural memory (PMD, seeds/000 abstract 1): three levels of experience for a self-teacher.
+"""Procedural memory (PMD): three levels of experience for a self-teacher.
 
 Method. The memory is extracted online from the policy's own verified trajectories at three levels
 of abstraction, and a memory-conditioned self-teacher supervises the memory-free student (objective

@@ -1,4 +1,4 @@
-"""Co-evolving rubrics (EvoRubrics; METHODS.md item 11, seeds/000 abstract 2, seeds/001 line 32).
+"""Co-evolving rubrics (EvoRubrics).
 
 Method. Per problem family, a rubric is a list of weighted natural-language criteria. The reward of a
 rollout (the built-in reward `rubric`, `rubric_reward` below) is the weighted mean of the judge's

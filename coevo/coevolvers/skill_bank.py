@@ -1,14 +1,14 @@
 """Skill bank with pre-storage validation and a fitness-driven lifecycle.
 
 Methods implemented:
-- Pre-storage skill validation (seeds/001, line 10): a problem's rollout group splits into two
+- Pre-storage skill validation: a problem's rollout group splits into two
   matched halves under the same retrieval, base (the retrieved skills) and probe (the same skills plus
   one candidate); the reward gap probe - base is the candidate's marginal utility, measured with the
   normal group budget (no extra rollouts). Only a positive gap above a margin admits it.
-- SkillForge lifecycle (seeds/001, line 11): trial -> active -> stable -> retired by fitness, here the
+- SkillForge lifecycle: trial -> active -> stable -> retired by fitness, here the
   running utility (EMA of measured gaps); retired skills stay in the bank (their text, in skills.jsonl)
   as history; a capacity cap keeps the library compact.
-- EDGE (seeds/001, line 43): experience-conditioned vs experience-free halves of one group admit only
+- EDGE: experience-conditioned vs experience-free halves of one group admit only
   positive marginal gains, and active skills keep being measured so obsolete ones are pruned as the
   policy improves.
 

@@ -51,6 +51,16 @@ def run_row(spec: Spec, marker: dict) -> dict:
     }
 
 
+def gain_over_start(spec: Spec, markers: list[dict]) -> dict | None:
+    """An arm's readout against its own iteration-0 evaluation (the policy before any update), paired
+    per seed over the test problems: what training gained; None when a run has no iteration 0."""
+    starts = {m["seed"]: m["record"]["curve"][0] for m in markers}
+    if any(point["iteration"] != 0 for point in starts.values()):
+        return None
+    final = {m["seed"]: readout(spec, m["record"]["curve"])["verdicts"] for m in markers}
+    return stats.paired_difference(final, {seed: point["verdicts"] for seed, point in starts.items()})
+
+
 def build_table(spec: Spec, markers: list[dict]) -> dict:
     """The table of the finished runs in `markers` (one per arm and seed present)."""
     order = {a.name: i for i, a in enumerate(spec.arms)}
@@ -66,6 +76,7 @@ def build_table(spec: Spec, markers: list[dict]) -> dict:
         summary = {"arm": arm.name, "seeds": [r["seed"] for r in mine], "acc_mean": statistics.fmean(r["final_acc"] for r in mine)}
         step_seconds = [sum(s["seconds"][p] for p in TRAIN_PHASES) for m in markers if m["arm"] == arm.name for s in m["record"]["steps"]]
         summary["step_seconds"] = stats.step_summary(step_seconds) if step_seconds else None
+        summary["gain"] = gain_over_start(spec, [cells[(arm.name, s)] for s in summary["seeds"]])
         shared = [s for s in summary["seeds"] if s in ref_seeds]
         if arm.name != spec.reference and shared:
             verdicts = {s: readout(spec, cells[(arm.name, s)]["record"]["curve"])["verdicts"] for s in shared}
@@ -86,14 +97,15 @@ def _pct(x: float) -> str:
 def markdown(table: dict) -> str:
     budget = ", ".join(f"{k} {v}" for k, v in table["budget"].items())
     out = [f"# {table['name']}: {budget}; reference {table['reference']}; seeds {table['seeds']}" + ("" if table["complete"] else " (partial)"), ""]
-    out += ["| arm | seeds | acc (mean) | diff vs reference, points [95% CI] | per-seed diff | step s (median [q25, q75], n) | time ratio [95% CI] |", "|---|---|---|---|---|---|---|"]
+    out += ["| arm | seeds | acc (mean) | gain over iteration 0, points [95% CI] | diff vs reference, points [95% CI] | per-seed diff | step s (median [q25, q75], n) | time ratio [95% CI] |", "|---|---|---|---|---|---|---|---|"]
     for a in table["arms"]:
         vs, ratio, st = a.get("vs_reference"), a.get("time_ratio"), a["step_seconds"]
         diff = "reference" if vs is None else f"{_pct(vs['mean_diff'])} [{_pct(vs['ci95'][0])}, {_pct(vs['ci95'][1])}]"
         per_seed = "" if vs is None else " ".join(f"s{r['seed']}:{_pct(r['diff'])}" for r in vs["seeds"])
         step = "-" if st is None else f"{st['median_s']:.3f} [{st['q25_s']:.3f}, {st['q75_s']:.3f}], {st['steps']}"
         rat = "-" if not ratio else (ratio["why"] if ratio["ratio"] is None else f"{ratio['ratio']:.2f} [{ratio['ci95'][0]:.2f}, {ratio['ci95'][1]:.2f}]")
-        out.append(f"| {a['arm']} | {len(a['seeds'])} | {a['acc_mean']:.3f} | {diff} | {per_seed} | {step} | {rat} |")
+        gain = "-" if a.get("gain") is None else f"{_pct(a['gain']['mean_diff'])} [{_pct(a['gain']['ci95'][0])}, {_pct(a['gain']['ci95'][1])}]"
+        out.append(f"| {a['arm']} | {len(a['seeds'])} | {a['acc_mean']:.3f} | {gain} | {diff} | {per_seed} | {step} | {rat} |")
     out += ["", "| arm | seed | read at iteration | train s | acc ± 95% half-width (n) | zero-var share | " + " | ".join(f"{s} s" for s in STAGES) + " |"]
     out.append("|---" * (6 + len(STAGES)) + "|")
     for r in table["runs"]:

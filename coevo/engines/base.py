@@ -1,4 +1,4 @@
-"""The generation engine protocol every engine implements (DESIGN.md, Contracts)."""
+"""The generation engine protocol every engine implements."""
 
 from __future__ import annotations
 

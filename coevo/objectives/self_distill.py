@@ -1,6 +1,6 @@
 """On-policy self-distillation: the student samples, the same model given privileged context scores.
 
-Method (METHODS.md items 2 and 3). The student's completions were sampled under the plain prompt.
+Method: on-policy self-distillation. The student's completions were sampled under the plain prompt.
 The self-teacher is the *same* model with privileged context placed before the question (the
 reference answer, the verifier's feedback, or the co-evolver's retrieved memory or skills; see
 `objective.teacher.sources`). One teacher forward pass per minibatch, under `torch.no_grad`, over the rows

@@ -1,6 +1,6 @@
 """Problem proposer at the solver's frontier, for the built-in arithmetic generator.
 
-Method: SEIF / Skill-SP / R-Zero (../shared/METHODS.md item 12): a proposer is rewarded for problems
+Method: SEIF / Skill-SP / R-Zero: a proposer is rewarded for problems
 the solver passes about half the time (the frontier, where a group's rewards vary and GRPO learns),
 and invalid proposals are filtered out before the solver trains on them.
 

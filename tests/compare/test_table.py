@@ -56,3 +56,6 @@ def test_equal_iterations_reads_the_evaluation_after_the_last_iteration():
     # new at iteration 2: p3 only; ref: p0 p1 -> e = [-1, -1, 0, 1], d = -0.25
     assert table["arms"][1]["vs_reference"]["mean_diff"] == pytest.approx(-0.25)
     assert table["complete"] and table["arms"][1]["time_ratio"]["ratio"] is None  # 2 steps each: below 5
+    # each arm against its own iteration 0 (nothing passed): ref gains p0 p1 = +50, new p3 = +25
+    assert [a["gain"]["mean_diff"] for a in table["arms"]] == [pytest.approx(0.5), pytest.approx(0.25)]
+    assert "+50.0" in markdown(table)
