@@ -10,7 +10,7 @@ One readable loop with a timer per phase (verl's `fit`), usable without Prefect;
   coevolver/iter_NNNN/     co-evolver version after iteration N (iter_0000 = the initial one)
   rollouts/, rewards/      the validated stage tables, one parquet shard per iteration
   reports/iter_NNNN.json   the co-evolution report (skills measured, admitted, rejected, retired)
-  metrics.jsonl            one JSON line of metrics per iteration
+  metrics.jsonl            one JSON line of metrics per iteration, appended as it ends (coevo/metrics_log.py)
   summary.json             checkpoint paths, curve, skill admissions, wall time
 """
 
@@ -29,6 +29,7 @@ from coevo import stages
 from coevo.coevolvers.composite import member_reports
 from coevo.config import Config
 from coevo.io import write_json
+from coevo.metrics_log import MetricsLog
 from coevo.runlock import run_lock
 
 
@@ -49,6 +50,12 @@ def set_threads(cfg: Config) -> None:
     if cfg.policy.threads:
         torch.set_num_threads(cfg.policy.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def over_time_budget(cfg: Config, started: float) -> bool:
+    """run.time_budget_s (wall seconds since the run started, perf_counter) is spent: both runners
+    stop after the iteration that spent it and record `stopped_by: time_budget` in summary.json."""
+    return cfg.run.time_budget_s is not None and time.perf_counter() - started > cfg.run.time_budget_s
 
 
 def eval_due(cfg: Config, it: int, last: int) -> bool:
@@ -95,9 +102,7 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
     checkpoint, coevolver = str(layout.checkpoint(first - 1)), str(layout.coevolver(first - 1))
     curve = [{"iteration": first - 1, **stages.evaluate_stage(cfg, first - 1, checkpoint, coevolver, data["test"]["path"])["metrics"]}]
     console.print(f"[bold]iteration {first - 1}[/]: {boot['bootstrap'] if first == 1 else checkpoint} | eval/acc={curve[0]['eval/acc']:.3f}")
-    metrics_path = Path(cfg.run.out_dir) / "metrics.jsonl"
-    if first == 1:
-        metrics_path.unlink(missing_ok=True)
+    log = MetricsLog(cfg.run.out_dir, first)
     completed, stopped_by = first - 1, "iterations"
     for it in range(first, last + 1):
         timers, train_path = Timers(), data["train"]["path"]
@@ -115,13 +120,11 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
         with timers.phase("retain"):
             stages.retain_stage(cfg, it)  # after the eval: keep_best sees this iteration's accuracy
         metrics.update(timers.seconds)
-        with metrics_path.open("a") as fh:
-            fh.write(json.dumps(metrics, sort_keys=True) + "\n")
+        log.append(metrics)
         console.print(format_progress(metrics))
         completed = it
-        budget = cfg.run.time_budget_s
-        if budget is not None and time.perf_counter() - start > budget and it < last:
-            console.print(f"time budget {budget}s reached after iteration {it}; rerun with run.iterations={it} to reproduce")
+        if over_time_budget(cfg, start) and it < last:
+            console.print(f"time budget {cfg.run.time_budget_s}s reached after iteration {it}; rerun with run.iterations={it - first + 1} to reproduce")
             stopped_by = "time_budget"
             if curve[-1]["iteration"] != it:
                 curve.append({"iteration": it, **stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"]})

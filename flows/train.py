@@ -29,8 +29,8 @@ from rich.text import Text
 from coevo.coevolvers.base import read_manifest
 from coevo.coevolvers.composite import member_reports
 from coevo.config import Config, load_config
-from coevo.driver import Timers, eval_due, format_progress, frozen_heap, set_threads, write_summary
-from coevo.io import write_text
+from coevo.driver import Timers, eval_due, format_progress, frozen_heap, over_time_budget, set_threads, write_summary
+from coevo.metrics_log import MetricsLog
 from coevo.policy.checkpoint import META, policy_version, read_pruned
 from coevo.runlock import RunLocked, run_lock
 from coevo.stages import RunLayout, damaged_files, latest_complete
@@ -133,20 +133,33 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
     state["resume_from"] = newest  # newest intact kept checkpoint: cached updates after it must have their weights
     state["on_disk"] = max((k for k in range(first, last + 1) if (layout.checkpoint(k) / META).is_file()), default=0)
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
-    curve, history = [{"iteration": first - 1, **initial}], []
+    curve, log = [{"iteration": first - 1, **initial}], MetricsLog(cfg.run.out_dir, first)
     track(first - 1, initial, data=data)
+    completed, stopped_by = first - 1, "iterations"
     with task_runner(cfg) as runner:  # pipeline.task_runner (flows/fanout.py): None = in this process
         for it in range(first, last + 1):
             state, metrics = run_iteration(t, runner, params, cfg, it, last, state, data)
-            history.append(metrics)
+            stop = over_time_budget(cfg, started) and it < last
+            if stop:  # the run ends here: its final evaluation and catalog ingest, as after the last iteration
+                if "eval/acc" not in metrics:
+                    metrics.update(t["evaluate"](params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
+                if state.get("shards"):
+                    t["ingest"](params, state.pop("shards"))
+            log.append(metrics)
             if "eval/acc" in metrics:
                 curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith(("eval/", "val/"))}})
-            logged = it % cfg.run.checkpoint_every == 0 or it == last
-            track(it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else None, it == last)
+            final = it == last or stop
+            logged = it % cfg.run.checkpoint_every == 0 or final
+            track(it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else None, final)
             publish(it, metrics, state["report"])
             get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
-    write_text(Path(cfg.run.out_dir) / "metrics.jsonl", "".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
-    return write_summary(cfg, curve, first, last, time.perf_counter() - started, {"first_iteration": first, "last_iteration": last, "bootstrap": boot.get("bootstrap", {})})
+            completed = it
+            if stop:
+                get_run_logger().warning(f"time budget {cfg.run.time_budget_s}s reached after iteration {it}; rerun with run.iterations={it - first + 1} to reproduce")
+                stopped_by = "time_budget"
+                break
+    extra = {"first_iteration": first, "last_iteration": completed, "bootstrap": boot.get("bootstrap", {}), "stopped_by": stopped_by}
+    return write_summary(cfg, curve, first, completed, time.perf_counter() - started, extra)
 
 
 def shard(stage: dict) -> dict:

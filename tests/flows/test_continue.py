@@ -106,6 +106,8 @@ def test_cli_continue_numbers_after_the_newest_complete_iteration(prefect_server
     assert all(p.stat().st_ino != ino for p, ino in partial.items())
     assert set(pd.read_parquet(layout.rollouts(3))["policy_version"]) == {parent}
     assert verify_lineage(layout.checkpoint(4)) == []
+    # metrics.jsonl keeps the first run's lines and appends the continued iterations' (it used to hold 3 and 4 only)
+    assert [json.loads(line)["iteration"] for line in (layout.root / "metrics.jsonl").read_text().splitlines()] == [1.0, 2.0, 3.0, 4.0]
 
     per_iter = TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
     with Catalog(layout.root / "catalog.duckdb", read_only=True) as catalog:
