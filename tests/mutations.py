@@ -188,6 +188,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        rubric = evolver.rubric  # the seed rubric, not the saved version\n",
         ("tests/coevolvers/test_rubrics.py::test_rubrics_in_a_coevolver_list_play_the_reward_role",),
     ),
+    Mutation(
+        "flow-continue-restarts-the-metrics-log",
+        "flows/train.py",
+        "MetricsLog(cfg.run.out_dir, first)",
+        "MetricsLog(cfg.run.out_dir, 1)",
+        ("tests/flows/test_continue.py::test_cli_continue_numbers_after_the_newest_complete_iteration",),
+    ),
+    Mutation(
+        "flow-ignores-the-time-budget",
+        "flows/train.py",
+        "stop = over_time_budget(cfg, started) and it < last",
+        "stop = False",
+        ("tests/flows/test_time_budget.py::test_a_spent_time_budget_stops_after_the_iteration_and_says_so[flow]",),
+    ),
 )
 
 
