@@ -65,8 +65,8 @@ def compare_flow(spec_file: str, out: str | None = None, seeds: list[int] | None
         todo = [cell for cell in interleaved(spec, seeds or spec.seeds) if cell not in elsewhere]
         for arm, seed in todo:
             _, restored = arm_run(spec, arm, seed, root)
-            parent.nest(cell_dir(root, arm, seed), arm, seed)
-            log.info(f"{arm} seed {seed}: {'restored' if restored else 'trained'}")
+            nested = parent.nest(cell_dir(root, arm, seed), arm, seed)
+            log.info(f"{arm} seed {seed}: {'restored' if restored else 'trained'}{'' if nested else ' (its MLflow run is in another store: not nested)'}")
             pause_point("compare-arm", f"{arm}-seed{seed}")
         table = build_table(spec, list(finished_runs(spec, [root, *merged]).values()))
         files = write_outputs(table, root)

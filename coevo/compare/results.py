@@ -62,18 +62,29 @@ class ParentRun:
         params = {"spec": str(spec.path), "arms": [a.name for a in spec.arms], "seeds": spec.seeds, "reference": spec.reference, "eval_every": spec.eval_every, **budget}
         self.run_id = self.tracker.start(params, run_name=f"compare-{spec.name}")
 
-    def nest(self, run_dir: Path, arm: str, seed: int) -> None:
-        """Tag the arm run's MLflow run as a child of this one (unless an earlier parent has it)."""
+    def nest(self, run_dir: Path, arm: str, seed: int) -> bool:
+        """Tag the arm run's MLflow run as a child of this one (unless an earlier parent has it).
+        False, nothing tagged, for a finished run whose MLflow run is not in this store: a results
+        directory carried from another machine holds only its runs' compare_arm.json."""
         import json
+
+        from mlflow.exceptions import MlflowException
 
         from coevo.tracking.mlflow_tracker import RUN_FILE
 
+        if not (Path(run_dir) / RUN_FILE).is_file():
+            return False
         child = json.loads((Path(run_dir) / RUN_FILE).read_text())["run_id"]
         client = self.tracker.client
+        try:
+            client.get_run(child)
+        except MlflowException:
+            return False
         if "mlflow.parentRunId" not in client.get_run(child).data.tags:
             client.set_tag(child, "mlflow.parentRunId", self.run_id)
         client.set_tag(child, "coevo.compare.arm", arm)
         client.set_tag(child, "coevo.compare.seed", str(seed))
+        return True
 
     def finish(self, table: dict, files: dict[str, Path]) -> None:
         from coevo.tracking.mlflow_tracker import metric_name

@@ -160,3 +160,12 @@ def test_partial_result_sets_merge_into_the_complete_table(complete, tmp_path):
     assert not part["complete"] and sorted(r["seed"] for r in part["table"]["runs"]) == [0, 0]
     again = compare_flow(str(spec), str(tmp_path / "merged2"), merge=[str(tmp_path / "part0"), str(tmp_path / "b")])
     assert _without_timings(again["table"]) == _without_timings(whole)
+
+    # a results directory as committed to the repository (its runs' compare_arm.json only, their
+    # MLflow runs in another machine's store), rerun in place: nothing to train, the same table
+    carried = tmp_path / "carried"
+    for marker in out.glob("runs/*/compare_arm.json"):
+        (carried / marker.parent.relative_to(out)).mkdir(parents=True)
+        shutil.copy2(marker, carried / marker.relative_to(out))
+    rerun = compare_flow(str(spec), str(carried))
+    assert rerun["complete"] and (carried / "table.json").read_text() == (out / "table.json").read_text()
