@@ -30,7 +30,7 @@ class RetentionConfig(Strict):
 class RunConfig(Strict):
     out_dir: Path = Field(Path("runs/default"), description="Directory for checkpoints, co-evolver versions, rollouts and the run summary.")
     iterations: int = Field(300, ge=1, description="Training iterations (rollout -> verify -> co-evolve -> update).")
-    time_budget_s: float | None = Field(None, gt=0, description="Stop training after this many seconds of wall time (checked between iterations); null = no limit.")
+    time_budget_s: float | None = Field(None, gt=0, description="Stop training after this many seconds of wall time (checked between iterations); null = no limit. Load-dependent: the summary records stopped_by and iterations; rerun with run.iterations=<iterations> to reproduce.")
     checkpoint_every: int = Field(50, ge=1, description="Log and register a checkpoint in MLflow every this many iterations (and the last); every iteration is checkpointed on disk for resume and lineage.")
     retention: RetentionConfig = Field(default_factory=RetentionConfig, description="Which checkpoints keep their weights after each iteration; the others are pruned to their metadata (coevo.json lineage + pruned.json). The bootstrap is never pruned.")
 
@@ -409,7 +409,7 @@ class Config(Strict):
     objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig, description="Policy-update objective.")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer of the policy update.")
     coevolver: CoevolverConfig = Field(default_factory=CoevolverConfig, description="The co-evolving artifact.")
-    coevolvers: list[CoevolverConfig] | None = Field(None, description="Several co-evolvers in one run (e.g. a curriculum and a skill bank), each with its own settings, artifact and version; they evolve in this order in the co-evolution stage. null = the single `coevolver` (which must then keep its defaults).")
+    coevolvers: list[CoevolverConfig] | None = Field(None, description="Several co-evolvers in one run (e.g. [{kind: curriculum}, {kind: skill_bank}]), each with the settings of `coevolver` and its own artifact and version; they evolve in this order in the co-evolution stage. null = the single `coevolver` (which must then keep its defaults).")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule.")
