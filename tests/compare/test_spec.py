@@ -64,5 +64,5 @@ def test_a_good_spec_reads_and_each_arm_gets_its_seed_and_directory(tmp_path):
 def test_the_benchmark_specs_read_and_validate_every_arm(path, monkeypatch):
     monkeypatch.chdir(ROOT)  # their params paths are relative to the repository root
     spec = load_spec(path)
-    assert spec.reference == "grpo" and "grpo" in [arm.name for arm in spec.arms]
+    assert spec.reference in [arm.name for arm in spec.arms]
     assert (spec.iterations is None) != (spec.train_seconds is None)  # one budget: equal iterations or equal seconds
