@@ -10,6 +10,13 @@ those of params.yaml's seed for every arm. Arms alternate within each seed. coev
 functions (coevo.stages) in the plain driver's order; TRL is bench/trl_peer.py's trainer.
 
     .venv/bin/python bench/trl_learning.py [--budget 120] [--every 30] [--seeds 0,1,2]
+
+Real-model mode (`--model DIR`, e.g. SmolLM2-135M-Instruct): bench/trl_step.py's real-model settings
+(the same LoRA adapters, chat format, 1-digit add/mul in words, HF generation in both arms, 8 prompts
+x 8 completions) with examples/smollm2.yaml's unseen split (40 test problems no training problem
+shares operands or commuted operands with) and its adapter learning rate. Default arms: trl,coevo-grpo.
+
+    .venv/bin/python bench/trl_learning.py --model models/smollm2-135m-instruct --budget 300 --every 100 --seeds 0,1
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from bench.common import (
     table,
 )
 from bench.trl_peer import build_trainer, trl_version
+from bench.trl_step import real_model
+from coevo.config import deep_merge
 
 ARMS = {"trl": {"coevolver": {"kind": "none"}}, "coevo-grpo": {"coevolver": {"kind": "none"}}, "coevo-default": {}}
 
@@ -60,9 +69,11 @@ class Budget:
 def greedy_acc(policy, test, cfg) -> float:
     from coevo.engines.hf import HFEngine
     from coevo.evaluate import greedy_completions, passed
+    from coevo.prompting import prompt_renderer
 
     policy.model.eval()
-    verdicts = passed(test, greedy_completions(HFEngine(policy, 512), list(test["prompt"]), cfg.sampling.max_new_tokens), cfg)
+    prompts = prompt_renderer(cfg.prompt, policy.tokenizer).render_all(test.to_dict("records"))  # prompt.format, as coevo's evaluation
+    verdicts = passed(test, greedy_completions(HFEngine(policy, 512), prompts, cfg.sampling.max_new_tokens), cfg)
     return sum(verdicts) / len(verdicts)
 
 
@@ -125,19 +136,22 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=120.0, help="Training seconds per run (evaluation excluded).")
     parser.add_argument("--every", type=float, default=30.0, help="Evaluate every this many training seconds.")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--arms", default=None, help=f"Comma-separated, of {', '.join(ARMS)} (default: all; with --model: trl,coevo-grpo).")
+    parser.add_argument("--model", default=None, help="A local HF checkpoint for every arm (real-model mode); default: the bootstrapped tiny policy.")
     add_output_args(parser, "trl_learning")
     args = parser.parse_args()
+    common = model_overrides(args.model) if args.model else {}
     import torch
 
     from coevo.cli import quiet_libraries
 
     quiet_libraries()
     torch.use_deterministic_algorithms(True, warn_only=True)
-    seeds, arms = [int(s) for s in args.seeds.split(",")], args.arms.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    arms = (args.arms or ("trl,coevo-grpo" if args.model else ",".join(ARMS))).split(",")
     by_seed = {}
     for seed in seeds:
-        run = (lambda arm, rep, seed=seed: (trl_run if arm == "trl" else coevo_run)(RESULTS / "tmp" / f"learning-{arm}", ARMS[arm], seed, args.budget, args.every))
+        run = (lambda arm, rep, seed=seed: (trl_run if arm == "trl" else coevo_run)(RESULTS / "tmp" / f"learning-{arm}", deep_merge(common, ARMS[arm]), seed, args.budget, args.every))
         by_seed[seed] = alternate(arms[seed % len(arms) :] + arms[: seed % len(arms)], 1, run)
     runs = {arm: [by_seed[seed][arm][0] for seed in seeds] for arm in arms}
     points = len(runs[arms[0]][0]["curve"])
@@ -147,10 +161,18 @@ def main() -> None:
         [arm, *(f"{a:.3f}" for a in mean_curve[arm]), " ".join(f"{r['curve'][-1]['acc']:.3f}" for r in runs[arm]), f"{statistics.fmean(r['steps'] for r in runs[arm]):.0f}"]
         for arm in arms
     ]
-    title = f"held-out greedy accuracy at equal training wall-clock (mean of seeds {args.seeds}); trl {trl_version()}"
-    report = {"budget_s": args.budget, "every_s": args.every, "seeds": seeds, "trl_version": trl_version(), "runs": runs, "mean_curve": mean_curve, "times": times}
+    model = f"{Path(args.model).name}, LoRA, " if args.model else ""
+    title = f"{model}held-out greedy accuracy at equal training wall-clock (mean of seeds {args.seeds}); trl {trl_version()}"
+    report = {"model": args.model, "overrides": common, "budget_s": args.budget, "every_s": args.every, "seeds": seeds, "trl_version": trl_version(), "runs": runs, "mean_curve": mean_curve, "times": times}
     columns = ["arm", *(f"{t} s" for t in times), "final per seed", "steps"]
     publish("trl_learning", args.out, report, table(title, columns, rows), lambda png: plot(png, runs), args.mlflow)
+
+
+def model_overrides(model: str) -> dict:
+    """--model mode: trl_step's real-model settings with examples/smollm2.yaml's split and adapter rate."""
+    settings = argparse.Namespace(model=model, lora_rank=16, lora_alpha=32.0, lora_targets="all-linear", lora_lr=5e-4)
+    split = {"problems": {"n_test": 40, "n_val": 10, "data_dir": str(RESULTS / "cache" / f"data-{Path(model).name}-learning")}}
+    return deep_merge(real_model(settings), split)
 
 
 def plot(png: Path, runs: dict) -> None:
