@@ -32,6 +32,6 @@ train: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
 
-# vLLM through coevo vs vLLM directly vs the HF engine, and in-place sync vs restart (bench/README.md).
+# vLLM through coevo vs vLLM directly vs the HF engine, and in-place sync vs restart (docs/benchmarks/engines.md).
 bench-engines: $(STAMP)
 	$(VENV)/bin/python bench/engines.py

@@ -5,7 +5,7 @@ retention off (run.retention.keep_last null: every checkpoint keeps its weights)
 defaults (keep_last 2, keep_every 50, keep_best), held-out evaluation every eval.every (25) as in
 params.yaml. Reports each run directory's size by part and the per-iteration costs, and
 extrapolates both to --extrapolate iterations (default 300, the default run) with the bound of
-bench/README.md "Disk":
+docs/benchmarks/disk.md "Disk":
   bytes <= (keep_last + ceil(I / keep_every) + keep_best + 1) * (checkpoint + co-evolver version)
            + min(2, keep_last) * optimizer state
            + I * (pruned-checkpoint metadata + pruned co-evolver version + rollouts/rewards shards + report + eval)

@@ -122,7 +122,7 @@ def _assert_train_stage_tracks(dvc: str, repo: Path, env: dict) -> None:
 
 
 def _assert_mlflow_dataset_digest_is(db: Path, data_md5: str) -> None:
-    """The README: the problem data is an MLflow dataset input whose digest is its DVC hash (here, the
+    """docs/pipeline.md (MLflow): the problem data is an MLflow dataset input whose digest is its DVC hash (here, the
     hash `dvc repro` itself wrote into dvc.lock), for both splits of the flow's one run."""
     from mlflow.tracking import MlflowClient
 

@@ -2,7 +2,7 @@
 
 The temporary project gets the repository's .dvc/config byte for byte (no `dvc remote add`), tracks
 a small data folder with `dvc add`, commits and pushes; a `git clone` next to it then pulls and must
-get identical files. This is the README's promise that `dvc push` / `dvc pull` work offline through
+get identical files. This is the promise of docs/pipeline.md (DVC) that `dvc push` / `dvc pull` work offline through
 the remote beside the project: a remote that resolves inside the working copy (git-ignored, so
 absent from every other clone) fails here with DVC's "missing" files.
 """

@@ -1,4 +1,4 @@
-"""Fault matrix, disk rows (README "Failure modes"): a full disk, a damaged newest checkpoint, a damaged shard.
+"""Fault matrix, disk rows (docs/operations/failure-modes.md): a full disk, a damaged newest checkpoint, a damaged shard.
 
 Each test runs the real plain driver (coevo.driver.train) or the real Prefect flow on the tiny config:
 - disk full: the run directory is a small size-limited tmpfs (needs root, as CI runs; where it cannot

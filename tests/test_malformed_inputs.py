@@ -1,9 +1,10 @@
-"""Malformed inputs, catalogued: one test per row of the README's "Malformed inputs" table.
+"""Malformed inputs, catalogued: one test per row of the "Malformed inputs" table
+(docs/operations/malformed-inputs.md).
 
 Each row feeds one kind of bad input to the real command (typer's CliRunner on `coevo.cli.app`: its
 exit code, and no exception escaping it, i.e. no traceback) or to the library call behind it,
 asserts the message names what is wrong (file, row, field, params key, directory), and asserts that
-nothing half-written was left. The README rows and the `ROWS` ids below are the same list, in the
+nothing half-written was left. The table's rows and the `ROWS` ids below are the same list, in the
 same order (checked by the last test).
 """
 
@@ -23,6 +24,8 @@ from typer.testing import CliRunner
 from coevo.cli import app
 
 from .conftest import ROOT, TINY, tiny_config
+
+MALFORMED_INPUTS_PAGE = ROOT / "docs" / "operations" / "malformed-inputs.md"  # the table the tests mirror
 
 PROBLEMS_OK = '{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "2+2=", "answer": 4}\n{"id": "c", "prompt": "3+3=", "answer": 6}\n'
 
@@ -72,9 +75,9 @@ def assert_nothing_written(tmp_path: Path) -> None:
 
 
 def readme_message(row_id: str, **names: Path) -> list[str]:
-    """The README's quoted message (column "what you see") of row `row_id`, cut at its `...` elisions,
+    """The table's quoted message (column "what you see") of row `row_id`, cut at its `...` elisions,
     with its placeholders (P, F, CKPT) replaced by the paths in `names`: the pieces the output must hold."""
-    section = (ROOT / "README.md").read_text().split("## Malformed inputs", 1)[1].split("\n## ", 1)[0]
+    section = MALFORMED_INPUTS_PAGE.read_text().split("# Malformed inputs", 1)[1].split("\n## ", 1)[0]
     [line] = [line for line in section.splitlines() if line.startswith("| ") and line.split(" | ")[1:2] == [row_id]]
     excerpt = line.split(" | ")[3].strip("`")
     pieces = [piece.strip() for piece in excerpt.split("...")]
@@ -445,7 +448,7 @@ def test_malformed_input(row, tmp_path, run, monkeypatch):
 
 
 def test_readme_table_lists_every_row_in_order():
-    section = (ROOT / "README.md").read_text().split("## Malformed inputs", 1)[1].split("\n## ", 1)[0]
+    section = MALFORMED_INPUTS_PAGE.read_text().split("# Malformed inputs", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\| \d+ \| ([a-z0-9-]+) \|", section, flags=re.MULTILINE)
     assert listed == ROW_IDS
     assert len(ROW_IDS) >= 20

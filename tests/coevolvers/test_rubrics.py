@@ -170,7 +170,7 @@ def test_rubric_reward_through_the_verification_stage(loopback, tmp_path):
 
 
 def test_the_judge_sees_prompt_and_response_only_greedy_and_short(loopback, tmp_path):
-    """README: the judge sees prompt and response only, never the gold check (the problems' `answer`
+    """docs/coevolvers/rubrics.md: the judge sees prompt and response only, never the gold check (the problems' `answer`
     spec, in the very rows the reward scores), and samples greedily, at most 16 tokens: every request
     the endpoint received, read on the endpoint's side."""
     server = loopback(GraderServer(grade))

@@ -1,4 +1,4 @@
-"""Rollout and verification retry with exponential backoff (README, "Resume"), on the real Prefect
+"""Rollout and verification retry with exponential backoff (docs/operations/resume.md), on the real Prefect
 engine: a generation that raises a transient error on the rollout stage's first two calls (as an
 engine whose server hiccups would), and a reward plugin that really fails on its first two
 verification calls and then works, make each task go AwaitingRetry -> Retrying twice, at delays
@@ -41,7 +41,7 @@ def reward(completions, **columns):
 
 def task_run_states(flow_run_id: UUID, name: str, until: str, deadline_s: float = 60.0) -> list[tuple]:
     """(state name, scheduled time, timestamp) of a task run of the flow run, oldest first. Task-run states reach
-    the server in batches (README, "Watching a run"), so wait until the run's history ends in `until`."""
+    the server in batches (docs/pipeline.md, "Watching a run"), so wait until the run's history ends in `until`."""
     started = time.monotonic()
     with get_client(sync_client=True) as client:
         while True:

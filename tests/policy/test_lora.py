@@ -106,7 +106,7 @@ def test_a_target_matching_no_module_stops_before_anything_is_written(tmp_path):
     with pytest.raises(LoraTargetError, match=r"policy\.lora\.target_modules.*nope_proj") as error:
         stages.prepare_stage(cfg)
     assert not cfg.problems.data_dir.exists() and not cfg.run.out_dir.exists()
-    # README: the error lists the model's linear layers (the names a target may use): the Llama
+    # docs/policy.md (LoRA): the error lists the model's linear layers (the names a target may use): the Llama
     # architecture's projections and head, and nothing else (no norms, embeddings or containers)
     listed = str(error.value).split("its linear layers are ", 1)[1]
     assert listed == str(["down_proj", "gate_proj", "k_proj", "lm_head", "o_proj", "q_proj", "up_proj", "v_proj"])

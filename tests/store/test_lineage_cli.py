@@ -1,4 +1,4 @@
-"""`coevo lineage models:/coevo-policy@best --verify` as the README shows it: the real `coevo` app (the
+"""`coevo lineage models:/coevo-policy@best --verify` as docs/operations/lineage.md shows it: the real `coevo` app (the
 console script's object), run from a project directory whose default MLflow store (sqlite:///mlflow.db)
 holds checkpoints registered by the pipeline's own Tracker, which sets the "best" alias by accuracy.
 Then a rewards shard an ancestor trained on is rewritten: --verify exits 1 and names that shard.
@@ -32,7 +32,7 @@ def project(tmp_path, tiny_policy_dir, monkeypatch) -> Path:
     tracker.log_checkpoint(2, run / "checkpoints" / "iter_0002", 0.5)
     tracker.end()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the store is found as the README's user finds it
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the store is found as the docs' user finds it
     return tmp_path
 
 

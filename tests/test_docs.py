@@ -1,0 +1,61 @@
+"""The documentation: the mkdocs-material site under docs/ builds with no broken link, and README.md
+stays a front page whose relative links all land on files of the repository."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MAX_README_LINES = 200
+
+# [text](target) outside code spans and fences; the target up to a space (a title) or the closing paren.
+_LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def _prose(markdown: str) -> str:
+    """The text outside fenced code blocks and inline code spans."""
+    out, fence = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if not fence:
+            out.append(re.sub(r"`[^`]*`", "", line))
+    return "\n".join(out)
+
+
+def test_site_builds_strict(tmp_path):
+    """A broken internal link, a nav entry without its page or a failing hook fails the build."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
+    assert (tmp_path / "index.html").is_file()
+    reference = (tmp_path / "configuration-reference" / "index.html").read_text()
+    assert "run.iterations" in reference  # generated from coevo/config.py
+
+
+def test_readme_is_a_front_page():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= MAX_README_LINES, f"README.md has {len(lines)} lines; the reference belongs in docs/"
+    assert "make test" in README.read_text()  # CI runs the command the README gives
+
+
+def test_readme_relative_links_exist():
+    targets = _LINK.findall(_prose(README.read_text()))
+    assert targets, "no links found in README.md"
+    missing = []
+    for target in targets:
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):  # http:, mailto:, in-page anchors
+            continue
+        path = target.split("#", 1)[0].split("?", 1)[0]
+        if not (ROOT / path).exists():
+            missing.append(target)
+    assert not missing, f"README.md links to paths that do not exist: {missing}"
