@@ -5,7 +5,7 @@ file stays the single source of knobs and a one-off change is visible in the com
 `--json` prints one JSON object for machines, on success and on failure (`{"error", "setting"}`):
 while a command runs under `--json`, file descriptor 1 points at stderr, so whatever a library or a
 child process (vLLM's engine core) prints lands there, and the object alone reaches stdout.
-Otherwise a human summary is printed. Errors always go to stderr, with the exit codes the README
+Otherwise a human summary is printed. Errors always go to stderr, with the exit codes docs/commands.md
 lists (2 bad input, 1 a failure a rerun resumes or a bug, 3 a run directory in use).
 """
 
@@ -275,7 +275,7 @@ def serve(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None) -> None:
 @app.command()
 @fail_cleanly
 def compare(
-    spec: Annotated[Path, typer.Argument(help="The comparison spec (YAML): arms, seeds, one budget, the reference arm; see README 'Comparing runs'.")],
+    spec: Annotated[Path, typer.Argument(help="The comparison spec (YAML): arms, seeds, one budget, the reference arm; see docs/compare.md.")],
     out: Annotated[Path | None, typer.Option(help="Results directory (default runs/compare/<name>): arm runs in runs/<arm>-seed<k>/, table.json, table.md, compare.png.")] = None,
     seed: Annotated[list[int] | None, typer.Option("--seed", help="Run only these of the spec's seeds in this sitting (repeatable); the table covers every finished run.")] = None,
     merge: Annotated[list[Path] | None, typer.Option("--merge", help="Another results directory of the same spec (another day or machine) whose finished runs enter the table (repeatable).")] = None,

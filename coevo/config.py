@@ -242,7 +242,7 @@ class MemoryConfig(Strict):
 
 class CurriculumConfig(Strict):
     alpha: float = Field(0.5, gt=0, le=1, description="TD(0) step of the arm values: value <- (1 - alpha) * value + alpha * (mean |advantage| of the arm's groups this iteration).")
-    temperature: float = Field(0.03, gt=0, description="Boltzmann temperature of the arm distribution softmax(value / temperature); mean |advantage| lies in [0, 0.5] for 0/1 rewards (<= 0.17 measured), so 0.2 left the draws near uniform (bench/README.md: Curriculum).")
+    temperature: float = Field(0.03, gt=0, description="Boltzmann temperature of the arm distribution softmax(value / temperature); mean |advantage| lies in [0, 0.5] for 0/1 rewards (<= 0.17 measured), so 0.2 left the draws near uniform (docs/benchmarks/curriculum.md).")
     epsilon: float = Field(0.05, ge=0, le=1, description="Uniform floor mixed into the arm distribution, (1 - epsilon) * softmax + epsilon / arms, so no category starves.")
     category: list[str] = Field(["family", "level"], min_length=1, description="Problem columns whose values name an arm (a user file's own fields are looked up too); a column the problems lack is an error.")
     proposer: ProposerConfig = Field(default_factory=ProposerConfig, description="New training problems at the solver's frontier, written after each iteration into the curriculum's version (proposals.jsonl) and drawn from like the training split; the test split never changes.")

@@ -14,7 +14,7 @@ Scores (`scoring`, rubrics.judge_scoring):
   any case and spacing), the probability-weighted judgement of G-Eval (arXiv 2303.16634) reduced to
   two labels. A small instruct model that never writes a parsable number still scores every item;
   whether the scores mean anything is what bench/judge.py measures (agreement with gold checks:
-  SmolLM2-135M's is at chance, bench/README.md). Neither label among the top tokens is a parse failure.
+  SmolLM2-135M's is at chance, docs/benchmarks/judge.md). Neither label among the top tokens is a parse failure.
 A parse failure is score None, never a reward (the rubric reward leaves it out of its weighted mean
 and counts it, `verify/judge_parse_fail`). An endpoint that stays down, times out or answers garbage
 after its retries raises EndpointError (the verification task's own retries apply): never a silent

@@ -16,7 +16,7 @@ engines' tokenisation), so the trainer scores exactly the tokens the engine saw.
   `prompt.context_header`, before the question; never before the template. The answer-format
   instruction (`prompt.instruction`) follows a math question and precedes a code stub, which is
   shown in a ```python fence (bare, SmolLM2-135M-Instruct "closes" the stub with a fence and
-  answers in prose: 15 of 40 HumanEval answers, bench/README.md). The
+  answers in prose: 15 of 40 HumanEval answers, docs/benchmarks/chat-humaneval.md). The
   template writes the special tokens itself, so encoding adds none (no double BOS).
 """
 

@@ -26,7 +26,7 @@ Departures from the paper:
    frozen curriculum keeps sampling with its frozen values without repeating the same problems.
 7. The default temperature, 0.03, is set for this advantage's scale: values lie in [0, 0.5] (<= 0.17
    on a 1-3 digit arithmetic mix), and at 0.2 the hopeless arms kept about half the draws; at 0.03
-   the zero-variance share fell below half of GRPO's (bench/README.md: Curriculum).
+   the zero-variance share fell below half of GRPO's (docs/benchmarks/curriculum.md).
 
 With `curriculum.proposer.enabled`, after each update the curriculum also writes new training
 problems where the solver's pass rate is near one half (coevo/problems/proposer.py, SEIF / R-Zero

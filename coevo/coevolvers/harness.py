@@ -19,7 +19,7 @@ What this harness holds (departures from the papers):
      rewards table, where the verification stage already wrote it (without a `verifier` entry,
      `passed` follows the total and no pair is misranked). Before the others: a wrong reward skews
      what the policy learns to write, and with it every other symptom (a length bonus shows as
-     truncation, bench/README.md);
+     truncation, docs/benchmarks/harness-shaping.md);
    - the answer-format instruction of the chat format (prompt.instruction.math; the plain layout has
      none); failure: completions that fail and were cut before their end or state no number the
      verifier reads (problems with a numeric answer), at least `format_share` of the completions the
@@ -33,7 +33,7 @@ What this harness holds (departures from the papers):
    ladder: temperature x `temperature_step`, x `temperature_step`^2, ... then `max_temperature`;
    the `instructions` in order, skipping the one in force; max_new_tokens x 2, x 4, ... then
    `max_tokens`; each shaping term in `rewards:` order, its weight set to 0 (halving was measured
-   too timid: a policy exploiting a length bonus outgrew each halving, bench/README.md).
+   too timid: a policy exploiting a length bonus outgrew each halving, docs/benchmarks/harness-shaping.md).
 3. Backtest: a fixed slice of `backtest_problems` training problems (a seeded choice made once per
    run), `rollout.group_size` completions each, sampled by the frozen current policy under the
    harness in force and under the candidate with the same seed (matched), and verified. The
