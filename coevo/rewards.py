@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from coevo.code.verifier import CODE_FAMILIES
+from coevo.code.families import CODE_FAMILIES
 from coevo.config import Config
 from coevo.io import hash_file
 from coevo.registry import Registry

@@ -5,7 +5,7 @@ built-in arithmetic families (add, sub, mul, addmul) need the answer stated as a
 (`check_stated_number`: math-verify would evaluate a boxed restatement of the question, a reward
 hack a real policy found); a family without an entry (user math files) gets the math verifier
 (exact integers, math-verify for other answers); the code
-families (coevo.code.verifier.CODE_FAMILIES) run the completion's program against the hidden tests
+families (coevo.code.families.CODE_FAMILIES) run the completion's program against the hidden tests
 in the sandbox configured by code.sandbox. An entry is `score(problem_rows, completions, cfg) ->
 list[Reward]`, where the rows are problems-table rows of that family, one per completion.
 
@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from coevo.code.verifier import CODE_FAMILIES, score_problem_rows
+from coevo.code.families import CODE_FAMILIES
+from coevo.code.verifier import score_problem_rows
 from coevo.config import Config
 from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constraints
 from coevo.problems.arithmetic import COMBINATIONS, FAMILIES as ARITHMETIC_FAMILIES
