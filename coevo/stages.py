@@ -57,7 +57,8 @@ from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, 
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.code.prepare import CODE_SOURCES
-from coevo.prepare import SPLITS, build_all_splits, prepare_problems
+from coevo.prepare import build_all_splits, prepare_problems
+from coevo.problems.splits import SPLITS
 from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import check_conversations, run_rollouts
