@@ -37,7 +37,7 @@ from coevo.evaluate import evaluate, validate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
 from coevo.objectives import build_objective
-from coevo.policy.bootstrap import bootstrap_policy, warm_start_for
+from coevo.policy.bootstrap import bootstrap_policy, check_targets, warm_start_for
 from coevo.policy.checkpoint import (
     META,
     TRAINER_STATE,
@@ -52,7 +52,7 @@ from coevo.policy.checkpoint import (
     resume_problem,
     save_checkpoint,
 )
-from coevo.policy.lora import apply_lora, check_targets, is_adapter_dir, is_lora
+from coevo.policy.lora import apply_lora, is_adapter_dir, is_lora
 from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
