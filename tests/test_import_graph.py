@@ -85,7 +85,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # the Prefect tasks and flows over the stages
     "pipelines": ("flows", "tasks"),
-    # what users call: the Python API (and the package that re-exports it) and the command line
+    # what users call: the Python API (and the package that re-exports it) and the command line; above
+    # the pipelines, since `coevo train`, `coevo compare` and coevo.train() run the Prefect flows
     "entry points": ("coevo", "coevo.api", "coevo.cli", "coevo.store.lineage_cli", "coevo.store.query_cli"),
 }
 
