@@ -4,12 +4,12 @@ Method. PyTorch DistributedDataParallel (Li et al. 2020, "PyTorch Distributed: E
 Accelerating Data Parallel Training"), launched by torchrun (torch.distributed.run) with a c10d
 rendezvous on loopback, as verl, OpenRLHF and prime-rl run their trainers. The update stage
 (coevo/stages.py) starts `python -m torch.distributed.run --nproc-per-node N ... -m
-coevo.update_rank` as a subprocess (`launch_update`); every rank (coevo/update_rank.py: the stage's
-own update_state / update_train / update_save around this module's `Ranks`) reads checkpoint k, the iteration's rollouts
-and rewards from their paths (the stage passes paths, never tensors), builds the same training set,
-advantages and seeded minibatch order as the single-process update (coevo/policy/update.py, whose
-`minibatch_loss` every rank calls: the objective math exists once), and takes the rows
-`idx[rank::N]` of each minibatch.
+coevo.update_rank` as a subprocess (`launch_update`); every rank (coevo/update_rank.py: the
+stage's own update_state / update_train / update_save around this module's `Ranks`) reads
+checkpoint k, the iteration's rollouts and rewards from their paths (the stage passes paths, never
+tensors), builds the same training set, advantages and seeded minibatch order as the
+single-process update (coevo/policy/update.py, whose `minibatch_loss` every rank calls: the
+objective math exists once), and takes the rows `idx[rank::N]` of each minibatch.
 
 Loss aggregation identical to one process. Each minibatch's loss is one aggregate over its tokens
 (token-mean by default): sum / count. Each rank computes aggregate(its share) = sum_r / count_r,
