@@ -1,14 +1,14 @@
 """The import graph of the project's packages (coevo, flows, tasks, schemas), read from the source.
 
 The graph is built with `ast`, never by importing anything: every `import` and `from ... import`
-statement of every module counts, wherever it stands — at module level, inside a function (where a
-cycle hides today as easily as at the top: the import merely runs later), and under
+statement of every module counts, wherever it stands — at module level, inside a function (such an
+import only runs later: a cycle through it is still a cycle, merely hidden), and under
 `if TYPE_CHECKING:` (a type-only import is still a dependency of the module's meaning, and
 `typing.get_type_hints` executes it). Relative imports are resolved against the importing module;
 `from pkg import name` is an edge to the submodule `pkg.name` when that is a module of the project,
 else to `pkg`. Imports of anything outside the four packages are ignored. Importing `pkg.sub.mod`
 from outside `pkg.sub` also runs `pkg/sub/__init__.py` first, so it is an edge to `pkg.sub` too
-(coevo.judge importing coevo.coevolvers.writers runs coevo/coevolvers/__init__.py, which imports
+(importing coevo.coevolvers.writers from outside runs coevo/coevolvers/__init__.py, which imports
 every co-evolver); from inside `pkg.sub` it is not (the package is already being initialised: a
 package __init__ that re-exports its submodules would otherwise be a cycle with each of them). The
 root packages (coevo, flows, tasks, schemas) get no such edges: any import of the project runs them
