@@ -41,8 +41,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from coevo.coevolvers.writers import ChatEndpoint
 from coevo.io import hash_bytes
 
 JUDGE_SYSTEM = (
@@ -150,10 +150,20 @@ class JudgeCache:
         self.entries.update({r["key"]: r for r in records})
 
 
+class JudgeEndpoint(Protocol):
+    """What the judge asks: an OpenAI-compatible chat endpoint (`ChatEndpoint` of coevo/coevolvers/writers.py)."""
+
+    model: str
+
+    def ask(self, system: str, prompt: str, **sampling: float | int) -> str: ...
+
+    def first_token_logprobs(self, system: str, prompt: str, top: int, **sampling: float | int) -> dict[str, float]: ...
+
+
 class Judge:
     """Scores (prompt, response, criterion) triples through `endpoint`, with an optional disk cache."""
 
-    def __init__(self, endpoint: ChatEndpoint, cache: JudgeCache | None = None, workers: int = 4, scoring: str = "reply"):
+    def __init__(self, endpoint: JudgeEndpoint, cache: JudgeCache | None = None, workers: int = 4, scoring: str = "reply"):
         if scoring not in SCORING:
             raise ValueError(f"judge scoring {scoring!r} is not one of {sorted(SCORING)}")
         self.endpoint = endpoint

@@ -8,20 +8,16 @@ the training rows dropped because a user's `test_path` file repeats them.
 
 from __future__ import annotations
 
-import warnings
-
 import pandas as pd
 
 from coevo.code.prepare import CODE_SOURCES, prepare_code_problems
 from coevo.config import Config
-from coevo.io import write_json
 from coevo.problems.arithmetic import arithmetic_splits, train_only_cells, write_splits
 from coevo.problems.constraints import constraint_splits
 from coevo.problems.heldout import check_unseen
-from coevo.problems.loader import drop_seen, load_problem_file, split_held_out
+from coevo.problems.loader import load_problem_file
+from coevo.problems.splits import user_splits, write_report
 from schemas.problems import read_problems
-
-SPLITS = ("train", "val", "test")
 
 
 def build_splits(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -47,23 +43,6 @@ def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
     return {**splits, "report": report}
 
 
-def user_splits(frame: pd.DataFrame, test: pd.DataFrame | None, cfg: Config, report: dict) -> dict[str, pd.DataFrame]:
-    """A user file's splits: test_fraction and val_fraction of its distinct problems held out, or,
-    with a test file, that file whole as test (the training rows that repeat one of its problems
-    dropped and counted in `report`) and val_fraction of the rest held out for validation."""
-    problems = cfg.problems
-    if test is None:
-        return split_held_out(frame, problems.test_fraction, problems.val_fraction, cfg.seed)
-    train, dropped = drop_seen(frame, test, str(problems.path))
-    report["train_dropped_as_in_test_path"] = dropped
-    if dropped:
-        warnings.warn(f"{problems.path}: {dropped} training rows repeat a problem of {problems.test_path}; dropped from training", stacklevel=2)
-    if problems.val_fraction == 0 or len(train) < 2:
-        return {"train": train, "val": train.iloc[:0], "test": test}
-    held = split_held_out(train, problems.val_fraction, 0.0, cfg.seed)
-    return {"train": held["train"], "val": held["test"], "test": test}
-
-
 def prepare_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Build the splits, write them atomically to problems.data_dir, and read train and test back validated.
 
@@ -74,9 +53,3 @@ def prepare_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
     paths = write_splits(cfg.problems.data_dir, splits["train"], splits["test"], splits["val"])
     write_report(cfg, splits)
     return read_problems(paths["train"]), read_problems(paths["test"])
-
-
-def write_report(cfg: Config, splits: dict) -> None:
-    """data_dir/splits.json: the size of each split and what building them held out or dropped."""
-    sizes = {name: int(len(splits[name])) for name in SPLITS}
-    write_json(cfg.problems.data_dir / "splits.json", {**splits.get("report", {}), "sizes": sizes})

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from coevo.code.families import CODE_FAMILIES
 from coevo.config import PromptConfig
 from coevo.registry import Registry
 
@@ -55,8 +56,6 @@ def _question(problem: Problem) -> str:
 
 
 def _is_code(problem: Problem) -> bool:
-    from coevo.code.verifier import CODE_FAMILIES  # lazy: the code package imports the problem loaders
-
     return not isinstance(problem, str) and problem.get("family") in CODE_FAMILIES
 
 

@@ -18,7 +18,7 @@ every checkpoint's lineage record (coevo/store/lineage.py).
 
 Departures from TRL:
 1. The built-in verifiers are entries of the same list (`BUILTIN_REWARDS`): `verifier` (each problem
-   family's verifier, coevo/verify.py), `format` (a closed \\boxed{} or ``` fence) and `rubric` (the
+   family's verifier, coevo/family_verifiers.py), `format` (a closed \\boxed{} or ``` fence) and `rubric` (the
    co-evolving rubric's judge, coevo/coevolvers/rubrics.py; a judge whose details, when it is not the
    first judge, are appended to the first one's). `passed` is the
    verdict of the first `verifier` entry whatever its weight (weight 0 keeps the held-out accuracy
@@ -49,8 +49,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from coevo.code.verifier import CODE_FAMILIES
+from coevo.code.families import CODE_FAMILIES
 from coevo.config import Config
+from coevo.family_verifiers import family_verdicts
 from coevo.io import hash_file
 from coevo.registry import Registry
 from coevo.reward_calls import RewardError, RewardLog, TrainerState, call_plugins, plugin_arguments, retokenized
@@ -272,8 +273,6 @@ def _closed_box(text: str) -> bool:
 
 
 def _family_verifier(cfg: Config) -> Callable:
-    from coevo.verify import family_verdicts  # coevo.verify combines the terms: imported when first made
-
     return functools.partial(family_verdicts, cfg=cfg)
 
 

@@ -37,7 +37,7 @@ from coevo.evaluate import evaluate, validate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
 from coevo.objectives import build_objective
-from coevo.policy.bootstrap import bootstrap_policy, warm_start_for
+from coevo.policy.bootstrap import bootstrap_policy, check_targets, warm_start_for
 from coevo.policy.checkpoint import (
     META,
     TRAINER_STATE,
@@ -52,12 +52,14 @@ from coevo.policy.checkpoint import (
     resume_problem,
     save_checkpoint,
 )
-from coevo.policy.lora import apply_lora, check_targets, is_adapter_dir, is_lora
+from coevo.policy.distributed import launch_update
+from coevo.policy.lora import apply_lora, is_adapter_dir, is_lora
 from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.code.prepare import CODE_SOURCES
-from coevo.prepare import SPLITS, build_all_splits, prepare_problems
+from coevo.prepare import build_all_splits, prepare_problems
+from coevo.problems.splits import SPLITS
 from coevo.prompting import check_prompt_format
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import check_conversations, run_rollouts
@@ -385,17 +387,16 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
     checkpoint gets fresh adapters (it becomes the base) and checkpoint k+1 holds the adapters only.
     An update without an optimizer step links k's files into k+1 instead of writing them again.
     With policy.distributed.world_size > 1 the update runs in torchrun's ranks
-    (coevo/policy/distributed.py), which call update_state / update_train / update_save below.
+    (coevo/policy/distributed.py launches coevo/update_rank.py), which call update_state /
+    update_train / update_save below.
     """
     layout = RunLayout(cfg.run.out_dir)
     if read_pruned(checkpoint) is not None:
         raise PrunedCheckpointError(checkpoint)
     LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
     if cfg.policy.distributed.world_size > 1 and not cfg.policy.frozen:
-        from coevo.policy.distributed import launch_update
-
         _POLICIES.clear()  # the ranks load checkpoint k themselves
-        record = launch_update(cfg, it, checkpoint, rollouts, rewards, coevolver, data)
+        record = launch_update(cfg, it, checkpoint, rollouts, rewards, coevolver, data, rank_module="coevo.update_rank")
         LIVE.sync(record["checkpoint"], record["weights_sha256"], lambda: cached_policy(record["checkpoint"], cfg))
         return record
     policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)

@@ -49,7 +49,7 @@ from coevo.policy.checkpoint import load_policy, save_checkpoint
 from coevo.policy.update import build_optimizer, policy_update
 from coevo.rollout import run_rollouts
 from coevo.sampler import ProblemSampler
-from coevo.sandbox import Job, run_jobs
+from coevo.sandbox import Job, isolation_for, run_jobs
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant
 from schemas.rewards import write_rewards
@@ -157,6 +157,4 @@ def run_code_loop(cfg: Config, log=print) -> dict:
 
 
 def state_mode(cfg: Config) -> str:
-    from coevo.sandbox import isolation_for
-
     return isolation_for(cfg.code.sandbox.mode).name

@@ -22,6 +22,7 @@ from coevo.config import Config
 from coevo.problems.arithmetic import write_splits
 from coevo.problems.heldout import check_unseen
 from coevo.problems.loader import split_held_out
+from coevo.problems.splits import user_splits, write_report
 from schemas.problems import read_problems
 
 
@@ -42,9 +43,7 @@ def _code_file(cfg: Config) -> dict[str, pd.DataFrame]:
 
 
 def user_code_splits(frame: pd.DataFrame, test: pd.DataFrame, cfg: Config) -> dict:
-    """A code file with its own test file: see coevo/prepare.py's `user_splits` (the same rules)."""
-    from coevo.prepare import user_splits
-
+    """A code file with its own test file: `user_splits` (coevo/problems/splits.py), the math files' rules."""
     report: dict = {}
     return {**user_splits(frame, test, cfg, report), "report": report}
 
@@ -68,8 +67,6 @@ def build_code_splits(cfg: Config) -> dict[str, pd.DataFrame]:
 
 def prepare_code_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Write train/val/test parquet (problems table) to problems.data_dir and read train and test back, decoded and validated."""
-    from coevo.prepare import write_report
-
     splits = build_code_splits(cfg)
     paths = write_splits(cfg.problems.data_dir, *(to_problems_frame(splits[name]) for name in ("train", "test", "val")))
     write_report(cfg, {**splits, "report": {"source": cfg.problems.source, **splits.get("report", {})}})

@@ -18,8 +18,6 @@ from coevo.config import Config, SandboxConfig
 from coevo.sandbox import Job, Limits, Verdict, run_jobs
 from coevo.types import Reward
 
-CODE_FAMILIES = ("humaneval", "code", "code-add", "code-sub", "code-mul")
-
 
 def sandbox_limits(sandbox: SandboxConfig) -> Limits:
     """The per-sample limits of code.sandbox (every field but the isolation mode and the worker count)."""

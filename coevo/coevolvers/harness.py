@@ -63,7 +63,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from coevo.code.verifier import CODE_FAMILIES
+from coevo.code.families import CODE_FAMILIES
 from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact
 from coevo.coevolvers.none import NoCoEvolver
 from coevo.config import Config, CoevolverConfig, RewardEntry

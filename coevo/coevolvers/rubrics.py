@@ -39,10 +39,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact, uniform_batch
+from coevo.coevolvers.composite import member_dir
 from coevo.coevolvers.writers import ChatEndpoint
 from coevo.config import CoevolverConfig, WriterConfig
 from coevo.io import hash_bytes
-from coevo.types import ContextVariant
+from coevo.judge import Judge, JudgeCache
+from coevo.types import ContextVariant, Reward
 from schemas.rewards import parse_details
 
 RUBRIC_FILE = "rubric.json"
@@ -282,11 +284,6 @@ def rubric_reward(cfg):
     """The built-in reward `rubric` (a judge-type entry of `rewards:`, coevo/rewards.py): scores rows
     (problems-table rows whose `attrs["iteration"]` names the training iteration) against the rubric
     version iter_{k-1} of the run. Held-out rows (no iteration) get None: evaluation uses the gold checks."""
-    from coevo.judge import Judge, JudgeCache  # coevo.judge imports this package's writers
-    from coevo.types import Reward
-
-    from coevo.coevolvers.composite import member_dir
-
     entry = next((entry for entry in cfg.coevolver_list if entry.kind == "rubrics"), None)
     if entry is None:
         raise ValueError(f"the 'rubric' reward needs a rubrics co-evolver (got {[e.kind for e in cfg.coevolver_list]})")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coevo.engines.base import Engine
+from coevo.prompting import PROMPT_FORMATS
 from coevo.registry import Registry
 
 if TYPE_CHECKING:
@@ -152,8 +153,6 @@ class LiveEngine:
 def with_prompt_format(engine: Engine, cfg: Config) -> Engine:
     """The engine encodes prompts as `prompt.format` renders them: a chat template writes BOS and
     the role markers itself, so the tokenizer must add no special tokens (coevo/prompting.py)."""
-    from coevo.prompting import PROMPT_FORMATS
-
     engine.add_special_tokens = PROMPT_FORMATS[cfg.prompt.format].add_special_tokens
     return engine
 

@@ -4,7 +4,8 @@ Which warm start runs depends on the kind of problems (`WARM_STARTS`, keyed by p
 math sources get the arithmetic one below; code sources get the coder + tester demonstrations of the
 synthetic code family (coevo/code/warm_start.py). HumanEval and user code files hold no synthetic
 problems, so there the tiny policy starts untrained and the report says so: train a real
-checkpoint (`policy.checkpoint`) on them instead.
+checkpoint (`policy.checkpoint`) on them instead. `check_targets` tries policy.lora's target modules
+on the model a run will start from (this tiny one, or the skeleton of the user's checkpoint).
 
 The arithmetic warm start sees demonstrations of `problems.bootstrap_families` only (the easy
 families); RL later faces the full mix with the verifier alone, as in RLVR when no solutions exist. Each
@@ -28,13 +29,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from coevo.code.prepare import CODE_SOURCES
 from coevo.code.warm_start import CODE_WARM_START_SETTINGS, code_warm_start_problems
 from coevo.config import Config
 from coevo.policy.checkpoint import Policy, linkable_weights, load_policy, resolve_device, save_checkpoint
 from coevo.policy.constraint_warm_start import constraint_warm_start
+from coevo.policy.lora import check_target_modules
 from coevo.policy.supervised import BootstrapReport, supervised_steps
 from coevo.policy.tokenizer import build_char_tokenizer
 from coevo.problems.arithmetic import FAMILIES
@@ -63,6 +65,19 @@ def build_tiny_policy(cfg: Config) -> Policy:
     torch.manual_seed(cfg.seed)
     model = LlamaForCausalLM(config).to(resolve_device(cfg.policy.device))
     return Policy(model=model, tokenizer=tokenizer)
+
+
+def check_targets(cfg: Config) -> None:
+    """Fail before a run writes anything when policy.lora.target_modules misses the model: checked
+    on the model's skeleton (meta device, no weights read) or the tiny default's."""
+    if not cfg.policy.lora.rank:
+        return
+    if cfg.policy.checkpoint is None:
+        model = build_tiny_policy(cfg).model
+    else:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.policy.checkpoint, local_files_only=True))
+    check_target_modules(model, cfg.policy.lora.target_modules)
 
 
 def demonstration_sequences(pool: pd.DataFrame, cfg: Config, rng: np.random.Generator, tokenizer) -> tuple[list[list[int]], list[list[float]]]:

@@ -4,11 +4,12 @@ Method. PyTorch DistributedDataParallel (Li et al. 2020, "PyTorch Distributed: E
 Accelerating Data Parallel Training"), launched by torchrun (torch.distributed.run) with a c10d
 rendezvous on loopback, as verl, OpenRLHF and prime-rl run their trainers. The update stage
 (coevo/stages.py) starts `python -m torch.distributed.run --nproc-per-node N ... -m
-coevo.policy.distributed` as a subprocess; every rank reads checkpoint k, the iteration's rollouts
-and rewards from their paths (the stage passes paths, never tensors), builds the same training set,
-advantages and seeded minibatch order as the single-process update (coevo/policy/update.py, whose
-`minibatch_loss` every rank calls: the objective math exists once), and takes the rows
-`idx[rank::N]` of each minibatch.
+coevo.update_rank` as a subprocess (`launch_update`); every rank (coevo/update_rank.py: the
+stage's own update_state / update_train / update_save around this module's `Ranks`) reads
+checkpoint k, the iteration's rollouts and rewards from their paths (the stage passes paths, never
+tensors), builds the same training set, advantages and seeded minibatch order as the
+single-process update (coevo/policy/update.py, whose `minibatch_loss` every rank calls: the
+objective math exists once), and takes the rows `idx[rank::N]` of each minibatch.
 
 Loss aggregation identical to one process. Each minibatch's loss is one aggregate over its tokens
 (token-mean by default): sum / count. Each rank computes aggregate(its share) = sum_r / count_r,
@@ -36,8 +37,6 @@ Departures.
 
 from __future__ import annotations
 
-import argparse
-import gc
 import json
 import os
 import re
@@ -55,7 +54,7 @@ from torch.nn.parallel import DistributedDataParallel
 from coevo.config import Config
 from coevo.faults import kill_point
 from coevo.io import write_json
-from coevo.objectives import Objective
+from coevo.objectives import Objective, build_objective
 from coevo.objectives.kl import shard_weight
 from coevo.policy.prefix import rank_rows
 from coevo.policy.update import TrainingSet, minibatch_loss
@@ -123,12 +122,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch_update(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict) -> dict:
-    """Run the update of iteration `it` in `world_size` torchrun ranks; the stage's record
-    {"checkpoint", "weights_sha256", "metrics"} from rank 0. Raises DistributedUpdateError when
-    torchrun fails (a rank died), with the failed ranks' exits; nothing is written then."""
-    from coevo.objectives import build_objective
-
+def launch_update(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict, rank_module: str) -> dict:
+    """Run the update of iteration `it` in `world_size` torchrun ranks, each `python -m rank_module
+    JOB` (the stage's rank entry point, coevo/update_rank.py); the stage's record {"checkpoint",
+    "weights_sha256", "metrics"} from rank 0. Raises DistributedUpdateError when torchrun fails (a
+    rank died), with the failed ranks' exits; nothing is written then."""
     settings = cfg.policy.distributed
     check_distributed(cfg, build_objective(cfg.objective))
     port = settings.master_port or free_port()
@@ -139,7 +137,7 @@ def launch_update(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards:
         command = [
             sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(settings.world_size),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0",
-            "-m", "coevo.policy.distributed", str(job),
+            "-m", rank_module, str(job),
         ]  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": str(cfg.policy.threads or 1)}
         with open(job / "torchrun.log", "w") as log:
@@ -166,46 +164,3 @@ def exit_text(code: int) -> str:
 
         return f"{code} (killed by {signal.Signals(-code).name})"
     return str(code)
-
-
-def run_rank(job: Path) -> None:
-    """One rank: load checkpoint k, train its shares in DDP, rank 0 writes checkpoint k+1 and the result."""
-    from coevo import stages
-    from coevo.policy.checkpoint import load_policy
-
-    spec = json.loads((job / "job.json").read_text())
-    cfg, it = Config.model_validate(spec["config"]), spec["it"]
-    backend = backend_of(cfg)
-    local_rank = int(os.environ["LOCAL_RANK"])
-    device = f"cuda:{local_rank}" if backend == "nccl" else "cpu"
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend)
-    try:
-        torch.set_num_threads(cfg.policy.threads or 1)
-        paths = [spec[key] for key in ("checkpoint", "rollouts", "rewards", "coevolver")]
-        policy = load_policy(spec["checkpoint"], device, cfg.policy.dtype)
-        optimizer, objective, reference = stages.update_state(cfg, it, spec["checkpoint"], policy)
-        ranks = Ranks(policy.model, torch.device(device))
-        stats = stages.update_train(cfg, it, policy, optimizer, objective, reference, *paths[1:], spec["data"], ranks)
-        if ranks.rank == 0:
-            version = stages.update_save(cfg, it, *paths, spec["data"], policy, optimizer, stats, {"world_size": ranks.world})
-            out = stages.RunLayout(cfg.run.out_dir).checkpoint(it)
-            write_json(job / RESULT, {"checkpoint": str(out), "weights_sha256": version, "metrics": stats})
-        # DDP's reducer holds the process group: free it while the group is alive (destroyed after the
-        # group, its gloo threads wait on the peer that has already exited, and the rank hangs)
-        del ranks
-        gc.collect()
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="One rank of coevo's distributed policy update (started by torchrun).")
-    parser.add_argument("job", type=Path, help="the launcher's job directory (job.json)")
-    run_rank(parser.parse_args(argv).job)
-
-
-if __name__ == "__main__":
-    main()

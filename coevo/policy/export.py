@@ -13,7 +13,7 @@ from pathlib import Path
 
 from coevo.io import atomic_path, hash_file
 from coevo.policy.checkpoint import WEIGHTS, load_policy, policy_version, read_meta
-from coevo.policy.lora import merged_copy
+from coevo.policy.lora import base_link, is_adapter_dir, merged_copy
 
 EXPORT_RECORD = "export.json"
 
@@ -43,8 +43,6 @@ def export_merged(checkpoint: str | Path, out: str | Path) -> dict:
 
 def _saved_dtype(checkpoint: Path) -> str:
     """The dtype the (base) weights were saved in, so the export neither widens nor narrows them."""
-    from coevo.policy.lora import base_link, is_adapter_dir
-
     model_dir = base_link(checkpoint)["path"] if is_adapter_dir(checkpoint) else checkpoint
     config = json.loads((model_dir / "config.json").read_text())
     dtype = config.get("dtype") or config.get("torch_dtype")

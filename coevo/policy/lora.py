@@ -56,14 +56,14 @@ def apply_lora(model: PreTrainedModel, settings: LoraSettings, seed: int) -> Pef
         target_modules=settings.target_modules,
         task_type="CAUSAL_LM",
     )
-    _check_targets(model, settings.target_modules)
+    check_target_modules(model, settings.target_modules)
     model.zero_grad(set_to_none=True)  # a warm start's leftover gradients on the now frozen base
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return get_peft_model(model, config)
 
 
-def _check_targets(model: torch.nn.Module, targets: list[str] | str) -> None:
+def check_target_modules(model: torch.nn.Module, targets: list[str] | str) -> None:
     """Every named target must match some module (peft only fails when none does)."""
     if targets == "all-linear":
         return
@@ -72,23 +72,6 @@ def _check_targets(model: torch.nn.Module, targets: list[str] | str) -> None:
     if unmatched:
         linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
         raise LoraTargetError(f"policy.lora.target_modules: {unmatched} match no module of the model; its linear layers are {linear}")
-
-
-def check_targets(cfg) -> None:
-    """Fail before a run writes anything when policy.lora.target_modules misses the model: checked
-    on the model's skeleton (meta device, no weights read) or the tiny default's."""
-    if not cfg.policy.lora.rank:
-        return
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    if cfg.policy.checkpoint is None:
-        from coevo.policy.bootstrap import build_tiny_policy
-
-        model = build_tiny_policy(cfg).model
-    else:
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.policy.checkpoint, local_files_only=True))
-    _check_targets(model, cfg.policy.lora.target_modules)
 
 
 def load_adapter(base: PreTrainedModel, directory: str | Path, trainable: bool = True) -> PeftModel:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -54,8 +54,15 @@ from coevo.policy.prefix import epoch_minibatches, shares, teacher_view
 from coevo.policy.teacher import TeacherContext
 from coevo.prompting import prompt_renderer
 
-if TYPE_CHECKING:  # the single-process update imports nothing of torch.distributed
-    from coevo.policy.distributed import Ranks
+
+class RankShare(Protocol):
+    """This process as one rank of a distributed update (`Ranks`, coevo/policy/distributed.py)."""
+
+    def share_loss(self, model, objective: Objective, data: TrainingSet, idx: list[int], old, ref, cfg: Config, pad_id: int) -> tuple[Tensor, dict]:
+        """This rank's loss on its share of the minibatch `idx`, scaled for DDP's mean over ranks."""
+
+    def mean_stats(self, stats: dict[str, float]) -> dict[str, float]:
+        """Each stat averaged over the ranks."""
 
 
 @dataclass
@@ -185,7 +192,7 @@ def policy_update(
     teacher: TeacherContext | None = None,
     answers: pd.Series | None = None,
     engine_is_trainer: bool = False,
-    ranks: Ranks | None = None,
+    ranks: RankShare | None = None,
 ) -> dict[str, float]:
     """Apply `optim.epochs` passes of the objective to this iteration's rollouts; returns mean stats.
 

@@ -30,6 +30,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from coevo.types import Reward
+
 COLUMNS = ["id", "family", "level", "prompt", "answer"]
 TOPICS = [
     "rivers", "bread", "winter", "trains", "music", "cats", "the sea", "gardens", "books", "rain",
@@ -185,9 +187,7 @@ def demonstration(prompt: str, spec: dict, rng: np.random.Generator) -> str:
 
 
 def score_constraints(problems: pd.DataFrame, completions: list[str], cfg=None) -> list:
-    """The gold checks as a family verifier (coevo/verify.py): reward 1.0 when the constraint holds."""
-    from coevo.types import Reward
-
+    """The gold checks as a family verifier (coevo/family_verifiers.py): reward 1.0 when the constraint holds."""
     out = []
     for pid, answer, text in zip(problems["id"], problems["answer"], completions, strict=True):
         spec = parse_spec(answer, str(pid))

@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow
 import pyarrow.parquet
 
+from coevo.problems.heldout import keys_of
 from coevo.prompting import validate_messages
 from schemas.problems import EXTRA, MESSAGES, validate_problems
 
@@ -97,8 +98,6 @@ def split_held_out(frame: pd.DataFrame, test_fraction: float, val_fraction: floa
     text, arithmetic operands up to commutation, code signature + docstring), so a problem written
     twice in the file lands in one split only. Every split keeps the file's row order.
     """
-    from coevo.problems.heldout import keys_of
-
     if not 0 < test_fraction < 1 or not 0 <= val_fraction < 1 or test_fraction + val_fraction >= 1:
         raise ValueError(f"test_fraction must be in (0, 1), val_fraction in [0, 1) and their sum < 1; got {test_fraction}, {val_fraction}")
     group = pd.factorize(pd.Series(keys_of(frame), dtype=object))[0]  # [rows] content group of each row
@@ -118,8 +117,6 @@ def drop_seen(train: pd.DataFrame, held: pd.DataFrame, source: str) -> tuple[pd.
     """`train` without the rows whose content key a held-out problem has (a user's own test file
     that repeats training problems: the test file is kept whole, training loses the repeats), and
     the count dropped; an error when nothing would be left to train on."""
-    from coevo.problems.heldout import keys_of
-
     held_keys = set(keys_of(held))
     seen = np.array([key in held_keys for key in keys_of(train)], dtype=bool)
     if seen.all():

@@ -45,7 +45,7 @@ the process group with setsid (such stragglers survive the group kill; RLIMIT_CP
 ones). Run as real root, RLIMIT_NPROC does not bind, so a
 fork bomb is bounded only by the wall-clock kill.
 
-Mode "namespaces" (chosen by "auto" when a probe passes; see isolation.py) adds:
+Mode "namespaces" (chosen by "auto" when a probe passes; see isolation.py and runner.py) adds:
 - new network namespace: only a down loopback, no route anywhere (no network);
 - new pid namespace: the supervisor is pid 1 (the program's process 2); the parent and every
   other process are invisible and cannot be signalled; when pid 1 dies the kernel kills every process in the namespace, so nothing
@@ -73,7 +73,7 @@ system directories stay readable; CPU and memory contention between parallel sam
 RLIMIT_NPROC counts all processes of the sandbox user across parallel samples.
 """
 
-from coevo.sandbox.isolation import Isolation, isolation_for, namespaces_available
-from coevo.sandbox.runner import STATUSES, Job, Limits, Verdict, run_job, run_jobs
+from coevo.sandbox.isolation import Isolation
+from coevo.sandbox.runner import STATUSES, Job, Limits, Verdict, isolation_for, namespaces_available, run_job, run_jobs
 
 __all__ = ["STATUSES", "Isolation", "Job", "Limits", "Verdict", "isolation_for", "namespaces_available", "run_job", "run_jobs"]

@@ -11,13 +11,15 @@
 - "none": a bare child process (no limits, caller's environment); for the benchmark's overhead
   comparison only, never chosen by "auto".
 
-"auto" probes "namespaces" once per process by running a trivial program in it and falls back to
-"rlimits" when that does not pass (no `unshare`, user namespaces disabled, no CAP_SYS_ADMIN, ...).
+`MODES` builds each mode's `Isolation` (None: "namespaces" without `unshare`). Choosing one by name,
+"auto" included, runs a probe job, so it lives with the runner (runner.py: `isolation_for`,
+`namespaces_available`): "auto" probes "namespaces" once per process by running a trivial program
+in it and falls back to "rlimits" when that does not pass (no `unshare`, user namespaces disabled,
+no CAP_SYS_ADMIN, ...).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import sys
@@ -88,28 +90,4 @@ def _none() -> Isolation:
     return Isolation(name="none", prefix=(), python=python_executable(), confine=False, limits=False, scrub_env=False)
 
 
-@functools.cache
-def namespaces_available() -> bool:
-    """Whether a trivial program passes under the namespaces mode on this machine (probed once)."""
-    from coevo.sandbox.runner import Job, Limits, run_job_with
-
-    iso = _namespaces()
-    if iso is None:
-        return False
-    verdict = run_job_with(iso, Job("x = 1", ("assert x == 1",)), Limits(wall_s=20))
-    return verdict.passed
-
-
 MODES = {"namespaces": _namespaces, "rlimits": _rlimits, "none": _none}
-
-
-def isolation_for(mode: str) -> Isolation:
-    """The isolation of `mode`; "auto" = namespaces when the probe passes, else rlimits."""
-    if mode == "auto":
-        mode = "namespaces" if namespaces_available() else "rlimits"
-    if mode not in MODES:
-        raise ValueError(f"unknown sandbox mode {mode!r}; known: auto, {', '.join(MODES)}")
-    iso = MODES[mode]()
-    if iso is None or (mode == "namespaces" and not namespaces_available()):
-        raise RuntimeError("sandbox mode 'namespaces' is unavailable here (no unshare, or user namespaces are disabled); use 'auto' or 'rlimits'")
-    return iso

@@ -8,11 +8,13 @@ that supervisor runs the program in a second process of its own, forked before i
 and the tests (worker.py). The parent reads at most `output_bytes` of its merged stdout/stderr and
 the report pipe, kills the whole process group at the wall-clock deadline or when output
 overflows, and classifies the outcome.
-Modes and what each protects: see `coevo/sandbox/__init__.py`.
+Modes and what each protects: see `coevo/sandbox/__init__.py`; each mode's `Isolation` is built in
+isolation.py, and chosen here by name (`isolation_for`: "auto" runs the namespaces probe job).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -27,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from coevo.sandbox.harness import BOOT, compiled
-from coevo.sandbox.isolation import NOBODY, Isolation, isolation_for
+from coevo.sandbox.isolation import MODES, NOBODY, Isolation
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "invalid", "spoofed")  # spoofed: the program tried to fake a pass (coevo/sandbox/__init__.py)
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the child's whole environment: nothing of the parent's
@@ -80,6 +82,28 @@ class Verdict:
         where = f" test={self.failed_test}" if self.failed_test is not None else ""
         passed = sum(self.pass_vector())
         return f"verdict={self.status}{where} passed={passed}/{len(self.outcomes)} mode={self.mode} {self.detail}".strip()
+
+
+@functools.cache
+def namespaces_available() -> bool:
+    """Whether a trivial program passes under the namespaces mode on this machine (probed once)."""
+    iso = MODES["namespaces"]()
+    if iso is None:
+        return False
+    verdict = run_job_with(iso, Job("x = 1", ("assert x == 1",)), Limits(wall_s=20))
+    return verdict.passed
+
+
+def isolation_for(mode: str) -> Isolation:
+    """The isolation of `mode` (isolation.py's MODES); "auto" = namespaces when the probe passes, else rlimits."""
+    if mode == "auto":
+        mode = "namespaces" if namespaces_available() else "rlimits"
+    if mode not in MODES:
+        raise ValueError(f"unknown sandbox mode {mode!r}; known: auto, {', '.join(MODES)}")
+    iso = MODES[mode]()
+    if iso is None or (mode == "namespaces" and not namespaces_available()):
+        raise RuntimeError("sandbox mode 'namespaces' is unavailable here (no unshare, or user namespaces are disabled); use 'auto' or 'rlimits'")
+    return iso
 
 
 def run_job(job: Job, limits: Limits = Limits(), mode: str = "auto") -> Verdict:
