@@ -107,7 +107,7 @@ class LoraSettings(Strict):
 
 
 class DistributedSettings(Strict):
-    world_size: int = Field(1, ge=1, description="Processes of the policy update; 1 = in the stage's own process (nothing of torch.distributed is imported). > 1: torchrun runs that many DDP ranks on this node (coevo/policy/distributed.py); each takes its share of every minibatch and the gradient is the single-process one.")
+    world_size: int = Field(1, ge=1, description="Processes of the policy update; 1 = in the stage's own process (no process group is started). > 1: torchrun runs that many DDP ranks on this node (coevo/update_rank.py); each takes its share of every minibatch and the gradient is the single-process one.")
     backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="torch.distributed backend: 'auto' = nccl when CUDA is available and policy.device is not cpu, else gloo; nccl needs one GPU per rank.")
     master_port: int = Field(0, ge=0, le=65535, description="Loopback port of torchrun's c10d rendezvous; 0 = a free port picked at launch.")
 

@@ -43,6 +43,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.errors",
         "coevo.faults",
         "coevo.io",
+        "coevo.params_comments",
         "coevo.registry",
         "coevo.runlock",
         "coevo.seeding",
