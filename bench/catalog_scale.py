@@ -54,7 +54,9 @@ def shard_tables(iteration: int, rows: int, rng: np.random.Generator) -> tuple[p
     problem_index = rng.integers(0, N_PROBLEMS, groups).repeat(GROUP)  # [rows]
     family = np.array(FAMILIES)[problem_index % len(FAMILIES)]
     problem_id = np.char.add(np.char.add(family, "-1-"), np.char.zfill(problem_index.astype(str), 6))
-    rollout_id = np.char.add(np.char.add(f"{iteration:06d}-", problem_id), np.char.add("-", np.char.zfill(np.arange(rows).astype(str), 7)))
+    rollout_id = np.char.add(
+        np.char.add(f"{iteration:06d}-", problem_id), np.char.add("-", np.char.zfill(np.arange(rows).astype(str), 7))
+    )
     with_skill = rng.random(rows) < 0.3
     skill = np.char.zfill(rng.integers(0, N_SKILLS, rows).astype(str), 12)
     variant = np.where(with_skill, "probe", np.where(rng.random(rows) < 0.3, "base", "solo"))
@@ -69,7 +71,9 @@ def shard_tables(iteration: int, rows: int, rng: np.random.Generator) -> tuple[p
             "family": family,
             "variant": variant,
             "probe_skill": np.where(variant != "solo", skill, ""),
-            "skills": pa.ListArray.from_arrays(np.r_[0, np.cumsum(with_skill)].astype(np.int32), pa.array(skill[with_skill])),
+            "skills": pa.ListArray.from_arrays(
+                np.r_[0, np.cumsum(with_skill)].astype(np.int32), pa.array(skill[with_skill])
+            ),
             "question": np.full(rows, "3*4="),
             "prompt": np.full(rows, "3*4="),
             "completion": np.where(passed, "12", "13"),
@@ -106,7 +110,10 @@ def report(iteration: int, rng: np.random.Generator) -> dict:
     return {
         "iteration": iteration,
         "new_candidates": skills[:4],
-        "measured": [{"id": sid, "problem_id": f"add-1-{int(rng.integers(0, N_PROBLEMS)):06d}", "gap": float(rng.normal())} for sid in skills[4:12]],
+        "measured": [
+            {"id": sid, "problem_id": f"add-1-{int(rng.integers(0, N_PROBLEMS)):06d}", "gap": float(rng.normal())}
+            for sid in skills[4:12]
+        ],
         "admitted": [{"id": skills[12], "utility": 0.2}],
         "rejected": [],
         "promoted": [],
@@ -155,7 +162,9 @@ def build(directory: Path, rows: int, shard_rows: int) -> dict:
 
 def time_queries(path: Path, repeats: int) -> dict:
     with Catalog(path, read_only=True) as catalog:
-        skill = catalog._con.execute("SELECT skill_id FROM skill_events WHERE event = 'measured' LIMIT 1").fetchall()[0][0]
+        skill = catalog._con.execute("SELECT skill_id FROM skill_events WHERE event = 'measured' LIMIT 1").fetchall()[
+            0
+        ][0]
         problem = catalog._con.execute("SELECT problem_id FROM rollouts LIMIT 1").fetchall()[0][0]
         queries = {
             "pass-rate": catalog.pass_rate_by_family,
@@ -198,9 +207,24 @@ def main() -> None:
         ]
         for rows, r in results.items()
     ]
-    columns = ["rollout rows", "ingest rows/s", "full validation rows/s", "pass-rate s", "skill s", "problem s", "DB GiB"]
+    columns = [
+        "rollout rows",
+        "ingest rows/s",
+        "full validation rows/s",
+        "pass-rate s",
+        "skill s",
+        "problem s",
+        "DB GiB",
+    ]
     title = f"catalog scale: shards of {args.shard_rows:,} rows; query medians of {args.repeats} runs"
-    publish("catalog_scale", args.out, {"shard_rows": args.shard_rows, "results": results}, table(title, columns, rows_out), lambda png: plot(png, results), args.mlflow)
+    publish(
+        "catalog_scale",
+        args.out,
+        {"shard_rows": args.shard_rows, "results": results},
+        table(title, columns, rows_out),
+        lambda png: plot(png, results),
+        args.mlflow,
+    )
 
 
 def plot(png: Path, results: dict) -> None:
@@ -209,7 +233,9 @@ def plot(png: Path, results: dict) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.2))
     sizes = list(results)
     for index, query in enumerate(("pass-rate", "skill", "problem")):
-        ax.plot(sizes, [results[s]["queries"][query]["median_s"] for s in sizes], marker="o", color=f"C{index}", label=query)
+        ax.plot(
+            sizes, [results[s]["queries"][query]["median_s"] for s in sizes], marker="o", color=f"C{index}", label=query
+        )
     ax.axhline(2.0, color="grey", linestyle="--", label="target 2 s")
     ax.set_xscale("log")
     ax.set_xlabel("rollout rows")

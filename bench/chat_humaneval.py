@@ -50,9 +50,21 @@ def generate(engine, problems, cfg: Config, k: int, temperature: float, max_new_
     engine.add_special_tokens = renderer.add_special_tokens  # as coevo.engines.with_prompt_format sets it
     prompts = renderer.render_all(problems.to_dict("records"))
     started = time.perf_counter()
-    greedy = [g[0] for g in engine.generate(prompts, 1, SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens), seed=0)]
-    sampled = engine.generate(prompts, k, SamplingConfig(temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens), seed=1)
-    return {"prompts": prompts, "greedy": greedy, "sampled": [g.text for group in sampled for g in group], "generate_s": time.perf_counter() - started}
+    greedy = [
+        g[0]
+        for g in engine.generate(
+            prompts, 1, SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens), seed=0
+        )
+    ]
+    sampled = engine.generate(
+        prompts, k, SamplingConfig(temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens), seed=1
+    )
+    return {
+        "prompts": prompts,
+        "greedy": greedy,
+        "sampled": [g.text for group in sampled for g in group],
+        "generate_s": time.perf_counter() - started,
+    }
 
 
 def score(problems, out: dict, cfg: Config, k: int) -> dict:
@@ -90,15 +102,33 @@ def main() -> None:
     problems = to_problems_frame(humaneval_problems().iloc[: args.problems].reset_index(drop=True))
     engine_cfg = EngineConfig(kind="vllm", max_model_len=2048, batch_size=64)
     engine = VLLMEngine(args.model, engine_cfg, "float32", seed=0)
-    results = {"model": args.model, "problems": len(problems), "k": args.k, "temperature": args.temperature, "max_new_tokens": args.max_new_tokens, "engine_start_s": round(engine.start_s, 1)}
+    results = {
+        "model": args.model,
+        "problems": len(problems),
+        "k": args.k,
+        "temperature": args.temperature,
+        "max_new_tokens": args.max_new_tokens,
+        "engine_start_s": round(engine.start_s, 1),
+    }
     configs = {fmt: Config(engine=engine_cfg, prompt=PromptConfig(format=fmt)) for fmt in args.formats.split(",")}
     try:
-        outputs = {fmt: generate(engine, problems, cfg, args.k, args.temperature, args.max_new_tokens) for fmt, cfg in configs.items()}
+        outputs = {
+            fmt: generate(engine, problems, cfg, args.k, args.temperature, args.max_new_tokens)
+            for fmt, cfg in configs.items()
+        }
     finally:
         engine.close()
     for fmt, cfg in configs.items():
         results[fmt] = score(problems, outputs[fmt], cfg, args.k)
-        print(fmt, {key: value for key, value in results[fmt].items() if not key.startswith(("example", "greedy_completions"))}, flush=True)
+        print(
+            fmt,
+            {
+                key: value
+                for key, value in results[fmt].items()
+                if not key.startswith(("example", "greedy_completions"))
+            },
+            flush=True,
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

@@ -187,8 +187,16 @@ def coevo_step(arm: str, run_dir: Path, iterations: int, extra: dict | None = No
         "optimizer": step.get("optimizer", 0.0),
         "co-evolver": step.get("co-evolver", 0.0),
     }
-    lengths = [json.loads(line)["rollout/completion_len"] for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
-    return {"step": step["step"], **phases, "other": step["step"] - sum(phases.values()), "completion_len": statistics.fmean(lengths)}
+    lengths = [
+        json.loads(line)["rollout/completion_len"]
+        for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()
+    ]
+    return {
+        "step": step["step"],
+        **phases,
+        "other": step["step"] - sum(phases.values()),
+        "completion_len": statistics.fmean(lengths),
+    }
 
 
 def alternate(arms: list[str], repetitions: int, run: Callable[[str, int], dict]) -> dict[str, list[dict]]:
@@ -223,7 +231,9 @@ def fmt(stat: dict[str, float], digits: int = 3) -> str:
 # ---- output ----
 def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / name, help="Results folder (JSON, PNG).")
-    parser.add_argument("--mlflow", default=None, help="Also log the results to this MLflow tracking URI (experiment coevo-bench).")
+    parser.add_argument(
+        "--mlflow", default=None, help="Also log the results to this MLflow tracking URI (experiment coevo-bench)."
+    )
 
 
 def environment() -> dict:
@@ -245,7 +255,9 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
 
 
-def publish(name: str, out: Path, report: dict, table: Table, plot: Callable[[Path], None] | None, mlflow_uri: str | None) -> None:
+def publish(
+    name: str, out: Path, report: dict, table: Table, plot: Callable[[Path], None] | None, mlflow_uri: str | None
+) -> None:
     """Print the table, write <out>/<name>.json and <out>/<name>.png, and log them to MLflow if asked."""
     out.mkdir(parents=True, exist_ok=True)
     report = {"bench": name, "environment": environment(), **report}

@@ -48,10 +48,16 @@ ARMS: dict[str, dict] = {
     "curriculum": {"coevolver": {"kind": "curriculum", "curriculum": FLAT}},
     "curriculum+skill_bank": {"coevolvers": [{"kind": "curriculum", "curriculum": FLAT}, {"kind": "skill_bank"}]},
     "skill_bank": {"coevolver": {"kind": "skill_bank"}},
-    "curriculum_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": FLAT}},
+    "curriculum_frozen": {
+        "coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": FLAT}
+    },
     "curriculum_sharp": {"coevolver": {"kind": "curriculum", "curriculum": SHARP}},
-    "curriculum_sharp_frozen": {"coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": SHARP}},
-    "curriculum_sharp_proposer": {"coevolver": {"kind": "curriculum", "curriculum": {**SHARP, "proposer": {"enabled": True}}}},
+    "curriculum_sharp_frozen": {
+        "coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": SHARP}
+    },
+    "curriculum_sharp_proposer": {
+        "coevolver": {"kind": "curriculum", "curriculum": {**SHARP, "proposer": {"enabled": True}}}
+    },
 }
 
 
@@ -61,7 +67,11 @@ def overrides(arm: str, seed: int, args: argparse.Namespace, iterations: int, ou
     base = {
         "seed": seed,
         "run": {"out_dir": str(out_dir), "iterations": iterations, "checkpoint_every": 10**6},
-        "problems": {"data_dir": str(RESULTS / args.name / f"seed{seed}" / "data"), "min_digits": 1, "max_digits": args.max_digits},
+        "problems": {
+            "data_dir": str(RESULTS / args.name / f"seed{seed}" / "data"),
+            "min_digits": 1,
+            "max_digits": args.max_digits,
+        },
         "policy": {"threads": 1},
         "bootstrap": {"steps": args.bootstrap_steps, "time_budget_s": 10**5},
         "eval": {"every": args.eval_every, "with_skills": False},
@@ -76,13 +86,17 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
     from coevo.config import load_config
     from coevo.driver import set_threads
 
-    cfg = load_config(ROOT / "params.yaml", overrides("grpo", seed, args, 1, RESULTS / args.name / f"seed{seed}" / "_bootstrap"))
+    cfg = load_config(
+        ROOT / "params.yaml", overrides("grpo", seed, args, 1, RESULTS / args.name / f"seed{seed}" / "_bootstrap")
+    )
     set_threads(cfg)
     stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
     return str(cfg.bootstrap_dir)
 
 
-def train_run(arm: str, seed: int, args: argparse.Namespace, boot_dir: str, iterations: int, label: str) -> tuple[dict, Path, list[dict]]:
+def train_run(
+    arm: str, seed: int, args: argparse.Namespace, boot_dir: str, iterations: int, label: str
+) -> tuple[dict, Path, list[dict]]:
     """A fresh plain-driver run of `iterations` iterations from the bootstrap: (summary, run dir, metrics rows)."""
     from rich.console import Console
 
@@ -124,7 +138,9 @@ def collect(arm: str, seed: int, out_dir: Path, upto: int | None = None) -> dict
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()][:upto]
     iterations = len(rows)
     curve = [json.loads(path.read_text()) for path in sorted((out_dir / "evals").glob("iter_*.json"))]
-    curve = [{"iteration": e["iteration"], "acc": e["metrics"]["eval/acc"]} for e in curve if e["iteration"] <= iterations]
+    curve = [
+        {"iteration": e["iteration"], "acc": e["metrics"]["eval/acc"]} for e in curve if e["iteration"] <= iterations
+    ]
     values = []
     for it in range(1, iterations + 1):
         report = json.loads((out_dir / "reports" / f"iter_{it:04d}.json").read_text())
@@ -139,7 +155,9 @@ def collect(arm: str, seed: int, out_dir: Path, upto: int | None = None) -> dict
         "final_acc": curve[-1]["acc"],
         "curve": curve,
         "zero_var_share": [row["coevo/zero_var_share"] for row in rows],
-        "proposals_total": [row.get("coevo/proposals_total", 0.0) for row in rows],  # the proposer's accepted problems so far
+        "proposals_total": [
+            row.get("coevo/proposals_total", 0.0) for row in rows
+        ],  # the proposer's accepted problems so far
         "category_values": values,
     }
 
@@ -167,16 +185,41 @@ def parse_iterations(pairs: list[str]) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", default=[arm for arm in ARMS if not arm.startswith("curriculum_sharp")], choices=list(ARMS))
-    parser.add_argument("--budget-s", type=float, default=300.0, help="training seconds each arm gets (rollout + verify + co-evolve + update)")
-    parser.add_argument("--probe-iters", type=int, default=5, help="iterations that measure an arm's seconds per iteration")
-    parser.add_argument("--iterations", nargs="*", default=[], metavar="ARM=N", help="fixed iteration counts (replay; skips the probe for these arms); with --collect: read ARM's runs up to iteration N")
+    parser.add_argument(
+        "--arms", nargs="+", default=[arm for arm in ARMS if not arm.startswith("curriculum_sharp")], choices=list(ARMS)
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=300.0,
+        help="training seconds each arm gets (rollout + verify + co-evolve + update)",
+    )
+    parser.add_argument(
+        "--probe-iters", type=int, default=5, help="iterations that measure an arm's seconds per iteration"
+    )
+    parser.add_argument(
+        "--iterations",
+        nargs="*",
+        default=[],
+        metavar="ARM=N",
+        help="fixed iteration counts (replay; skips the probe for these arms); with --collect: read ARM's runs up to iteration N",
+    )
     parser.add_argument("--eval-every", type=int, default=10)
-    parser.add_argument("--max-digits", type=int, default=3, help="problems.max_digits of the harder mix (min_digits is 1)")
+    parser.add_argument(
+        "--max-digits", type=int, default=3, help="problems.max_digits of the harder mix (min_digits is 1)"
+    )
     parser.add_argument("--bootstrap-steps", type=int, default=150)
-    parser.add_argument("--workers", type=int, default=1, help="processes; >1 shares the CPUs between arms (their probes too)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes; >1 shares the CPUs between arms (their probes too)"
+    )
     parser.add_argument("--tag", default="")
-    parser.add_argument("--collect", nargs="+", default=[], metavar="NAME", help="only tabulate the finished runs under bench/results/NAME/seed*/ARM-run (e.g. of a stopped benchmark)")
+    parser.add_argument(
+        "--collect",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="only tabulate the finished runs under bench/results/NAME/seed*/ARM-run (e.g. of a stopped benchmark)",
+    )
     args = parser.parse_args()
     if args.collect:
         return write_collected(args)
@@ -189,14 +232,21 @@ def main() -> None:
         plan = {}
         for arm, seed in jobs:
             s_per_iter = probes[(arm, seed)].result() if (arm, seed) in probes else float("nan")
-            plan[(arm, seed)] = {"s_per_iter": s_per_iter, "iterations": fixed.get(arm) or max(1, int(args.budget_s // s_per_iter))}
-        futures = [pool.submit(run, arm, seed, args, boots[seed], plan[(arm, seed)]["iterations"]) for arm, seed in jobs]
+            plan[(arm, seed)] = {
+                "s_per_iter": s_per_iter,
+                "iterations": fixed.get(arm) or max(1, int(args.budget_s // s_per_iter)),
+            }
+        futures = [
+            pool.submit(run, arm, seed, args, boots[seed], plan[(arm, seed)]["iterations"]) for arm, seed in jobs
+        ]
         results = [f.result() for f in futures]
     text = markdown(results, plan)
     report = {"args": vars(args), "plan": [{"arm": a, "seed": s, **p} for (a, s), p in plan.items()], "runs": results}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(report, indent=2))
-    (RESULTS / f"{args.name}.md").write_text(f"budget {args.budget_s:.0f} training seconds per arm, operands 1-{args.max_digits} digits\n\n" + text)
+    (RESULTS / f"{args.name}.md").write_text(
+        f"budget {args.budget_s:.0f} training seconds per arm, operands 1-{args.max_digits} digits\n\n" + text
+    )
     print(text)
 
 

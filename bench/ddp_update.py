@@ -44,8 +44,14 @@ def model_overrides(name: str, args) -> dict:
     if name == "tiny":
         return {"bootstrap": {"steps": 30, "batch_size": 16}}
     if name == "llama135":
-        return {"bootstrap": {"steps": 2, "batch_size": 16}, "policy": {"shape": SMOLLM2_SHAPE, "device": "cuda", "threads": args.cpu_threads}}
-    return {"policy": {"checkpoint": str(args.smollm.resolve()), "lora": {"rank": 8, "lr": 1e-4}}, "prompt": {"format": "chat"}}
+        return {
+            "bootstrap": {"steps": 2, "batch_size": 16},
+            "policy": {"shape": SMOLLM2_SHAPE, "device": "cuda", "threads": args.cpu_threads},
+        }
+    return {
+        "policy": {"checkpoint": str(args.smollm.resolve()), "lora": {"rank": 8, "lr": 1e-4}},
+        "prompt": {"format": "chat"},
+    }
 
 
 def run_model(name: str, args, out: Path) -> dict:
@@ -67,13 +73,21 @@ def run_model(name: str, args, out: Path) -> dict:
     if not (args.reuse and rollouts.is_file() and signal.is_file()):
         rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
         frame = read_rewards(stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"])
-        write_rewards(signal, frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]))
+        write_rewards(
+            signal,
+            frame.assign(
+                reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]
+            ),
+        )
     frame = read_rewards(signal)
     result: dict = {"model": name, "sequences": len(frame)}
     weights = {}
     for arm in args.arms.split(","):
         device, world = arm.split(":")
-        wcfg = load_config(ROOT / "params.yaml", deep_merge(overrides, {"policy": {"device": device, "distributed": {"world_size": int(world)}}}))
+        wcfg = load_config(
+            ROOT / "params.yaml",
+            deep_merge(overrides, {"policy": {"device": device, "distributed": {"world_size": int(world)}}}),
+        )
         stages._POLICIES.clear()
         start = time.perf_counter()
         record = stages.update_stage(wcfg, 1, boot["checkpoint"], str(rollouts), str(signal), boot["coevolver"], data)
@@ -89,11 +103,20 @@ def run_model(name: str, args, out: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="tiny,smollm2")
-    parser.add_argument("--arms", default="cpu:1,cpu:2", help="DEVICE:WORLD_SIZE,... (the first is the reference of the weight differences)")
+    parser.add_argument(
+        "--arms",
+        default="cpu:1,cpu:2",
+        help="DEVICE:WORLD_SIZE,... (the first is the reference of the weight differences)",
+    )
     parser.add_argument("--problems", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=16)
-    parser.add_argument("--smollm", type=Path, default=ROOT / "models" / "smollm2-135m-instruct", help="SmolLM2-135M-Instruct HF directory")
+    parser.add_argument(
+        "--smollm",
+        type=Path,
+        default=ROOT / "models" / "smollm2-135m-instruct",
+        help="SmolLM2-135M-Instruct HF directory",
+    )
     parser.add_argument("--cpu-threads", type=int, default=1, help="torch threads of the llama135 model's CPU arms")
     parser.add_argument("--reuse", action="store_true", help="keep the rollouts and rewards of an earlier run in --out")
     parser.add_argument("--out", type=Path, default=Path("/tmp/coevo-bench-ddp"))

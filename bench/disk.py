@@ -47,7 +47,9 @@ def du(path: Path) -> int:
 
 def linked(path: Path) -> int:
     """Bytes of the files under `path` that have other hard links (a bootstrap linked to the user's model)."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and p.stat().st_nlink > 1) if path.is_dir() else 0
+    return (
+        sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and p.stat().st_nlink > 1) if path.is_dir() else 0
+    )
 
 
 def breakdown(root: Path) -> dict[str, float]:
@@ -68,10 +70,19 @@ def breakdown(root: Path) -> dict[str, float]:
         "coevolver": du(root / "coevolver"),  # kept + pruned
         "shards": du(root / "rollouts") + du(root / "rewards"),
         "reports_evals": du(root / "reports") + du(root / "evals"),
-        "other": sum(du(p) for p in root.iterdir() if p.name not in {"bootstrap", "checkpoints", "coevolver", "rollouts", "rewards", "reports", "evals"}),
+        "other": sum(
+            du(p)
+            for p in root.iterdir()
+            if p.name not in {"bootstrap", "checkpoints", "coevolver", "rollouts", "rewards", "reports", "evals"}
+        ),
     }
     total = du(root)
-    counts = {"n_kept": len(kept), "n_pruned": len(pruned), "n_coevolver_kept": len(versions) - len(pruned_versions), "n_coevolver_pruned": len(pruned_versions)}
+    counts = {
+        "n_kept": len(kept),
+        "n_pruned": len(pruned),
+        "n_coevolver_kept": len(versions) - len(pruned_versions),
+        "n_coevolver_pruned": len(pruned_versions),
+    }
     return {**parts, "total": total, **counts}
 
 
@@ -100,7 +111,9 @@ def per_iteration(parts: dict, root: Path, iterations: int) -> dict[str, float]:
         "shards": parts["shards"] / iterations,
         # a kept co-evolver version (the largest: it grows with the skills the bank has seen) and a pruned one
         "coevolver_version": max((du(v) for v in versions if not (v / PRUNED).is_file()), default=0),
-        "coevolver": (parts["coevolver_pruned"] / pruned_versions) if pruned_versions else parts["coevolver"] / (iterations + 1),
+        "coevolver": (parts["coevolver_pruned"] / pruned_versions)
+        if pruned_versions
+        else parts["coevolver"] / (iterations + 1),
         "reports_evals": parts["reports_evals"] / iterations,
         "other": parts["other"] / iterations,  # metrics.jsonl, summary.json
     }
@@ -109,7 +122,11 @@ def per_iteration(parts: dict, root: Path, iterations: int) -> dict[str, float]:
 def bound(iterations: int, unit: dict, keep_last: int, keep_every: int, keep_best: bool) -> float:
     kept = disk_bound_checkpoints(iterations, keep_last, keep_every, keep_best)
     growing = unit["pruned_metadata"] + unit["shards"] + unit["coevolver"] + unit["reports_evals"] + unit["other"]
-    return kept * (unit["checkpoint"] + unit["coevolver_version"]) + min(2, keep_last) * unit["optimizer_state"] + iterations * growing
+    return (
+        kept * (unit["checkpoint"] + unit["coevolver_version"])
+        + min(2, keep_last) * unit["optimizer_state"]
+        + iterations * growing
+    )
 
 
 def measure(root: Path, extra: list[Path]) -> dict:
@@ -128,8 +145,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--extrapolate", type=int, default=300)
-    parser.add_argument("--measure", type=Path, default=None, help="Only measure this existing run directory (MB by part).")
-    parser.add_argument("--extra", type=Path, nargs="*", default=[], help="With --measure: further paths to size (catalog, MLflow store).")
+    parser.add_argument(
+        "--measure", type=Path, default=None, help="Only measure this existing run directory (MB by part)."
+    )
+    parser.add_argument(
+        "--extra",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="With --measure: further paths to size (catalog, MLflow store).",
+    )
     args = parser.parse_args()
     if args.measure is not None:
         console.print_json(data=measure(args.measure, args.extra))
@@ -139,13 +164,21 @@ def main() -> None:
     on, on_dir = run_arm("on", n, {"keep_last": 2, "keep_every": 50, "keep_best": True})
     unit = per_iteration(on, on_dir, n)
     unit_off = per_iteration(off, off_dir, n)
-    growing_off = unit_off["checkpoint"] + unit_off["shards"] + unit_off["coevolver"] + unit_off["reports_evals"] + unit_off["other"]
+    growing_off = (
+        unit_off["checkpoint"]
+        + unit_off["shards"]
+        + unit_off["coevolver"]
+        + unit_off["reports_evals"]
+        + unit_off["other"]
+    )
     result = {
         "iterations": n,
         "off": off,
         "on": on,
         "per_iteration_bytes": unit,
-        "bound_on_bytes": bound(n, unit, 2, 50, True) - unit["checkpoint"] + on["bootstrap"],  # the bound's +1 is the bootstrap
+        "bound_on_bytes": bound(n, unit, 2, 50, True)
+        - unit["checkpoint"]
+        + on["bootstrap"],  # the bound's +1 is the bootstrap
         "extrapolated": {
             "iterations": big,
             "off_bytes": off["bootstrap"] + big * growing_off + 2 * unit_off["optimizer_state"],
@@ -154,12 +187,16 @@ def main() -> None:
     }
     write_json(RESULTS / "disk" / "disk.json", result)
     assert on["total"] <= result["bound_on_bytes"], "the retained run exceeds its bound"
-    console.print(f"{n} iterations: retention off {off['total'] / MB:.1f} MB ({off['n_kept']} full checkpoints), "
-                  f"on {on['total'] / MB:.1f} MB ({on['n_kept']} kept, {on['n_pruned']} pruned)")
+    console.print(
+        f"{n} iterations: retention off {off['total'] / MB:.1f} MB ({off['n_kept']} full checkpoints), "
+        f"on {on['total'] / MB:.1f} MB ({on['n_kept']} kept, {on['n_pruned']} pruned)"
+    )
     console.print({k: round(v / 1e3, 1) for k, v in unit.items()}, "kB per unit")
     ext = result["extrapolated"]
-    console.print(f"extrapolated to {big} iterations: off {ext['off_bytes'] / MB:.1f} MB, on <= {ext['on_bound_bytes'] / MB:.1f} MB "
-                  f"({disk_bound_checkpoints(big, 2, 50, True)} checkpoints incl. the bootstrap, ceil({big}/50) = {math.ceil(big / 50)})")
+    console.print(
+        f"extrapolated to {big} iterations: off {ext['off_bytes'] / MB:.1f} MB, on <= {ext['on_bound_bytes'] / MB:.1f} MB "
+        f"({disk_bound_checkpoints(big, 2, 50, True)} checkpoints incl. the bootstrap, ceil({big}/50) = {math.ceil(big / 50)})"
+    )
 
 
 if __name__ == "__main__":

@@ -59,17 +59,32 @@ def build_model(name: str, directory: Path) -> Path:
         shape = load_config(ROOT / "params.yaml").policy.shape
         tokenizer = build_char_tokenizer()
         config = LlamaConfig(
-            vocab_size=len(tokenizer), hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
-            num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
-            max_position_embeddings=shape.max_position, tie_word_embeddings=True,
+            vocab_size=len(tokenizer),
+            hidden_size=shape.hidden_size,
+            num_hidden_layers=shape.num_layers,
+            num_attention_heads=shape.num_heads,
+            intermediate_size=shape.intermediate_size,
+            max_position_embeddings=shape.max_position,
+            tie_word_embeddings=True,
         )
     else:  # 135m: SmolLM-135M's shape
         tokenizer = tokenizer_of_size(49152)
         config = LlamaConfig(
-            vocab_size=49152, hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
-            intermediate_size=1536, max_position_embeddings=2048, tie_word_embeddings=True, rms_norm_eps=1e-5,
+            vocab_size=49152,
+            hidden_size=576,
+            num_hidden_layers=30,
+            num_attention_heads=9,
+            num_key_value_heads=3,
+            intermediate_size=1536,
+            max_position_embeddings=2048,
+            tie_word_embeddings=True,
+            rms_norm_eps=1e-5,
         )
-    config.bos_token_id, config.eos_token_id, config.pad_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    config.bos_token_id, config.eos_token_id, config.pad_token_id = (
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
     path = directory / name
@@ -97,7 +112,14 @@ def run_coevo(engine, texts, n, sampling, seed) -> tuple[float, int, int]:
 def run_direct(llm, texts, n, sampling, seed) -> tuple[float, int, int]:
     from vllm import SamplingParams
 
-    params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_new_tokens, logprobs=0, seed=seed)
+    params = SamplingParams(
+        n=n,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        max_tokens=sampling.max_new_tokens,
+        logprobs=0,
+        seed=seed,
+    )
     start = time.perf_counter()
     out = llm.generate(texts, params, use_tqdm=False)
     seconds = time.perf_counter() - start
@@ -169,7 +191,9 @@ def report(results: list[dict]) -> str:
     ]
     for res in results:
         for arm, row in res["throughput"].items():
-            lines.append(f"| {res['model']} | {res['parameters'] / 1e6:.1f}M | {arm} | {row['completions_per_s']:.1f} | {row['tokens_per_s']:.1f} |")
+            lines.append(
+                f"| {res['model']} | {res['parameters'] / 1e6:.1f}M | {arm} | {row['completions_per_s']:.1f} | {row['tokens_per_s']:.1f} |"
+            )
     lines += [
         "",
         "| model | coevo-vLLM / direct vLLM (tokens/s) | coevo-vLLM / HF | sync: state dict (s) | sync: checkpoint dir (s) | restart (s) | state dict / restart | dir / restart |",

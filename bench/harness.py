@@ -84,7 +84,11 @@ def config(arm: str, seed: int, args: argparse.Namespace, out_dir: Path):
     }
     if args.scenario == "instruction":
         base["policy"]["checkpoint"] = str(ROOT / "models" / "smollm2-135m-instruct")
-        base["run"]["retention"] = {"keep_last": 1, "keep_every": 10**6, "keep_best": False}  # bounded disk: the newest checkpoint only
+        base["run"]["retention"] = {
+            "keep_last": 1,
+            "keep_every": 10**6,
+            "keep_best": False,
+        }  # bounded disk: the newest checkpoint only
     if args.scenario == "shaping":
         base["rewards"] = [{"function": "verifier"}, {"function": "bench.shaping:length", "weight": 1.0}]
     return load_config(scenario["params"], deep_merge(base, scenario["arms"][arm]))
@@ -102,7 +106,9 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
     set_threads(cfg)
     summary = train(cfg, Console(quiet=True))
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    reports = [json.loads((out_dir / "reports" / f"iter_{it:04d}.json").read_text()) for it in range(1, args.iterations + 1)]
+    reports = [
+        json.loads((out_dir / "reports" / f"iter_{it:04d}.json").read_text()) for it in range(1, args.iterations + 1)
+    ]
     backtests = [r["harness"]["entry"] for r in reports if r.get("harness", {}).get("entry")]
     fixed = next((e["iteration"] for e in backtests if e["accepted"]), None)
     return {
@@ -112,7 +118,9 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
         "final_acc": summary["final_eval"]["eval/acc"],
         "curve": [{"iteration": p["iteration"], "acc": p["eval/acc"]} for p in summary["curve"]],
         "zero_var_share": [row["coevo/zero_var_share"] for row in rows],
-        "backtests": [{k: e[k] for k in ("iteration", "knob", "from", "value", "before", "after", "accepted")} for e in backtests],
+        "backtests": [
+            {k: e[k] for k in ("iteration", "knob", "from", "value", "before", "after", "accepted")} for e in backtests
+        ],
         "fixed_at": fixed,
         "final": reports[-1].get("harness", {}).get("in_force", in_force(cfg)),
         "mean_reward": [row["verify/reward_mean"] for row in rows],
@@ -137,17 +145,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--scenario", default="temperature", choices=list(SCENARIOS))
-    parser.add_argument("--arms", nargs="+", default=["bad", "bad+harness", "good"], choices=["bad", "bad+harness", "good"])
+    parser.add_argument(
+        "--arms", nargs="+", default=["bad", "bad+harness", "good"], choices=["bad", "bad+harness", "good"]
+    )
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    args.name = "-".join(["harness", *([args.scenario] if args.scenario != "temperature" else []), *([args.tag] if args.tag else [])])
+    args.name = "-".join(
+        ["harness", *([args.scenario] if args.scenario != "temperature" else []), *([args.tag] if args.tag else [])]
+    )
     results = [run(arm, seed, args) for seed in args.seeds for arm in args.arms]
-    text = markdown(results, {"temperature": "temperature", "instruction": "instruction", "shaping": "weight:length"}[args.scenario])
+    text = markdown(
+        results, {"temperature": "temperature", "instruction": "instruction", "shaping": "weight:length"}[args.scenario]
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "runs": results}, indent=2))
-    (RESULTS / f"{args.name}.md").write_text(f"{args.iterations} iterations per arm, injected {SCENARIOS[args.scenario]['fault']}\n\n" + text)
+    (RESULTS / f"{args.name}.md").write_text(
+        f"{args.iterations} iterations per arm, injected {SCENARIOS[args.scenario]['fault']}\n\n" + text
+    )
     print(text)
 
 

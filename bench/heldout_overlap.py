@@ -49,7 +49,9 @@ def count(root: Path, params: str, overrides: dict, seed: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=Path("."), help="checkout whose params.yaml and examples/ are read")
+    parser.add_argument(
+        "--root", type=Path, default=Path("."), help="checkout whose params.yaml and examples/ are read"
+    )
     args = parser.parse_args()
     print("| case | seed | test problems | same operands as training | commuted twin of training | overlapping |")
     print("|---|---|---|---|---|---|")

@@ -38,8 +38,26 @@ def vllm_server(model: Path, log: Path, startup_s: float = 900) -> Iterator[str]
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name", "judge"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager"]
+    command = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        "judge",
+    ]
+    command += [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "1024",
+        "--enforce-eager",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     with log.open("w") as out:
         server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -67,7 +85,14 @@ def responses(url: str, prompts: list[str], samples: int, seed: int) -> list[lis
     client = openai.OpenAI(base_url=url, api_key="EMPTY", timeout=300)
     out = []
     for i, prompt in enumerate(prompts):
-        reply = client.chat.completions.create(model="judge", messages=[{"role": "user", "content": prompt}], n=samples, temperature=1.0, max_tokens=48, seed=seed + i)
+        reply = client.chat.completions.create(
+            model="judge",
+            messages=[{"role": "user", "content": prompt}],
+            n=samples,
+            temperature=1.0,
+            max_tokens=48,
+            seed=seed + i,
+        )
         out.append([choice.message.content or "" for choice in reply.choices])
     return out
 
@@ -110,7 +135,9 @@ def main() -> None:
             cache_path.unlink(missing_ok=True)
             passes = []
             for label in ("cold", "rerun"):
-                judge = Judge(ChatEndpoint(url, "judge", "EMPTY", timeout_s=120), JudgeCache(cache_path), args.workers, scoring)
+                judge = Judge(
+                    ChatEndpoint(url, "judge", "EMPTY", timeout_s=120), JudgeCache(cache_path), args.workers, scoring
+                )
                 start = time.perf_counter()
                 judged = judge.score(items)
                 seconds = time.perf_counter() - start
@@ -118,7 +145,12 @@ def main() -> None:
                                "requests": judge.stats.requests, "cache_hit_rate": judge.stats.cache_hits / len(items)})  # fmt: skip
             per_item = [j.score for j in judged]
             by_criterion = {c: per_item[i :: len(criteria)] for i, c in enumerate(criteria)}
-            rubric = [None if all(s is None for s in ss) else sum(s for s in ss if s is not None) / sum(s is not None for s in ss) for ss in zip(*by_criterion.values())]
+            rubric = [
+                None
+                if all(s is None for s in ss)
+                else sum(s for s in ss if s is not None) / sum(s is not None for s in ss)
+                for ss in zip(*by_criterion.values())
+            ]
             modes.append({
                 "scoring": scoring,
                 "passes": passes,

@@ -43,7 +43,9 @@ def batch(vocab: int, args, generator: torch.Generator) -> tuple[list[list[int]]
     groups = max(1, args.batch // 4)
     prompts = [torch.randint(100, vocab, (args.prompt_len,), generator=generator).tolist() for _ in range(groups)]
     rows = [prompts[i % groups] for i in range(args.batch)]
-    completions = [torch.randint(100, vocab, (args.completion_len,), generator=generator).tolist() for _ in range(args.batch)]
+    completions = [
+        torch.randint(100, vocab, (args.completion_len,), generator=generator).tolist() for _ in range(args.batch)
+    ]
     advantages = torch.tensor([1.0 if i % 2 else -1.0 for i in range(args.batch)])  # [B]
     return rows, completions, advantages
 
@@ -58,7 +60,10 @@ def step(policy, optimizer, packed, advantages: torch.Tensor, clip: float) -> No
 
 
 def run_arm(arm: str, args) -> dict:
-    overrides = {"policy": {"dtype": args.dtype, "lora": {"rank": args.rank if arm == "lora" else 0, "lr": 1e-4}}, "optim": {"lr": 1e-5}}
+    overrides = {
+        "policy": {"dtype": args.dtype, "lora": {"rank": args.rank if arm == "lora" else 0, "lr": 1e-4}},
+        "optim": {"lr": 1e-5},
+    }
     cfg = load_config(ROOT / "params.yaml", overrides)
     policy = load_policy(args.model, "cpu", args.dtype)
     if arm == "lora":
@@ -79,7 +84,11 @@ def run_arm(arm: str, args) -> dict:
         start = time.perf_counter()
         save_checkpoint(out, policy, {"iteration": 1}, optimizer)
         save_s = time.perf_counter() - start
-        sizes = {"weights": weights_file(out).stat().st_size, "optimizer": (out / TRAINER_STATE).stat().st_size, "total": sum(p.stat().st_size for p in out.iterdir())}
+        sizes = {
+            "weights": weights_file(out).stat().st_size,
+            "optimizer": (out / TRAINER_STATE).stat().st_size,
+            "total": sum(p.stat().st_size for p in out.iterdir()),
+        }
     return {
         "arm": arm,
         "trainable_params": trainable,
@@ -104,7 +113,9 @@ def head_arm(args) -> dict:
 
     def every_position(model_, prompt_ids, prompt_mask, prompt_of):
         positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [U, P]
-        out = model_(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True)  # logits [U, P, V]
+        out = model_(
+            input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True
+        )  # logits [U, P, V]
         out.past_key_values.batch_select_indices(prompt_of)
         return out.logits[:, -1, :][prompt_of], out.past_key_values, prompt_mask[prompt_of], positions[prompt_of, -1:]
 

@@ -35,7 +35,10 @@ METHODS: dict[str, dict] = {
     "pmd": PMD,
     "ess": {"objective": {"name": "ess"}, "coevolver": {"kind": "none"}},
     "opsa": {"objective": {"name": "opsa"}, "coevolver": {"kind": "none"}},
-    "pmd-frozen-memory": {**PMD, "coevolver": {"kind": "memory", "frozen": True}},  # frozen after --frozen-after iterations
+    "pmd-frozen-memory": {
+        **PMD,
+        "coevolver": {"kind": "memory", "frozen": True},
+    },  # frozen after --frozen-after iterations
     "pmd-frozen-policy": {**PMD, "policy": {"frozen": True}},
     "pmd-no-coevolver": {**PMD, "coevolver": {"kind": "none"}},
 }
@@ -50,7 +53,8 @@ def overrides(method: str, seed: int, args: argparse.Namespace) -> dict:
         "run": {"out_dir": str(out / method), "iterations": 10**6, "time_budget_s": args.budget_s},
         "problems": {"data_dir": str(out / "data")},
         "policy": {"threads": 1},
-        "bootstrap": {"steps": args.bootstrap_steps, "time_budget_s": 10**5} | ({} if args.recall_prob is None else {"recall_prob": args.recall_prob}),
+        "bootstrap": {"steps": args.bootstrap_steps, "time_budget_s": 10**5}
+        | ({} if args.recall_prob is None else {"recall_prob": args.recall_prob}),
         "eval": {"every": args.eval_every},
     }
     method_params = METHODS[method]
@@ -68,7 +72,12 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
     from coevo.config import deep_merge, load_config
     from coevo.driver import set_threads
 
-    cfg = load_config(args.params, deep_merge(overrides("grpo", seed, args), {"run": {"out_dir": str(RESULTS / args.name / f"seed{seed}" / "_bootstrap")}}))
+    cfg = load_config(
+        args.params,
+        deep_merge(
+            overrides("grpo", seed, args), {"run": {"out_dir": str(RESULTS / args.name / f"seed{seed}" / "_bootstrap")}}
+        ),
+    )
     set_threads(cfg)
     stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
     return str(cfg.bootstrap_dir)
@@ -163,7 +172,13 @@ def plot(results: list[dict], methods: list[str], out: Path) -> list[Path]:
         for r in (r for r in results if r["method"] == method):
             xs, ys = [p["seconds"] for p in r["curve"]], [p["eval/acc"] for p in r["curve"]]
             ax.plot(xs, ys, marker=".", label=f"seed {r['seed']}")
-            ax_all.plot(xs, ys, color=f"C{methods.index(method)}", alpha=0.7, label=method if r["seed"] == results[0]["seed"] else None)
+            ax_all.plot(
+                xs,
+                ys,
+                color=f"C{methods.index(method)}",
+                alpha=0.7,
+                label=method if r["seed"] == results[0]["seed"] else None,
+            )
         ax.set(title=method, xlabel="training seconds", ylabel="held-out greedy accuracy")
         ax.legend()
         path = out / f"curve_{method}.png"
@@ -183,7 +198,15 @@ def log_to_mlflow(rows: list[dict], files: list[Path], args: argparse.Namespace)
     mlflow.set_tracking_uri(args.mlflow_uri)
     mlflow.set_experiment("coevo-bench")
     with mlflow.start_run(run_name=args.name):
-        mlflow.log_params({"seeds": " ".join(map(str, args.seeds)), "budget_s": args.budget_s, "workers": args.workers, "bootstrap_steps": args.bootstrap_steps, "recall_prob": args.recall_prob})
+        mlflow.log_params(
+            {
+                "seeds": " ".join(map(str, args.seeds)),
+                "budget_s": args.budget_s,
+                "workers": args.workers,
+                "bootstrap_steps": args.bootstrap_steps,
+                "recall_prob": args.recall_prob,
+            }
+        )
         for row in rows:
             mlflow.log_metric(f"{row['method']}/acc_mean", row["acc_mean"])
             mlflow.log_metric(f"{row['method']}/response_len", row["response_len"])
@@ -194,15 +217,37 @@ def log_to_mlflow(rows: list[dict], files: list[Path], args: argparse.Namespace)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="the params file every run starts from (e.g. examples/smollm2.yaml)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a params override of every run, as `coevo train --set` (repeatable)")
+    parser.add_argument(
+        "--params",
+        type=Path,
+        default=ROOT / "params.yaml",
+        help="the params file every run starts from (e.g. examples/smollm2.yaml)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a params override of every run, as `coevo train --set` (repeatable)",
+    )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--budget-s", type=float, default=150.0, help="wall-clock budget of each run (seconds)")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--frozen-after", type=int, default=10, help="pmd-frozen-memory: the memory stops evolving after this many iterations")
-    parser.add_argument("--bootstrap-steps", type=int, default=150, help="warm-start steps (params.yaml's default is 150)")
-    parser.add_argument("--recall-prob", type=float, help="bootstrap.recall_prob, the share of recall exercises in the warm start (default: params.yaml's)")
+    parser.add_argument(
+        "--frozen-after",
+        type=int,
+        default=10,
+        help="pmd-frozen-memory: the memory stops evolving after this many iterations",
+    )
+    parser.add_argument(
+        "--bootstrap-steps", type=int, default=150, help="warm-start steps (params.yaml's default is 150)"
+    )
+    parser.add_argument(
+        "--recall-prob",
+        type=float,
+        help="bootstrap.recall_prob, the share of recall exercises in the warm start (default: params.yaml's)",
+    )
     parser.add_argument("--tag", default="", help="results go to bench/results/methods-<tag>")
     parser.add_argument("--mlflow", action="store_true", help="log the table and plots to MLflow")
     parser.add_argument("--mlflow-uri", default=f"sqlite:///{ROOT / 'bench' / 'results' / 'mlflow.db'}")
@@ -212,12 +257,18 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
         boots = dict(zip(args.seeds, pool.map(bootstrap, args.seeds, [args] * len(args.seeds))))
-        jobs = [(m, s) for i, s in enumerate(args.seeds) for m in args.methods[i % len(args.methods) :] + args.methods[: i % len(args.methods)]]
+        jobs = [
+            (m, s)
+            for i, s in enumerate(args.seeds)
+            for m in args.methods[i % len(args.methods) :] + args.methods[: i % len(args.methods)]
+        ]
         futures = [pool.submit(run, m, s, args, boots[s]) for m, s in jobs]
         results = [f.result() for f in futures]
     rows = table(results, args.methods)
     text = markdown(rows)
-    (out / "results.json").write_text(json.dumps({"args": vars(args), "table": rows, "runs": results}, indent=2, default=str))
+    (out / "results.json").write_text(
+        json.dumps({"args": vars(args), "table": rows, "runs": results}, indent=2, default=str)
+    )
     (out / "table.md").write_text(text)
     files = plot(results, args.methods, out)
     if args.mlflow:

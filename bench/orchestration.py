@@ -59,7 +59,9 @@ from coevo.store.catalog import Catalog
 
 STAGES = ("rollout", "verify", "coevolve", "update", "ingest")
 # the stages' compute, the catalog ingest's included: what is left is the orchestration's own cost
-STAGE_FUNCTIONS = [(stages, name) for name in ("rollout_stage", "verify_stage", "coevolve_stage", "update_stage", "evaluate_stage")]
+STAGE_FUNCTIONS = [
+    (stages, name) for name in ("rollout_stage", "verify_stage", "coevolve_stage", "update_stage", "evaluate_stage")
+]
 STAGE_FUNCTIONS.append((Catalog, "ingest"))
 
 
@@ -115,13 +117,22 @@ class CpuMeter:
     def metering(self) -> Iterator[None]:
         with ExitStack() as stack:
             for owner, name in STAGE_FUNCTIONS:
-                stack.enter_context(wrapped(owner, name, functools.partial(self._metered, mark=name == "rollout_stage")))
+                stack.enter_context(
+                    wrapped(owner, name, functools.partial(self._metered, mark=name == "rollout_stage"))
+                )
             yield
 
     def _metered(self, function, mark: bool):
         def metered(*args, **kwargs):
             if mark:
-                self.marks.append((process_cpu(), prefect_server_cpu() if self.with_server else 0.0, time.thread_time(), self.in_stages))
+                self.marks.append(
+                    (
+                        process_cpu(),
+                        prefect_server_cpu() if self.with_server else 0.0,
+                        time.thread_time(),
+                        self.in_stages,
+                    )
+                )
             start = time.thread_time()
             try:
                 return function(*args, **kwargs)
@@ -137,7 +148,12 @@ class CpuMeter:
         (process0, server0, main0, stages0), (process1, server1, main1, stages1) = self.marks[skip], self.marks[-1]
         steps = len(self.marks) - 1 - skip
         total = (process1 - process0 + server1 - server0) / steps
-        return {"total": total, "server": (server1 - server0) / steps, "main": (main1 - main0) / steps, "outside_stages": total - (stages1 - stages0) / steps}
+        return {
+            "total": total,
+            "server": (server1 - server0) / steps,
+            "main": (main1 - main0) / steps,
+            "outside_stages": total - (stages1 - stages0) / steps,
+        }
 
 
 def stage_means(run_dir: Path) -> dict[str, float]:
@@ -154,7 +170,11 @@ def run_arm(arm: str, run_dir: Path, iterations: int, extra: dict | None = None)
     cfg, overrides = prepared_config(run_dir, iterations, extra)
     clock, cpu = PhaseClock(), CpuMeter(with_server=arm == "flow")
     start = time.perf_counter()
-    with cpu.metering(), clock.timing(stages, "rollout_stage", "rollout", mark=True), clock.timing(stages, "evaluate_stage", "eval"):
+    with (
+        cpu.metering(),
+        clock.timing(stages, "rollout_stage", "rollout", mark=True),
+        clock.timing(stages, "evaluate_stage", "eval"),
+    ):
         train(cfg, Console(quiet=True)) if arm == "driver" else train_flow(str(ROOT / "params.yaml"), overrides)
     return {
         "wall_s": time.perf_counter() - start,
@@ -168,20 +188,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--problems-per-iter", type=int, default=None, help="rollout.problems_per_iter (default: params.yaml's, the default scale)")
+    parser.add_argument(
+        "--problems-per-iter",
+        type=int,
+        default=None,
+        help="rollout.problems_per_iter (default: params.yaml's, the default scale)",
+    )
     add_output_args(parser, "orchestration")
     args = parser.parse_args()
     quiet_libraries()
     server_startup_cpu = start_prefect_server()
     scale = {"rollout": {"problems_per_iter": args.problems_per_iter}} if args.problems_per_iter else None
-    runs = alternate(["driver", "flow"], args.rounds, lambda arm, rep: run_arm(arm, RESULTS / "tmp" / f"orchestration-{arm}-{rep}", args.iterations, scale))
+    runs = alternate(
+        ["driver", "flow"],
+        args.rounds,
+        lambda arm, rep: run_arm(arm, RESULTS / "tmp" / f"orchestration-{arm}-{rep}", args.iterations, scale),
+    )
     stage_names = sorted({s for arm in runs.values() for run in arm for s in run["stage_s"]})
     summary = {
         arm: {
             "stage_s": {s: spread([run["stage_s"].get(s, 0.0) for run in arm_runs]) for s in stage_names},
             "stages_total_s": spread([sum(run["stage_s"].get(s, 0.0) for s in STAGES) for run in arm_runs]),
             "iteration_wall_s": spread([run["iteration_wall_s"] for run in arm_runs]),
-            **{f"iteration_cpu_{k}_s": spread([run["iteration_cpu_s"][k] for run in arm_runs]) for k in ("total", "server", "main", "outside_stages")},
+            **{
+                f"iteration_cpu_{k}_s": spread([run["iteration_cpu_s"][k] for run in arm_runs])
+                for k in ("total", "server", "main", "outside_stages")
+            },
         }
         for arm, arm_runs in runs.items()
     }
@@ -189,32 +221,101 @@ def main() -> None:
     overhead = {
         "stages": f["stages_total_s"]["median"] / d["stages_total_s"]["median"] - 1,
         "iteration_wall": f["iteration_wall_s"]["median"] / d["iteration_wall_s"]["median"] - 1,
-        "per_round_iteration_wall": [fr["iteration_wall_s"] / dr["iteration_wall_s"] - 1 for dr, fr in zip(runs["driver"], runs["flow"])],
+        "per_round_iteration_wall": [
+            fr["iteration_wall_s"] / dr["iteration_wall_s"] - 1 for dr, fr in zip(runs["driver"], runs["flow"])
+        ],
         # the least disturbed run of each arm: this machine's noise only ever adds time
         "fastest_iteration_wall": f["iteration_wall_s"]["min"] / d["iteration_wall_s"]["min"] - 1,
         "main_thread_cpu": f["iteration_cpu_main_s"]["median"] / d["iteration_cpu_main_s"]["median"] - 1,
         "iteration_cpu": f["iteration_cpu_total_s"]["median"] / d["iteration_cpu_total_s"]["median"] - 1,
         # the flow's own CPU beyond the driver's, relative to the driver's whole iteration
-        "orchestration_cpu": (f["iteration_cpu_outside_stages_s"]["median"] - d["iteration_cpu_outside_stages_s"]["median"]) / d["iteration_cpu_total_s"]["median"],
+        "orchestration_cpu": (
+            f["iteration_cpu_outside_stages_s"]["median"] - d["iteration_cpu_outside_stages_s"]["median"]
+        )
+        / d["iteration_cpu_total_s"]["median"],
     }
     rows = []
     for stage in (*STAGES, "eval"):
         ds, fs = d["stage_s"].get(stage, {"median": 0.0}), f["stage_s"].get(stage, {"median": 0.0})
         change = f"{(fs['median'] / ds['median'] - 1) * 100:+.0f}%" if ds["median"] else "flow only"
         rows.append([stage, f"{ds['median']:.3f}", f"{fs['median']:.3f}", change])
-    rows.append(["all stages", f"{d['stages_total_s']['median']:.3f}", f"{f['stages_total_s']['median']:.3f}", f"{overhead['stages'] * 100:+.1f}%"])
-    rows.append(["wall per iteration", f"{d['iteration_wall_s']['median']:.3f}", f"{f['iteration_wall_s']['median']:.3f}", f"{overhead['iteration_wall'] * 100:+.1f}%"])
-    rows.append(["  median of the rounds' flow/driver ratios", "", "", f"{statistics.median(overhead['per_round_iteration_wall']) * 100:+.1f}%"])
-    rows.append(["  fastest run of each arm", f"{d['iteration_wall_s']['min']:.3f}", f"{f['iteration_wall_s']['min']:.3f}", f"{overhead['fastest_iteration_wall'] * 100:+.1f}%"])
-    rows.append(["main thread CPU per iteration (the critical path)", f"{d['iteration_cpu_main_s']['median']:.3f}", f"{f['iteration_cpu_main_s']['median']:.3f}", f"{overhead['main_thread_cpu'] * 100:+.1f}%"])
-    rows.append(["CPU per iteration (+ Prefect server)", f"{d['iteration_cpu_total_s']['median']:.3f}", f"{f['iteration_cpu_total_s']['median']:.3f}", f"{overhead['iteration_cpu'] * 100:+.1f}%"])
+    rows.append(
+        [
+            "all stages",
+            f"{d['stages_total_s']['median']:.3f}",
+            f"{f['stages_total_s']['median']:.3f}",
+            f"{overhead['stages'] * 100:+.1f}%",
+        ]
+    )
+    rows.append(
+        [
+            "wall per iteration",
+            f"{d['iteration_wall_s']['median']:.3f}",
+            f"{f['iteration_wall_s']['median']:.3f}",
+            f"{overhead['iteration_wall'] * 100:+.1f}%",
+        ]
+    )
+    rows.append(
+        [
+            "  median of the rounds' flow/driver ratios",
+            "",
+            "",
+            f"{statistics.median(overhead['per_round_iteration_wall']) * 100:+.1f}%",
+        ]
+    )
+    rows.append(
+        [
+            "  fastest run of each arm",
+            f"{d['iteration_wall_s']['min']:.3f}",
+            f"{f['iteration_wall_s']['min']:.3f}",
+            f"{overhead['fastest_iteration_wall'] * 100:+.1f}%",
+        ]
+    )
+    rows.append(
+        [
+            "main thread CPU per iteration (the critical path)",
+            f"{d['iteration_cpu_main_s']['median']:.3f}",
+            f"{f['iteration_cpu_main_s']['median']:.3f}",
+            f"{overhead['main_thread_cpu'] * 100:+.1f}%",
+        ]
+    )
+    rows.append(
+        [
+            "CPU per iteration (+ Prefect server)",
+            f"{d['iteration_cpu_total_s']['median']:.3f}",
+            f"{f['iteration_cpu_total_s']['median']:.3f}",
+            f"{overhead['iteration_cpu'] * 100:+.1f}%",
+        ]
+    )
     rows.append(["  of it Prefect server", "-", f"{f['iteration_cpu_server_s']['median']:.3f}", ""])
-    rows.append(["  of it outside the stages and ingest", f"{d['iteration_cpu_outside_stages_s']['median']:.3f}", f"{f['iteration_cpu_outside_stages_s']['median']:.3f}", f"{overhead['orchestration_cpu'] * 100:+.1f}%"])
+    rows.append(
+        [
+            "  of it outside the stages and ingest",
+            f"{d['iteration_cpu_outside_stages_s']['median']:.3f}",
+            f"{f['iteration_cpu_outside_stages_s']['median']:.3f}",
+            f"{overhead['orchestration_cpu'] * 100:+.1f}%",
+        ]
+    )
     per_round = ", ".join(f"{o * 100:+.1f}%" for o in overhead["per_round_iteration_wall"])
     shape = f"{args.problems_per_iter} problems per iteration" if args.problems_per_iter else "default scale"
     title = f"flow vs plain driver, {shape}, {args.iterations} iterations x {args.rounds} rounds (median s per iteration; per round: {per_round}; Prefect server start-up {server_startup_cpu:.1f} s CPU, once)"
-    report = {"iterations": args.iterations, "rounds": args.rounds, "scale": scale, "runs": runs, "summary": summary, "overhead": overhead, "prefect_server_startup_cpu_s": server_startup_cpu}
-    publish("orchestration", args.out, report, table(title, ["stage", "driver", "flow", "overhead"], rows), lambda png: plot(png, runs), args.mlflow)
+    report = {
+        "iterations": args.iterations,
+        "rounds": args.rounds,
+        "scale": scale,
+        "runs": runs,
+        "summary": summary,
+        "overhead": overhead,
+        "prefect_server_startup_cpu_s": server_startup_cpu,
+    }
+    publish(
+        "orchestration",
+        args.out,
+        report,
+        table(title, ["stage", "driver", "flow", "overhead"], rows),
+        lambda png: plot(png, runs),
+        args.mlflow,
+    )
 
 
 def plot(png: Path, runs: dict[str, list[dict]]) -> None:
@@ -228,8 +329,18 @@ def plot(png: Path, runs: dict[str, list[dict]]) -> None:
             xs = [r * 3 + index for r in range(len(arm_runs))]
             ax.bar(xs, heights, bottom=bottom, color=f"C{STAGES.index(stage)}", label=stage if index == 0 else None)
             bottom = [b + h for b, h in zip(bottom, heights)]
-        ax.scatter([r * 3 + index for r in range(len(arm_runs))], [run["iteration_wall_s"] for run in arm_runs], color="k", marker="_", s=200, label="wall" if index == 0 else None)
-    ax.set_xticks([r * 3 + i for r in range(len(runs["driver"])) for i in range(2)], [f"{arm[0]}{r + 1}" for r in range(len(runs["driver"])) for arm in runs])
+        ax.scatter(
+            [r * 3 + index for r in range(len(arm_runs))],
+            [run["iteration_wall_s"] for run in arm_runs],
+            color="k",
+            marker="_",
+            s=200,
+            label="wall" if index == 0 else None,
+        )
+    ax.set_xticks(
+        [r * 3 + i for r in range(len(runs["driver"])) for i in range(2)],
+        [f"{arm[0]}{r + 1}" for r in range(len(runs["driver"])) for arm in runs],
+    )
     ax.set_ylabel("s per iteration")
     ax.set_title("driver (d) vs flow (f) per round")
     ax.legend(fontsize=7)

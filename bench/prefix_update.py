@@ -26,7 +26,6 @@ FLOPs (2 x weights x tokens per forward, LoRA backward ~ one forward: input grad
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -68,8 +67,9 @@ def config(args, objective: str = "grpo", mode: str = "minibatch", data_dir: str
         "objective": {"name": objective, "drop_zero_variance": False, "teacher": {"sources": ["coevolver"]}},
         "problems": {"data_dir": data_dir},
     }
-    from coevo.config import deep_merge
     import yaml
+
+    from coevo.config import deep_merge
 
     raw = deep_merge(yaml.safe_load((ROOT / "examples" / "smollm2.yaml").read_text()), overrides)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
@@ -122,7 +122,9 @@ class Arm:
 
     def step(self, rollouts: pd.DataFrame, rewards: pd.DataFrame, seed: int) -> None:
         start = time.perf_counter()
-        self.stats = policy_update(self.policy, self.optimizer, self.objective, rollouts, rewards, self.cfg, seed, teacher=self.teacher)
+        self.stats = policy_update(
+            self.policy, self.optimizer, self.objective, rollouts, rewards, self.cfg, seed, teacher=self.teacher
+        )
         self.times.append(time.perf_counter() - start)
 
 
@@ -132,10 +134,26 @@ def tokens_of(arm: Arm, rollouts: pd.DataFrame) -> dict:
 
     prompts = [tuple(p) for p in rollouts.sort_values(["problem_id"], kind="stable")["prompt_ids"]]
     completions = sum(len(c) for c in rollouts["completion_ids"])
-    batches = epoch_minibatches(len(prompts), arm.cfg.rollout.group_size, arm.cfg.optim.minibatch_size, arm.cfg.policy.shared_prefix, torch.Generator().manual_seed(0))
+    batches = epoch_minibatches(
+        len(prompts),
+        arm.cfg.rollout.group_size,
+        arm.cfg.optim.minibatch_size,
+        arm.cfg.policy.shared_prefix,
+        torch.Generator().manual_seed(0),
+    )
     grad_prompt = sum(len(p) for b in batches for p in {prompts[i] for i in b})
-    old_prompt = sum(len(p) for s in range(0, len(prompts), arm.cfg.optim.minibatch_size) for p in set(prompts[s : s + arm.cfg.optim.minibatch_size]))
-    return {"completion": completions, "grad_prompt": grad_prompt, "old_prompt": old_prompt, "distinct_prompts": len(set(prompts)), "rows": len(prompts)}
+    old_prompt = sum(
+        len(p)
+        for s in range(0, len(prompts), arm.cfg.optim.minibatch_size)
+        for p in set(prompts[s : s + arm.cfg.optim.minibatch_size])
+    )
+    return {
+        "completion": completions,
+        "grad_prompt": grad_prompt,
+        "old_prompt": old_prompt,
+        "distinct_prompts": len(set(prompts)),
+        "rows": len(prompts),
+    }
 
 
 def flops(tok: dict, model) -> float:
@@ -170,16 +188,29 @@ def main() -> None:
     for arm in arms:
         tok = tokens_of(arm, rollouts)
         median = statistics.median(arm.times)
-        rows.append({"arm": arm.name, "median_s": median, "min_s": min(arm.times), "max_s": max(arm.times), "times": arm.times, "tokens": tok,
-                     "gflop": flops(tok, arm.policy.model) / 1e9, "achieved_gflops": flops(tok, arm.policy.model) / 1e9 / median,
-                     "teacher_reused_frac": arm.stats.get("policy/teacher_reused_frac"), "steps": arm.stats.get("policy/steps")})
+        rows.append(
+            {
+                "arm": arm.name,
+                "median_s": median,
+                "min_s": min(arm.times),
+                "max_s": max(arm.times),
+                "times": arm.times,
+                "tokens": tok,
+                "gflop": flops(tok, arm.policy.model) / 1e9,
+                "achieved_gflops": flops(tok, arm.policy.model) / 1e9 / median,
+                "teacher_reused_frac": arm.stats.get("policy/teacher_reused_frac"),
+                "steps": arm.stats.get("policy/steps"),
+            }
+        )
     result = {"matmul_gflops": peak, "threads": args.threads, "rows": len(rollouts), "arms": rows}
     OUT.mkdir(parents=True, exist_ok=True)
     write_json(OUT / f"result_t{args.threads}.json", result)
     print(f"matmul peak {peak:.1f} GFLOP/s at {args.threads} thread(s)")
     print("| arm | median s | min-max s | GFLOP (est.) | GFLOP/s | teacher reused |")
     for r in rows:
-        print(f"| {r['arm']} | {r['median_s']:.1f} | {r['min_s']:.1f}-{r['max_s']:.1f} | {r['gflop']:.0f} | {r['achieved_gflops']:.1f} | {r['teacher_reused_frac']} |")
+        print(
+            f"| {r['arm']} | {r['median_s']:.1f} | {r['min_s']:.1f}-{r['max_s']:.1f} | {r['gflop']:.0f} | {r['achieved_gflops']:.1f} | {r['teacher_reused_frac']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,16 @@ COEVO = Path(sys.executable).with_name("coevo")
 def run_seed(seed: int, params: Path, model: Path, overrides: list[str]) -> dict:
     """One training run; returns its curve, times and size (raises with the log's tail on failure)."""
     run_dir = OUT / f"seed{seed}"
-    sets = [f"seed={seed}", f"run.out_dir={run_dir}", f"problems.data_dir={OUT / 'data'}", f"policy.checkpoint={model}", *overrides]
-    command = [str(COEVO), "train", "--plain", "--json", "--params", str(params)] + [arg for s in sets for arg in ("--set", s)]
+    sets = [
+        f"seed={seed}",
+        f"run.out_dir={run_dir}",
+        f"problems.data_dir={OUT / 'data'}",
+        f"policy.checkpoint={model}",
+        *overrides,
+    ]
+    command = [str(COEVO), "train", "--plain", "--json", "--params", str(params)] + [
+        arg for s in sets for arg in ("--set", s)
+    ]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -51,7 +59,9 @@ def run_seed(seed: int, params: Path, model: Path, overrides: list[str]) -> dict
     phases = sorted({k for m in metrics for k in m if k.startswith("time/")})
     return {
         "seed": seed,
-        "curve": [{k: v for k, v in point.items() if k == "iteration" or k.startswith("eval/")} for point in summary["curve"]],
+        "curve": [
+            {k: v for k, v in point.items() if k == "iteration" or k.startswith("eval/")} for point in summary["curve"]
+        ],
         "start_acc": summary["initial_eval"]["eval/acc"],
         "final_acc": summary["final_eval"]["eval/acc"],
         "sampled_pass_rate": [round(m["verify/pass_rate"], 3) for m in metrics],
@@ -67,19 +77,27 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--params", type=Path, default=ROOT / "examples" / "smollm2.yaml")
     parser.add_argument("--model", type=Path, default=ROOT / "models" / "smollm2-135m-instruct")
-    parser.add_argument("--set", action="append", default=[], help="section.key=value for every seed (as coevo train --set).")
+    parser.add_argument(
+        "--set", action="append", default=[], help="section.key=value for every seed (as coevo train --set)."
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     runs = []
     for seed in args.seeds:
         runs.append(run_seed(seed, args.params.resolve(), args.model.resolve(), args.set))
-        write_json(OUT / "real_model.json", {"params": str(args.params), "overrides": args.set, "runs": runs})  # after each seed: a kill keeps the finished ones
+        write_json(
+            OUT / "real_model.json", {"params": str(args.params), "overrides": args.set, "runs": runs}
+        )  # after each seed: a kill keeps the finished ones
         r = runs[-1]
-        console.print(f"seed {seed}: acc {r['start_acc']:.3f} -> {r['final_acc']:.3f}, training {r['train_wall_s']:.0f} s, {r['run_dir_mb']:.1f} MB")
+        console.print(
+            f"seed {seed}: acc {r['start_acc']:.3f} -> {r['final_acc']:.3f}, training {r['train_wall_s']:.0f} s, {r['run_dir_mb']:.1f} MB"
+        )
     gains = [r["final_acc"] - r["start_acc"] for r in runs]
     console.print(f"mean gain {statistics.fmean(gains):+.3f} over {len(runs)} seed(s); curves:")
     for r in runs:
-        console.print(f"  seed {r['seed']}: " + "  ".join(f"{int(p['iteration'])}:{p['eval/acc']:.2f}" for p in r["curve"]))
+        console.print(
+            f"  seed {r['seed']}: " + "  ".join(f"{int(p['iteration'])}:{p['eval/acc']:.2f}" for p in r["curve"])
+        )
 
 
 if __name__ == "__main__":

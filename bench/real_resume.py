@@ -35,8 +35,16 @@ EVAL = ["problems.n_test=20", "eval.every=1000", "eval.pass_k=2"]
 
 
 def command(run_dir: Path, model: Path, iterations: int, extra: list[str]) -> list[str]:
-    sets = [f"run.out_dir={run_dir}", f"run.iterations={iterations}", f"problems.data_dir={OUT / 'data'}", f"policy.checkpoint={model}", *EVAL]
-    return [str(COEVO), "train", "--plain", "--params", str(ROOT / "examples" / "smollm2.yaml"), *extra] + [a for s in sets for a in ("--set", s)]
+    sets = [
+        f"run.out_dir={run_dir}",
+        f"run.iterations={iterations}",
+        f"problems.data_dir={OUT / 'data'}",
+        f"policy.checkpoint={model}",
+        *EVAL,
+    ]
+    return [str(COEVO), "train", "--plain", "--params", str(ROOT / "examples" / "smollm2.yaml"), *extra] + [
+        a for s in sets for a in ("--set", s)
+    ]
 
 
 def run(argv: list[str], log: Path, env: dict | None = None) -> None:
@@ -93,7 +101,9 @@ def main() -> None:
     }
     write_json(OUT / "real_resume.json", result)
     for it in sorted(a):
-        console.print(f"iter {it}: {a[it][:12]}  {b.get(it, 'missing')[:12]}  {'=' if a[it] == b.get(it) else 'DIFFERENT'}")
+        console.print(
+            f"iter {it}: {a[it][:12]}  {b.get(it, 'missing')[:12]}  {'=' if a[it] == b.get(it) else 'DIFFERENT'}"
+        )
     console.print(f"bit-identical: {a == b}; run dirs {result['run_dir_mb']}")
 
 

@@ -99,12 +99,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--arms", default="", help="comma-separated subset of the arms (in-process and bare process are always run: the ratios need them)")
+    parser.add_argument(
+        "--arms",
+        default="",
+        help="comma-separated subset of the arms (in-process and bare process are always run: the ratios need them)",
+    )
     parser.add_argument("--out", default=str(RESULTS / "sandbox.json"))
     args = parser.parse_args()
     problems = humaneval_problems()
-    jobs = [Job(program_of(p, s), tuple(t)) for p, s, t in zip(problems["prompt"], problems["solution"], problems["tests"])]
-    arms = {"in-process": in_process, "bare process": sandboxed("none", args.workers), "rlimits": sandboxed("rlimits", args.workers)}
+    jobs = [
+        Job(program_of(p, s), tuple(t)) for p, s, t in zip(problems["prompt"], problems["solution"], problems["tests"])
+    ]
+    arms = {
+        "in-process": in_process,
+        "bare process": sandboxed("none", args.workers),
+        "rlimits": sandboxed("rlimits", args.workers),
+    }
     if namespaces_available():
         arms["namespaces"] = sandboxed("namespaces", args.workers)
         arms["namespaces no-seccomp"] = namespaces_without_seccomp(args.workers)
@@ -133,21 +143,36 @@ def main() -> None:
         }
         for name in arms
     }
-    result = {"n": len(jobs), "workers": args.workers, "cores": os.cpu_count(), "machine": platform.platform(), "arms": rows}
+    result = {
+        "n": len(jobs),
+        "workers": args.workers,
+        "cores": os.cpu_count(),
+        "machine": platform.platform(),
+        "arms": rows,
+    }
     if "namespaces" in rows and "namespaces no-seccomp" in rows:  # paired by round: both saw the same machine
-        cost = [1000 * args.workers * (1 / on - 1 / off) for on, off in zip(rates["namespaces"], rates["namespaces no-seccomp"])]
+        cost = [
+            1000 * args.workers * (1 / on - 1 / off)
+            for on, off in zip(rates["namespaces"], rates["namespaces no-seccomp"])
+        ]
         result["seccomp_ms_per_sample_per_worker"] = {"median": statistics.median(cost), "rounds": cost}
         result["getppid_ns"] = syscall_ns()
     write_json(Path(args.out), result)
     print(f"{len(jobs)} HumanEval canonical solutions, {args.workers} workers, median of {args.rounds} rounds")
     print(f"{'arm':<24}{'verdicts/s':>12}{'ms/verdict/worker':>19}{'x in-proc':>11}{'x bare':>9}{'passed':>8}")
     for name, row in rows.items():
-        print(f"{name:<24}{row['verdicts_per_s']:>12.1f}{row['ms_per_verdict_per_worker']:>19.1f}{row['slowdown_vs_in_process']:>11.1f}{row['slowdown_vs_bare_process']:>9.2f}{row['passed']:>8}")
+        print(
+            f"{name:<24}{row['verdicts_per_s']:>12.1f}{row['ms_per_verdict_per_worker']:>19.1f}{row['slowdown_vs_in_process']:>11.1f}{row['slowdown_vs_bare_process']:>9.2f}{row['passed']:>8}"
+        )
     if "seccomp_ms_per_sample_per_worker" in result:
         cost = result["seccomp_ms_per_sample_per_worker"]
-        print(f"seccomp filter: {cost['median']:+.1f} ms per sample per worker (median of paired rounds: {', '.join(f'{c:+.1f}' for c in cost['rounds'])})")
+        print(
+            f"seccomp filter: {cost['median']:+.1f} ms per sample per worker (median of paired rounds: {', '.join(f'{c:+.1f}' for c in cost['rounds'])})"
+        )
         ns = result["getppid_ns"]
-        print(f"one getppid() from Python: {ns['seccomp']:.0f} ns with the filter, {ns['no seccomp']:.0f} ns without (median of 5 alternated runs)")
+        print(
+            f"one getppid() from Python: {ns['seccomp']:.0f} ns with the filter, {ns['no seccomp']:.0f} ns without (median of 5 alternated runs)"
+        )
     print(f"written: {args.out}")
 
 

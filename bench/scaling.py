@@ -34,7 +34,10 @@ SWEEPS = {"group_size": (8, 16, 32, 64), "problems_per_iter": (16, 32, 64, 128),
 
 
 def overrides(point: dict) -> dict:
-    return {"rollout": {"group_size": point["group_size"], "problems_per_iter": point["problems_per_iter"]}, "sampling": {"max_new_tokens": point["max_new_tokens"]}}
+    return {
+        "rollout": {"group_size": point["group_size"], "problems_per_iter": point["problems_per_iter"]},
+        "sampling": {"max_new_tokens": point["max_new_tokens"]},
+    }
 
 
 def name(point: dict) -> str:
@@ -45,7 +48,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--repetitions", type=int, default=1)
-    parser.add_argument("--points", type=int, default=3, help="Points per sweep (doublings from the default, at most 4).")
+    parser.add_argument(
+        "--points", type=int, default=3, help="Points per sweep (doublings from the default, at most 4)."
+    )
     add_output_args(parser, "scaling")
     args = parser.parse_args()
     from coevo.cli import quiet_libraries
@@ -56,8 +61,15 @@ def main() -> None:
         for value in values[: args.points]:
             point = {**DEFAULT, knob: value}
             points.setdefault(name(point), point)
-    runs = alternate(list(points), args.repetitions, lambda key, rep: coevo_step("driver", RESULTS / "tmp" / "scaling", args.iterations, overrides(points[key])))
-    summary = {key: {phase: spread([r[phase] for r in runs[key]])["median"] for phase in ("step", *PHASES, "completion_len")} for key in points}
+    runs = alternate(
+        list(points),
+        args.repetitions,
+        lambda key, rep: coevo_step("driver", RESULTS / "tmp" / "scaling", args.iterations, overrides(points[key])),
+    )
+    summary = {
+        key: {phase: spread([r[phase] for r in runs[key]])["median"] for phase in ("step", *PHASES, "completion_len")}
+        for key in points
+    }
     rows, sweeps = [], {}
     for knob, values in SWEEPS.items():
         keys = [name({**DEFAULT, knob: v}) for v in values[: args.points]]
@@ -65,11 +77,49 @@ def main() -> None:
         sweeps[knob] = keys
         for key in keys:
             s, n = summary[key], rollouts(points[key])
-            rows.append([knob, key, f"{n}", f"{s['completion_len']:.1f}", f"{s['step']:.3f}", f"{s['generation']:.3f}", f"{s['logprob/loss'] + s['optimizer']:.3f}", f"{s['other']:.3f}", f"{s['step'] / n * 1000:.2f}", f"{s['step'] / n / base:.2f}"])
-    columns = ["sweep", "point", "rollouts", "completion len", "step s", "generation s", "update s", "other s", "ms/rollout", "ms/rollout vs first"]
+            rows.append(
+                [
+                    knob,
+                    key,
+                    f"{n}",
+                    f"{s['completion_len']:.1f}",
+                    f"{s['step']:.3f}",
+                    f"{s['generation']:.3f}",
+                    f"{s['logprob/loss'] + s['optimizer']:.3f}",
+                    f"{s['other']:.3f}",
+                    f"{s['step'] / n * 1000:.2f}",
+                    f"{s['step'] / n / base:.2f}",
+                ]
+            )
+    columns = [
+        "sweep",
+        "point",
+        "rollouts",
+        "completion len",
+        "step s",
+        "generation s",
+        "update s",
+        "other s",
+        "ms/rollout",
+        "ms/rollout vs first",
+    ]
     title = f"coevo driver step time, iterations 2..{args.iterations - 1} of {args.iterations}, median of {args.repetitions}"
-    report = {"iterations": args.iterations, "repetitions": args.repetitions, "points": points, "runs": runs, "summary": summary, "sweeps": sweeps}
-    publish("scaling", args.out, report, table(title, columns, rows), lambda png: plot(png, points, summary, sweeps), args.mlflow)
+    report = {
+        "iterations": args.iterations,
+        "repetitions": args.repetitions,
+        "points": points,
+        "runs": runs,
+        "summary": summary,
+        "sweeps": sweeps,
+    }
+    publish(
+        "scaling",
+        args.out,
+        report,
+        table(title, columns, rows),
+        lambda png: plot(png, points, summary, sweeps),
+        args.mlflow,
+    )
 
 
 def rollouts(point: dict) -> int:
@@ -84,7 +134,13 @@ def plot(png: Path, points: dict, summary: dict, sweeps: dict) -> None:
         xs = [points[k][knob] for k in keys]
         for color, phase in enumerate(("step", "generation", "logprob/loss", "other")):
             ax.plot(xs, [summary[k][phase] for k in keys], marker="o", color=f"C{color}", label=phase)
-        ax.plot(xs, [summary[keys[0]]["step"] * x / xs[0] for x in xs], linestyle="--", color="grey", label="linear from first")
+        ax.plot(
+            xs,
+            [summary[keys[0]]["step"] * x / xs[0] for x in xs],
+            linestyle="--",
+            color="grey",
+            label="linear from first",
+        )
         ax.set_xscale("log", base=2)
         ax.set_xlabel(knob)
     axes[0].set_ylabel("s per step")

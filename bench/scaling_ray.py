@@ -53,12 +53,25 @@ def code_rollouts(cfg: Config) -> tuple[str, str]:
         solution = json.loads(p["answer"]).get("solution", "x") if str(p["answer"]).startswith("{") else "x"
         for slot in range(cfg.rollout.group_size):
             completion = FORMS[slot % len(FORMS)].format(solution=solution)
-            rows.append({
-                "rollout_id": f"0001-{p['id']}-{slot:03d}", "iteration": 1, "problem_id": p["id"], "family": p["family"],
-                "variant": "solo", "probe_skill": "", "skills": [], "question": p["prompt"], "prompt": p["prompt"],
-                "completion": completion, "prompt_ids": [1], "completion_ids": [2], "sampling_logprobs": [-1.0],
-                "finished": True, "policy_version": "bench",
-            })
+            rows.append(
+                {
+                    "rollout_id": f"0001-{p['id']}-{slot:03d}",
+                    "iteration": 1,
+                    "problem_id": p["id"],
+                    "family": p["family"],
+                    "variant": "solo",
+                    "probe_skill": "",
+                    "skills": [],
+                    "question": p["prompt"],
+                    "prompt": p["prompt"],
+                    "completion": completion,
+                    "prompt_ids": [1],
+                    "completion_ids": [2],
+                    "sampling_logprobs": [-1.0],
+                    "finished": True,
+                    "policy_version": "bench",
+                }
+            )
     frame = pd.DataFrame(rows)
     paths = []
     for j, part in enumerate((frame.iloc[: len(frame) // 2], frame.iloc[len(frame) // 2 :])):
@@ -74,10 +87,15 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
     """Verdicts/s of the 512-completion table: local unsharded vs 2 shards on 1 and on 2 Ray workers."""
     import ray
 
-    base = {"problems": {"source": "code-synth", "data_dir": str(tmp / "code-data")}, "run": {"out_dir": str(tmp / "code-run")}}
+    base = {
+        "problems": {"source": "code-synth", "data_dir": str(tmp / "code-data")},
+        "run": {"out_dir": str(tmp / "code-run")},
+    }
     cfg = load_config(ROOT / "params.yaml", base)
     train, (whole, *shards) = code_rollouts(cfg)
-    one_sandbox = cfg.model_copy(update={"code": cfg.code.model_copy(update={"sandbox": cfg.code.sandbox.model_copy(update={"workers": 1})})})
+    one_sandbox = cfg.model_copy(
+        update={"code": cfg.code.model_copy(update={"sandbox": cfg.code.sandbox.model_copy(update={"workers": 1})})}
+    )
     n = cfg.rollout.problems_per_iter * cfg.rollout.group_size
     times: dict[str, list[float]] = {"local (in process, sandbox workers: one per core)": []}
     for _ in range(rounds):
@@ -85,7 +103,13 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
         stages.verify_stage(cfg, 1, whole, train)
         times["local (in process, sandbox workers: one per core)"].append(time.perf_counter() - start)
     for workers in (1, 2):
-        ray.init(address="local", num_cpus=workers, object_store_memory=100 * 2**20, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            address="local",
+            num_cpus=workers,
+            object_store_memory=100 * 2**20,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
         remote, warm = ray.remote(num_cpus=1)(stages.verify_stage), ray.remote(num_cpus=1)(_import_stages)
         ray.get([warm.remote() for _ in range(workers)])  # start the worker processes and import coevo there
         key = f"ray, 2 shards on {workers} worker{'s' if workers > 1 else ''} (sandbox workers: 1 per shard)"
@@ -95,7 +119,10 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
             ray.get([remote.remote(one_sandbox, 1, shard, train, j, 2) for j, shard in enumerate(shards)])
             times[key].append(time.perf_counter() - start)
         ray.shutdown()
-    return {arm: {"seconds": statistics.median(ts), "verdicts_per_s": n / statistics.median(ts), "samples": n} for arm, ts in times.items()}
+    return {
+        arm: {"seconds": statistics.median(ts), "verdicts_per_s": n / statistics.median(ts), "samples": n}
+        for arm, ts in times.items()
+    }
 
 
 def _import_stages() -> None:
@@ -115,8 +142,10 @@ def flow_overhead(tmp: Path, iterations: int, bootstrap_steps: int | None = None
             if runner == "ray":  # the same bootstrap (its key matches): only the runner differs
                 shutil.copytree(tmp / "flow-local" / "run" / "bootstrap", run / "bootstrap")
             overrides = {
-                "run": {"out_dir": str(run), "iterations": iterations}, "problems": {"data_dir": str(tmp / "flow-data")},
-                "tracking": {"mlflow_uri": f"sqlite:///{tmp / f'mlflow-{runner}.db'}"}, "pipeline": {"task_runner": runner, "shards": 2},
+                "run": {"out_dir": str(run), "iterations": iterations},
+                "problems": {"data_dir": str(tmp / "flow-data")},
+                "tracking": {"mlflow_uri": f"sqlite:///{tmp / f'mlflow-{runner}.db'}"},
+                "pipeline": {"task_runner": runner, "shards": 2},
             }
             if bootstrap_steps is not None:  # a shorter warm start (the bench measures orchestration, not learning)
                 overrides["bootstrap"] = {"steps": bootstrap_steps}
@@ -124,8 +153,15 @@ def flow_overhead(tmp: Path, iterations: int, bootstrap_steps: int | None = None
             assert state.is_completed(), state
             lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
             per_iter = [m["time/rollout"] + m["time/verify"] for m in lines[1:]]
-            out[runner] = {"rollout_verify_s": statistics.median(per_iter), "iteration_s": statistics.median(sum(v for k, v in m.items() if k.startswith("time/")) for m in lines[1:])}
-            out[runner]["weights"] = json.loads((run / "checkpoints" / f"iter_{iterations:04d}" / "coevo.json").read_text())["weights_sha256"]
+            out[runner] = {
+                "rollout_verify_s": statistics.median(per_iter),
+                "iteration_s": statistics.median(
+                    sum(v for k, v in m.items() if k.startswith("time/")) for m in lines[1:]
+                ),
+            }
+            out[runner]["weights"] = json.loads(
+                (run / "checkpoints" / f"iter_{iterations:04d}" / "coevo.json").read_text()
+            )["weights_sha256"]
     assert out["local"]["weights"] == out["ray"]["weights"], "the Ray runner trained other weights than the local one"
     out["ray_overhead_s"] = out["ray"]["rollout_verify_s"] - out["local"]["rollout_verify_s"]
     return out
@@ -135,14 +171,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=4)
-    parser.add_argument("--bootstrap-steps", type=int, default=None, help="bootstrap.steps of the flow part (default: params.yaml's)")
+    parser.add_argument(
+        "--bootstrap-steps", type=int, default=None, help="bootstrap.steps of the flow part (default: params.yaml's)"
+    )
     parser.add_argument("--parts", default="verify,flow", help="verify (1.), flow (2.) or both")
     parser.add_argument("--out", type=Path, default=RESULTS / "scaling_ray.json")
     args = parser.parse_args()
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # Ray workers import coevo
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )  # Ray workers import coevo
     with tempfile.TemporaryDirectory() as tmp:
         result = {}
-        for part, measure in (("verify", lambda: verify_throughput(Path(tmp), args.rounds)), ("flow", lambda: flow_overhead(Path(tmp), args.iterations, args.bootstrap_steps))):
+        for part, measure in (
+            ("verify", lambda: verify_throughput(Path(tmp), args.rounds)),
+            ("flow", lambda: flow_overhead(Path(tmp), args.iterations, args.bootstrap_steps)),
+        ):
             if part in args.parts.split(","):
                 result[part] = {**measure(), "load_average": os.getloadavg()}
                 write_json(args.out, result)  # after each part: a stopped bench keeps what it measured

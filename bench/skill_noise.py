@@ -44,7 +44,9 @@ def load_groups(run_dir: Path) -> pd.DataFrame:
     """One row per (iteration, problem) group: question, variants, probe skill, pass rate, reward variance."""
     frames = []
     for path in sorted((run_dir / "rollouts").glob("iter_*.parquet")):
-        rollouts = pd.read_parquet(path, columns=["rollout_id", "iteration", "problem_id", "question", "variant", "probe_skill"])
+        rollouts = pd.read_parquet(
+            path, columns=["rollout_id", "iteration", "problem_id", "question", "variant", "probe_skill"]
+        )
         rewards = pd.read_parquet(run_dir / "rewards" / path.name, columns=["rollout_id", "reward", "passed"])
         frames.append(rollouts.merge(rewards, on="rollout_id", validate="one_to_one"))
     rows = pd.concat(frames, ignore_index=True)
@@ -76,16 +78,31 @@ def trial_groups_per_update(reports: list[dict]) -> list[int]:
         counts += list(per_skill.values())
         for sid in report["new_candidates"]:
             status[sid] = "trial"
-        for key, new in (("admitted", "active"), ("rejected", "retired"), ("promoted", "stable"), ("retired", "retired")):
+        for key, new in (
+            ("admitted", "active"),
+            ("rejected", "retired"),
+            ("promoted", "stable"),
+            ("retired", "retired"),
+        ):
             for entry in report[key]:
                 status[entry["id"]] = new
     return counts
 
 
 # ---- (a) admission noise through the real bank ----
-def simulate(bank_cfg: dict, rates: np.ndarray, per_update: list[int], effect: float, skills: int, seed: int, max_updates: int = 60) -> dict:
+def simulate(
+    bank_cfg: dict,
+    rates: np.ndarray,
+    per_update: list[int],
+    effect: float,
+    skills: int,
+    seed: int,
+    max_updates: int = 60,
+) -> dict:
     """Put `skills` trial skills in one real SkillBank and feed it simulated matched groups until each is decided."""
-    cfg = CoevolverConfig.model_validate({"skill_bank": {**bank_cfg, "max_active": 10**6}, "writer": {"candidates_per_iter": 0}})
+    cfg = CoevolverConfig.model_validate(
+        {"skill_bank": {**bank_cfg, "max_active": 10**6}, "writer": {"candidates_per_iter": 0}}
+    )
     bank = SkillBank(cfg, seed=0)
     ids = [bank.add(SkillDraft(text=f"skill {i}", family="f", key=f"k{i}", source="sim"), 0) for i in range(skills)]
     rng = np.random.default_rng(seed)
@@ -114,7 +131,9 @@ def simulate(bank_cfg: dict, rates: np.ndarray, per_update: list[int], effect: f
     }
 
 
-def _frames(owner: np.ndarray, base: np.ndarray, probe: np.ndarray, iteration: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _frames(
+    owner: np.ndarray, base: np.ndarray, probe: np.ndarray, iteration: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rollout and reward frames of the matched groups: group g probes skill owner[g] on its own problem."""
     groups, half = base.shape
     problem = np.repeat([f"p{iteration}-{g}" for g in range(groups)], 2 * half)
@@ -122,15 +141,26 @@ def _frames(owner: np.ndarray, base: np.ndarray, probe: np.ndarray, iteration: i
     passed = np.concatenate([base, probe], axis=1).reshape(-1)  # [groups * 2 * half]
     rollout_ids = [f"r{i}" for i in range(len(passed))]
     rollouts = pd.DataFrame(
-        {"rollout_id": rollout_ids, "problem_id": problem, "question": problem, "family": "f", "variant": variant, "probe_skill": np.repeat(owner, 2 * half)}
+        {
+            "rollout_id": rollout_ids,
+            "problem_id": problem,
+            "question": problem,
+            "family": "f",
+            "variant": variant,
+            "probe_skill": np.repeat(owner, 2 * half),
+        }
     )
     rewards = pd.DataFrame({"rollout_id": rollout_ids, "reward": passed.astype(float), "passed": passed})
     return rollouts, rewards
 
 
-def survival(bank_cfg: dict, rates: np.ndarray, per_update: list[int], effect: float, skills: int, seed: int, updates: int = 20) -> dict:
+def survival(
+    bank_cfg: dict, rates: np.ndarray, per_update: list[int], effect: float, skills: int, seed: int, updates: int = 20
+) -> dict:
     """Admitted (active) skills with a true `effect` through the real lifecycle: share still in use after `updates`."""
-    cfg = CoevolverConfig.model_validate({"skill_bank": {**bank_cfg, "max_active": 10**6}, "writer": {"candidates_per_iter": 0}})
+    cfg = CoevolverConfig.model_validate(
+        {"skill_bank": {**bank_cfg, "max_active": 10**6}, "writer": {"candidates_per_iter": 0}}
+    )
     bank = SkillBank(cfg, seed=0)
     ids = [bank.add(SkillDraft(text=f"skill {i}", family="f", key=f"k{i}", source="sim"), 0) for i in range(skills)]
     for sid in ids:
@@ -154,7 +184,7 @@ def survival(bank_cfg: dict, rates: np.ndarray, per_update: list[int], effect: f
 # ---- (b) probe cost ----
 def probe_cost(groups: pd.DataFrame) -> dict:
     matched = groups[groups["matched"]]
-    flat = (groups["reward_std"].fillna(0) == 0)
+    flat = groups["reward_std"].fillna(0) == 0
     last = groups.groupby("question")["pass_rate"].shift(1)  # the same question's previous group (any iteration before)
     saturated_before = last.isin([0.0, 1.0])
     sat_m, flat_m = saturated_before[groups["matched"]], flat[groups["matched"]]
@@ -197,7 +227,9 @@ def retirement(reports: list[dict]) -> dict:
         "lifetime_iters_max": max(lifetimes) if lifetimes else None,
         "utility_at_retirement_median": statistics.median(e[1] for e in ended.values()) if ended else None,
         "reasons": sorted({e[2] for e in ended.values()}),
-        "active_groups_per_skill_median": statistics.median(len(g) for g in gaps_active.values()) if gaps_active else None,
+        "active_groups_per_skill_median": statistics.median(len(g) for g in gaps_active.values())
+        if gaps_active
+        else None,
         "active_gap_mean": statistics.fmean(active_gaps) if active_gaps else None,
         "active_gap_sem": statistics.stdev(active_gaps) / len(active_gaps) ** 0.5 if len(active_gaps) > 1 else None,
         "active_gaps": len(active_gaps),
@@ -209,8 +241,12 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--sims", type=int, default=2000, help="Simulated skills per effect size.")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", action="append", default=[], help="coevolver.skill_bank override key=value (YAML value).")
-    parser.add_argument("--per-update", type=int, default=None, help="Matched groups per trial per update (default: as in RUN_DIR).")
+    parser.add_argument(
+        "--set", action="append", default=[], help="coevolver.skill_bank override key=value (YAML value)."
+    )
+    parser.add_argument(
+        "--per-update", type=int, default=None, help="Matched groups per trial per update (default: as in RUN_DIR)."
+    )
     parser.add_argument("--name", default="skill_noise", help="Result file name (one per setting).")
     add_output_args(parser, "skill_noise")
     args = parser.parse_args()
@@ -219,13 +255,48 @@ def main() -> None:
     rates, per_update = groups["pass_rate"].to_numpy(), trial_groups_per_update(reports) or [2]
     per_update = [args.per_update] if args.per_update else per_update
     sims = [simulate(overrides, rates, per_update, e, args.sims, args.seed + i) for i, e in enumerate(EFFECTS)]
-    lives = [survival(overrides, rates, per_update, e, args.sims // 4, args.seed + 10 + i) for i, e in enumerate(EFFECTS)]
+    lives = [
+        survival(overrides, rates, per_update, e, args.sims // 4, args.seed + 10 + i) for i, e in enumerate(EFFECTS)
+    ]
     cost, dynamics = probe_cost(groups), retirement(reports)
-    report = {"run_dir": str(args.run_dir), "skill_bank": overrides, "per_update_median": statistics.median(per_update), "admission": sims, "active_survival": lives, "probe_cost": cost, "retirement": dynamics}
-    rows = [[f"{s['effect']:+.1f}", f"{s['admitted']:.3f}", f"{s['undecided']:.3f}", f"{s['groups_per_decision']:.1f}"] for s in sims]
-    rows += [[f"in use after k updates, {s['effect']:+.1f}", " ".join(f"{k}:{v:.2f}" for k, v in s["in_use_after"].items()), "", ""] for s in lives]
-    rows += [[key, f"{value:.3f}" if isinstance(value, float) else str(value), "", ""] for key, value in {**cost, **dynamics}.items()]
-    publish(args.name, args.out, report, table(f"skill noise {overrides}", ["effect / quantity", "admitted / value", "undecided", "groups per decision"], rows), None, args.mlflow)
+    report = {
+        "run_dir": str(args.run_dir),
+        "skill_bank": overrides,
+        "per_update_median": statistics.median(per_update),
+        "admission": sims,
+        "active_survival": lives,
+        "probe_cost": cost,
+        "retirement": dynamics,
+    }
+    rows = [
+        [f"{s['effect']:+.1f}", f"{s['admitted']:.3f}", f"{s['undecided']:.3f}", f"{s['groups_per_decision']:.1f}"]
+        for s in sims
+    ]
+    rows += [
+        [
+            f"in use after k updates, {s['effect']:+.1f}",
+            " ".join(f"{k}:{v:.2f}" for k, v in s["in_use_after"].items()),
+            "",
+            "",
+        ]
+        for s in lives
+    ]
+    rows += [
+        [key, f"{value:.3f}" if isinstance(value, float) else str(value), "", ""]
+        for key, value in {**cost, **dynamics}.items()
+    ]
+    publish(
+        args.name,
+        args.out,
+        report,
+        table(
+            f"skill noise {overrides}",
+            ["effect / quantity", "admitted / value", "undecided", "groups per decision"],
+            rows,
+        ),
+        None,
+        args.mlflow,
+    )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,10 @@ NONCE = (
     "def in_closure(fn):\n    return [c.cell_contents for c in (getattr(fn, '__closure__', None) or ()) if is_nonce(c.cell_contents)]\n"
     "found = []\n"
 )
-ROUTE_CLOSURE = NONCE + "for value in list(vars(sys.modules['__main__']).values()):\n    found += in_closure(value)\nroute = 'closure'\n"
+ROUTE_CLOSURE = (
+    NONCE
+    + "for value in list(vars(sys.modules['__main__']).values()):\n    found += in_closure(value)\nroute = 'closure'\n"
+)
 ROUTE_GETFRAME = NONCE + (
     "frame = sys._getframe()\nwhile frame is not None:\n"
     "    for scope in (frame.f_locals, frame.f_globals):\n        for value in list(scope.values()):\n"
@@ -51,23 +54,56 @@ FORGE = (
 
 TESTS = ("assert add(2, 3) == 5", "assert add(1, 1) == 2", "assert add(0, 0) != 1")
 TRICKS: dict[str, tuple[str, str]] = {  # name -> (program, expected status)
-    "always-equal object": ("class E:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\ndef add(a, b): return E()", "spoofed"),
-    "int subclass with __eq__": ("class I(int):\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n    __hash__ = int.__hash__\ndef add(a, b): return I(0)", "spoofed"),
+    "always-equal object": (
+        "class E:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\ndef add(a, b): return E()",
+        "spoofed",
+    ),
+    "int subclass with __eq__": (
+        "class I(int):\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n    __hash__ = int.__hash__\ndef add(a, b): return I(0)",
+        "spoofed",
+    ),
     "str subclass": ("class S(str):\n    def __eq__(self, o): return True\ndef add(a, b): return S('x')", "spoofed"),
-    "overridden __hash__": ("class H:\n    def __hash__(self): return 5\n    def __eq__(self, o): return True\ndef add(a, b): return H()", "spoofed"),
-    "list of fake items": ("class E:\n    def __eq__(self, o): return True\ndef add(a, b): return [E()][0] if a else E()", "spoofed"),
-    "nested fake in tuple": ("class E:\n    def __eq__(self, o): return True\ndef add(a, b): return (E(),)[0]", "spoofed"),
-    "method on a class": ("class E:\n    def __eq__(self, o): return True\nclass Sol:\n    def add(self, a, b): return E()\nadd = Sol().add", "spoofed"),
+    "overridden __hash__": (
+        "class H:\n    def __hash__(self): return 5\n    def __eq__(self, o): return True\ndef add(a, b): return H()",
+        "spoofed",
+    ),
+    "list of fake items": (
+        "class E:\n    def __eq__(self, o): return True\ndef add(a, b): return [E()][0] if a else E()",
+        "spoofed",
+    ),
+    "nested fake in tuple": (
+        "class E:\n    def __eq__(self, o): return True\ndef add(a, b): return (E(),)[0]",
+        "spoofed",
+    ),
+    "method on a class": (
+        "class E:\n    def __eq__(self, o): return True\nclass Sol:\n    def add(self, a, b): return E()\nadd = Sol().add",
+        "spoofed",
+    ),
     "lambda returning fake": ("class E:\n    def __eq__(self, o): return True\nadd = lambda a, b: E()", "spoofed"),
-    "patched AssertionError": ("import builtins\nclass Never(Exception): pass\nbuiltins.AssertionError = Never\ndef add(a, b): return 0", "spoofed"),
-    "patched builtins.isinstance": ("import builtins\nbuiltins.isinstance = lambda *a: True\ndef add(a, b): return a + b", "spoofed"),
+    "patched AssertionError": (
+        "import builtins\nclass Never(Exception): pass\nbuiltins.AssertionError = Never\ndef add(a, b): return 0",
+        "spoofed",
+    ),
+    "patched builtins.isinstance": (
+        "import builtins\nbuiltins.isinstance = lambda *a: True\ndef add(a, b): return a + b",
+        "spoofed",
+    ),
     "os._exit(0) at load": ("import os\nos._exit(0)\ndef add(a, b): return 0", "spoofed"),
     "os._exit(0) inside the call": ("import os\ndef add(a, b): os._exit(0)", "spoofed"),
-    "print fake pass lines then exit": ("import os\nfor i in range(3): print('test', i, 'pass')\nos._exit(0)\ndef add(a, b): return 0", "spoofed"),
+    "print fake pass lines then exit": (
+        "import os\nfor i in range(3): print('test', i, 'pass')\nos._exit(0)\ndef add(a, b): return 0",
+        "spoofed",
+    ),
     "patched os.write": ("import os\nos.write = lambda fd, b: len(b)\ndef add(a, b): return 0", "spoofed"),
     "patched os._exit": ("import os\nos._exit = lambda c: None\ndef add(a, b): return 0", "spoofed"),
-    "patched signal.setitimer": ("import signal\nsignal.setitimer = lambda *a: (0.0, 0.0)\ndef add(a, b): return a + b", "spoofed"),
-    "swallows the check (catches BaseException)": ("class E:\n    def __eq__(self, o): return True\ndef inner(a, b): return E()\ndef add(a, b):\n    try:\n        return inner(a, b)\n    except BaseException:\n        return 5", "spoofed"),
+    "patched signal.setitimer": (
+        "import signal\nsignal.setitimer = lambda *a: (0.0, 0.0)\ndef add(a, b): return a + b",
+        "spoofed",
+    ),
+    "swallows the check (catches BaseException)": (
+        "class E:\n    def __eq__(self, o): return True\ndef inner(a, b): return E()\ndef add(a, b):\n    try:\n        return inner(a, b)\n    except BaseException:\n        return 5",
+        "spoofed",
+    ),
     "sys.exit(0) at load": ("import sys\nsys.exit(0)\ndef add(a, b): return 0", "crashed"),
     "honest wrong answer": ("def add(a, b): return a - b", "failed"),
     "honest right answer (control)": ("def add(a, b): return a + b", "passed"),
@@ -86,10 +122,24 @@ def main() -> None:
     rows = []
     for name, (program, expected) in TRICKS.items():
         verdict = run_job(Job(program, TESTS), Limits(wall_s=10, cpu_s=5, per_test_s=2), args.mode)
-        rows.append({"trick": name, "verdict": verdict.status, "expected": expected, "ok": verdict.status == expected, "detail": verdict.detail})
-        print(f"{name:45s} {verdict.status:8s} {'ok' if verdict.status == expected else 'UNEXPECTED'}  {verdict.detail}")
+        rows.append(
+            {
+                "trick": name,
+                "verdict": verdict.status,
+                "expected": expected,
+                "ok": verdict.status == expected,
+                "detail": verdict.detail,
+            }
+        )
+        print(
+            f"{name:45s} {verdict.status:8s} {'ok' if verdict.status == expected else 'UNEXPECTED'}  {verdict.detail}"
+        )
     caught = sum(r["verdict"] == "spoofed" for r in rows)
-    print(json.dumps({"mode": args.mode, "tricks": len(rows), "spoofed": caught, "as_expected": sum(r["ok"] for r in rows)}))
+    print(
+        json.dumps(
+            {"mode": args.mode, "tricks": len(rows), "spoofed": caught, "as_expected": sum(r["ok"] for r in rows)}
+        )
+    )
 
 
 if __name__ == "__main__":

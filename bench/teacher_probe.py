@@ -41,7 +41,9 @@ PAIRS = [(7, 8), (3, 4), (9, 6), (6, 7), (4, 9), (8, 3), (5, 5), (2, 9)]
 def answer_probability(policy, prompts: list[str], answers: list[str], special_tokens: bool = True) -> list[float]:
     tok = policy.tokenizer
     completions = tok(answers, add_special_tokens=False)["input_ids"]
-    packed = pack(tok(prompts, add_special_tokens=special_tokens)["input_ids"], completions, tok.pad_token_id, policy.model.device)
+    packed = pack(
+        tok(prompts, add_special_tokens=special_tokens)["input_ids"], completions, tok.pad_token_id, policy.model.device
+    )
     with torch.no_grad():
         return completion_logprobs(policy.model, packed).sum(-1).exp().tolist()
 
@@ -73,22 +75,35 @@ def probe_chat(checkpoint: str, params: str) -> dict[str, dict[str, float]]:
         questions = [QUESTION_STYLES["words"](a, symbol, b) for a, b in PAIRS]
         replies = [f"\\boxed{{{op(a, b)}}}" for a, b in PAIRS]
         examples = [f"{q} {r}" for q, r in zip(questions, replies)]
-        contexts = {"bare": [[] for _ in questions], "own_example": [[e] for e in examples], "other_example": [[e] for e in examples[1:] + examples[:1]]}
+        contexts = {
+            "bare": [[] for _ in questions],
+            "own_example": [[e] for e in examples],
+            "other_example": [[e] for e in examples[1:] + examples[:1]],
+        }
         rows[family] = {}
         for name, context in contexts.items():
             prompts = [renderer.render({"prompt": q, "family": family}, c) for q, c in zip(questions, context)]
-            rows[family][name] = statistics.fmean(answer_probability(policy, prompts, replies, renderer.add_special_tokens))
+            rows[family][name] = statistics.fmean(
+                answer_probability(policy, prompts, replies, renderer.add_special_tokens)
+            )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--params", help="params file of an instruct model's run (prompt.format: chat): render as it does")
+    parser.add_argument(
+        "--params", help="params file of an instruct model's run (prompt.format: chat): render as it does"
+    )
     args = parser.parse_args()
-    results = {checkpoint: probe_chat(checkpoint, args.params) if args.params else probe(checkpoint) for checkpoint in args.checkpoints}
+    results = {
+        checkpoint: probe_chat(checkpoint, args.params) if args.params else probe(checkpoint)
+        for checkpoint in args.checkpoints
+    }
     for checkpoint, rows in results.items():
-        print(f"\n{checkpoint}\n| family | p(answer) bare | after its own worked example | after another question's |\n|---|---|---|---|")
+        print(
+            f"\n{checkpoint}\n| family | p(answer) bare | after its own worked example | after another question's |\n|---|---|---|---|"
+        )
         for family, row in rows.items():
             print(f"| {family} | {row['bare']:.3g} | {row['own_example']:.3g} | {row['other_example']:.3g} |")
     out = ROOT / "bench" / "results" / ("teacher_probe_chat.json" if args.params else "teacher_probe.json")

@@ -72,7 +72,9 @@ def greedy_acc(policy, test, cfg) -> float:
     from coevo.prompting import prompt_renderer
 
     policy.model.eval()
-    prompts = prompt_renderer(cfg.prompt, policy.tokenizer).render_all(test.to_dict("records"))  # prompt.format, as coevo's evaluation
+    prompts = prompt_renderer(cfg.prompt, policy.tokenizer).render_all(
+        test.to_dict("records")
+    )  # prompt.format, as coevo's evaluation
     verdicts = passed(test, greedy_completions(HFEngine(policy, 512), prompts, cfg.sampling.max_new_tokens), cfg)
     return sum(verdicts) / len(verdicts)
 
@@ -93,8 +95,12 @@ def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float
         it += 1
         rollouts = stages.rollout_stage(cfg, it, state["checkpoint"], state["coevolver"], train)
         rewards = stages.verify_stage(cfg, it, rollouts["path"], train)
-        evolved = stages.coevolve_stage(cfg, it, state["coevolver"], rollouts["path"], rewards["path"], train, data["test"]["path"])
-        updated = stages.update_stage(cfg, it, state["checkpoint"], rollouts["path"], rewards["path"], evolved["path"], data)
+        evolved = stages.coevolve_stage(
+            cfg, it, state["coevolver"], rollouts["path"], rewards["path"], train, data["test"]["path"]
+        )
+        updated = stages.update_stage(
+            cfg, it, state["checkpoint"], rollouts["path"], rewards["path"], evolved["path"], data
+        )
         state = {"checkpoint": updated["checkpoint"], "coevolver": evolved["path"]}
     return {"curve": clock.curve, "steps": it}
 
@@ -136,8 +142,16 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=120.0, help="Training seconds per run (evaluation excluded).")
     parser.add_argument("--every", type=float, default=30.0, help="Evaluate every this many training seconds.")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--arms", default=None, help=f"Comma-separated, of {', '.join(ARMS)} (default: all; with --model: trl,coevo-grpo).")
-    parser.add_argument("--model", default=None, help="A local HF checkpoint for every arm (real-model mode); default: the bootstrapped tiny policy.")
+    parser.add_argument(
+        "--arms",
+        default=None,
+        help=f"Comma-separated, of {', '.join(ARMS)} (default: all; with --model: trl,coevo-grpo).",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="A local HF checkpoint for every arm (real-model mode); default: the bootstrapped tiny policy.",
+    )
     add_output_args(parser, "trl_learning")
     args = parser.parse_args()
     common = model_overrides(args.model) if args.model else {}
@@ -151,19 +165,39 @@ def main() -> None:
     arms = (args.arms or ("trl,coevo-grpo" if args.model else ",".join(ARMS))).split(",")
     by_seed = {}
     for seed in seeds:
-        run = (lambda arm, rep, seed=seed: (trl_run if arm == "trl" else coevo_run)(RESULTS / "tmp" / f"learning-{arm}", deep_merge(common, ARMS[arm]), seed, args.budget, args.every))
+        run = lambda arm, rep, seed=seed: (trl_run if arm == "trl" else coevo_run)(
+            RESULTS / "tmp" / f"learning-{arm}", deep_merge(common, ARMS[arm]), seed, args.budget, args.every
+        )
         by_seed[seed] = alternate(arms[seed % len(arms) :] + arms[: seed % len(arms)], 1, run)
     runs = {arm: [by_seed[seed][arm][0] for seed in seeds] for arm in arms}
     points = len(runs[arms[0]][0]["curve"])
-    mean_curve = {arm: [statistics.fmean(r["curve"][k]["acc"] for r in arm_runs if k < len(r["curve"])) for k in range(points)] for arm, arm_runs in runs.items()}
+    mean_curve = {
+        arm: [statistics.fmean(r["curve"][k]["acc"] for r in arm_runs if k < len(r["curve"])) for k in range(points)]
+        for arm, arm_runs in runs.items()
+    }
     times = [round(min(k * args.every, args.budget)) for k in range(points)]
     rows = [
-        [arm, *(f"{a:.3f}" for a in mean_curve[arm]), " ".join(f"{r['curve'][-1]['acc']:.3f}" for r in runs[arm]), f"{statistics.fmean(r['steps'] for r in runs[arm]):.0f}"]
+        [
+            arm,
+            *(f"{a:.3f}" for a in mean_curve[arm]),
+            " ".join(f"{r['curve'][-1]['acc']:.3f}" for r in runs[arm]),
+            f"{statistics.fmean(r['steps'] for r in runs[arm]):.0f}",
+        ]
         for arm in arms
     ]
     model = f"{Path(args.model).name}, LoRA, " if args.model else ""
     title = f"{model}held-out greedy accuracy at equal training wall-clock (mean of seeds {args.seeds}); trl {trl_version()}"
-    report = {"model": args.model, "overrides": common, "budget_s": args.budget, "every_s": args.every, "seeds": seeds, "trl_version": trl_version(), "runs": runs, "mean_curve": mean_curve, "times": times}
+    report = {
+        "model": args.model,
+        "overrides": common,
+        "budget_s": args.budget,
+        "every_s": args.every,
+        "seeds": seeds,
+        "trl_version": trl_version(),
+        "runs": runs,
+        "mean_curve": mean_curve,
+        "times": times,
+    }
     columns = ["arm", *(f"{t} s" for t in times), "final per seed", "steps"]
     publish("trl_learning", args.out, report, table(title, columns, rows), lambda png: plot(png, runs), args.mlflow)
 
@@ -171,7 +205,13 @@ def main() -> None:
 def model_overrides(model: str) -> dict:
     """--model mode: trl_step's real-model settings with examples/smollm2.yaml's split and adapter rate."""
     settings = argparse.Namespace(model=model, lora_rank=16, lora_alpha=32.0, lora_targets="all-linear", lora_lr=5e-4)
-    split = {"problems": {"n_test": 40, "n_val": 10, "data_dir": str(RESULTS / "cache" / f"data-{Path(model).name}-learning")}}
+    split = {
+        "problems": {
+            "n_test": 40,
+            "n_val": 10,
+            "data_dir": str(RESULTS / "cache" / f"data-{Path(model).name}-learning"),
+        }
+    }
     return deep_merge(real_model(settings), split)
 
 
@@ -181,7 +221,14 @@ def plot(png: Path, runs: dict) -> None:
     fig, ax = plt.subplots(figsize=(5.5, 3.5))
     for color, (arm, arm_runs) in enumerate(runs.items()):
         for index, run in enumerate(arm_runs):
-            ax.plot([p["train_s"] for p in run["curve"]], [p["acc"] for p in run["curve"]], marker="o", color=f"C{color}", alpha=0.7, label=arm if index == 0 else None)
+            ax.plot(
+                [p["train_s"] for p in run["curve"]],
+                [p["acc"] for p in run["curve"]],
+                marker="o",
+                color=f"C{color}",
+                alpha=0.7,
+                label=arm if index == 0 else None,
+            )
     ax.set_xlabel("training seconds (evaluation excluded)")
     ax.set_ylabel("held-out greedy accuracy")
     ax.legend(fontsize=7)

@@ -44,7 +44,9 @@ def build_trainer(cfg: Config, checkpoint: Path, output_dir: Path, max_generatio
 
     rollouts = cfg.rollouts_per_iter
     if rollouts % cfg.optim.minibatch_size:
-        raise ValueError(f"rollouts per iteration ({rollouts}) must be a multiple of optim.minibatch_size for TRL's steps_per_generation")
+        raise ValueError(
+            f"rollouts per iteration ({rollouts}) must be a multiple of optim.minibatch_size for TRL's steps_per_generation"
+        )
     steps_per_generation = rollouts // cfg.optim.minibatch_size
     problems = pd.read_parquet(Path(cfg.problems.data_dir) / "train.parquet")[["prompt", "answer"]]
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
@@ -68,7 +70,9 @@ def build_trainer(cfg: Config, checkpoint: Path, output_dir: Path, max_generatio
         max_completion_length=cfg.sampling.max_new_tokens,
         temperature=cfg.sampling.temperature,
         top_p=cfg.sampling.top_p,
-        learning_rate=(cfg.policy.lora.lr or cfg.optim.lr) if cfg.policy.lora.rank else cfg.optim.lr,  # coevo's build_optimizer
+        learning_rate=(cfg.policy.lora.lr or cfg.optim.lr)
+        if cfg.policy.lora.rank
+        else cfg.optim.lr,  # coevo's build_optimizer
         adam_beta1=cfg.optim.betas[0],
         adam_beta2=cfg.optim.betas[1],
         weight_decay=cfg.optim.weight_decay,
@@ -109,4 +113,10 @@ def lora_config(cfg: Config):
     from peft import LoraConfig
 
     lora = cfg.policy.lora
-    return LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules, task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )

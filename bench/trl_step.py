@@ -102,7 +102,9 @@ def trl_arm(run_dir: Path, iterations: int, extra: dict, seed: int) -> dict[str,
         clock.optimizer_steps(),
     ):
         trainer.train()
-    lengths = [entry["completions/mean_length"] for entry in trainer.state.log_history if "completions/mean_length" in entry]
+    lengths = [
+        entry["completions/mean_length"] for entry in trainer.state.log_history if "completions/mean_length" in entry
+    ]
     del trainer
     gc.collect()
     step = clock.per_step("generate_and_score")
@@ -114,20 +116,46 @@ def trl_arm(run_dir: Path, iterations: int, extra: dict, seed: int) -> dict[str,
         "optimizer": step.get("optimizer", 0.0),
         "co-evolver": 0.0,
     }
-    return {"step": step["step"], **phases, "other": step["step"] - sum(phases.values()), "completion_len": sum(lengths) / max(len(lengths), 1)}
+    return {
+        "step": step["step"],
+        **phases,
+        "other": step["step"] - sum(phases.values()),
+        "completion_len": sum(lengths) / max(len(lengths), 1),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=8, help="Generation batches per run (steps 2 .. n-1 are measured).")
+    parser.add_argument(
+        "--iterations", type=int, default=8, help="Generation batches per run (steps 2 .. n-1 are measured)."
+    )
     parser.add_argument("--repetitions", type=int, default=3)
-    parser.add_argument("--arms", default=None, help=f"Comma-separated, of {', '.join(ARMS)} (default: all; with --model: driver-grpo,trl).")
-    parser.add_argument("--set", action="append", default=[], help="section.key=value override for every arm (e.g. rollout.group_size=8).")
-    parser.add_argument("--model", default=None, help="A local HF checkpoint for both arms (real-model mode, chat format, LoRA); default: the bootstrapped tiny policy.")
-    parser.add_argument("--lora-rank", type=int, default=16, help="--model mode: LoRA rank for both arms (0 = full fine-tuning).")
+    parser.add_argument(
+        "--arms",
+        default=None,
+        help=f"Comma-separated, of {', '.join(ARMS)} (default: all; with --model: driver-grpo,trl).",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="section.key=value override for every arm (e.g. rollout.group_size=8).",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="A local HF checkpoint for both arms (real-model mode, chat format, LoRA); default: the bootstrapped tiny policy.",
+    )
+    parser.add_argument(
+        "--lora-rank", type=int, default=16, help="--model mode: LoRA rank for both arms (0 = full fine-tuning)."
+    )
     parser.add_argument("--lora-alpha", type=float, default=None, help="--model mode: LoRA alpha (default 2 x rank).")
-    parser.add_argument("--lora-targets", default="all-linear", help="--model mode: 'all-linear' or comma-separated module names.")
-    parser.add_argument("--lora-lr", type=float, default=2e-4, help="--model mode: AdamW learning rate of the adapters, both arms.")
+    parser.add_argument(
+        "--lora-targets", default="all-linear", help="--model mode: 'all-linear' or comma-separated module names."
+    )
+    parser.add_argument(
+        "--lora-lr", type=float, default=2e-4, help="--model mode: AdamW learning rate of the adapters, both arms."
+    )
     add_output_args(parser, "trl_step")
     args = parser.parse_args()
     if args.model is not None and not Path(args.model, "config.json").is_file():
@@ -144,22 +172,51 @@ def main() -> None:
     def run(arm: str, rep: int) -> dict:
         run_dir = RESULTS / "tmp" / f"trl_step-{arm}-{rep}"  # one MLflow store per run: MLflow keeps engines per URI
         extra = deep(common, ARMS[arm])
-        return trl_arm(run_dir, args.iterations, extra, seed=0) if arm == "trl" else coevo_step("driver" if arm.startswith("driver") else "flow", run_dir, args.iterations, extra)
+        return (
+            trl_arm(run_dir, args.iterations, extra, seed=0)
+            if arm == "trl"
+            else coevo_step("driver" if arm.startswith("driver") else "flow", run_dir, args.iterations, extra)
+        )
 
     runs = alternate(arms, args.repetitions, run)
-    summary = {arm: {key: spread([r[key] for r in arm_runs]) for key in ("step", *PHASES, "completion_len")} for arm, arm_runs in runs.items()}
+    summary = {
+        arm: {key: spread([r[key] for r in arm_runs]) for key in ("step", *PHASES, "completion_len")}
+        for arm, arm_runs in runs.items()
+    }
     ratios = {}
     if "trl" in runs:
         trl = summary["trl"]["step"]["median"]
         ratios = {arm: summary[arm]["step"]["median"] / trl for arm in arms if arm != "trl"}
     rows = [
-        [arm, fmt(summary[arm]["step"]), *(f"{summary[arm][p]['median']:.3f}" for p in PHASES), f"{summary[arm]['completion_len']['median']:.1f}", f"{ratios.get(arm, 1.0):.2f}"]
+        [
+            arm,
+            fmt(summary[arm]["step"]),
+            *(f"{summary[arm][p]['median']:.3f}" for p in PHASES),
+            f"{summary[arm]['completion_len']['median']:.1f}",
+            f"{ratios.get(arm, 1.0):.2f}",
+        ]
         for arm in arms
     ]
     model = f"{Path(args.model).name}, LoRA r={args.lora_rank}, " if args.model else ""
     title = f"{model}seconds per step (median ±half-range of {args.repetitions} runs x steps 2..{args.iterations - 1}); trl {trl_version()}"
-    report = {"model": args.model, "iterations": args.iterations, "repetitions": args.repetitions, "overrides": common, "trl_version": trl_version(), "runs": runs, "summary": summary, "ratio_to_trl": ratios}
-    publish("trl_step", args.out, report, table(title, ["arm", "step", *PHASES, "completion len", "x TRL"], rows), lambda png: plot(png, arms, summary), args.mlflow)
+    report = {
+        "model": args.model,
+        "iterations": args.iterations,
+        "repetitions": args.repetitions,
+        "overrides": common,
+        "trl_version": trl_version(),
+        "runs": runs,
+        "summary": summary,
+        "ratio_to_trl": ratios,
+    }
+    publish(
+        "trl_step",
+        args.out,
+        report,
+        table(title, ["arm", "step", *PHASES, "completion len", "x TRL"], rows),
+        lambda png: plot(png, arms, summary),
+        args.mlflow,
+    )
 
 
 def deep(base: dict, extra: dict) -> dict:
@@ -179,7 +236,13 @@ def plot(png: Path, arms: list[str], summary: dict) -> None:
             ax.bar(index, height, bottom=bottom, color=f"C{color}", label=phase if index == 0 else None)
             bottom += height
         step = summary[arm]["step"]
-        ax.errorbar(index, step["median"], yerr=[[step["median"] - step["min"]], [step["max"] - step["median"]]], color="k", capsize=4)
+        ax.errorbar(
+            index,
+            step["median"],
+            yerr=[[step["median"] - step["min"]], [step["max"] - step["median"]]],
+            color="k",
+            capsize=4,
+        )
     ax.set_xticks(range(len(arms)), arms)
     ax.set_ylabel("s per step")
     ax.set_title("step time at equal work, by phase")

@@ -59,18 +59,26 @@ def main() -> None:
     pairs = batch()
     fractions = as_fractions(pairs)
     check_symbolic.__wrapped__("1", "1")  # import math-verify and SymPy outside the clock
-    arms = {"fast path": (check_answer, pairs), "math-verify": (check_symbolic.__wrapped__, pairs), "math-verify, fractions": (check_symbolic.__wrapped__, fractions)}
+    arms = {
+        "fast path": (check_answer, pairs),
+        "math-verify": (check_symbolic.__wrapped__, pairs),
+        "math-verify, fractions": (check_symbolic.__wrapped__, fractions),
+    }
     rates: dict[str, list[float]] = {name: [] for name in arms}
     for _ in range(args.rounds):
         verdicts = {}
         for name, (check, work) in arms.items():
             per_second, verdicts[name] = rate(check, work)
             rates[name].append(per_second)
-        assert verdicts["fast path"] == verdicts["math-verify"], "the fast path and math-verify disagree on an integer pair"
+        assert verdicts["fast path"] == verdicts["math-verify"], (
+            "the fast path and math-verify disagree on an integer pair"
+        )
     print(f"{len(pairs)} pairs ({sum(verdicts['fast path'])} right), median of {args.rounds} rounds")
     for name, values in rates.items():
         print(f"{name:>24}: {statistics.median(values):>10.0f} verdicts/s")
-    print(f"fast path / math-verify: {statistics.median(rates['fast path']) / statistics.median(rates['math-verify']):.0f}x")
+    print(
+        f"fast path / math-verify: {statistics.median(rates['fast path']) / statistics.median(rates['math-verify']):.0f}x"
+    )
 
 
 if __name__ == "__main__":

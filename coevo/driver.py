@@ -100,19 +100,34 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
     last = first + cfg.run.iterations - 1
     layout = stages.RunLayout(cfg.run.out_dir)
     checkpoint, coevolver = str(layout.checkpoint(first - 1)), str(layout.coevolver(first - 1))
-    curve = [{"iteration": first - 1, **stages.evaluate_stage(cfg, first - 1, checkpoint, coevolver, data["test"]["path"])["metrics"]}]
-    console.print(f"[bold]iteration {first - 1}[/]: {boot['bootstrap'] if first == 1 else checkpoint} | eval/acc={curve[0]['eval/acc']:.3f}")
+    curve = [
+        {
+            "iteration": first - 1,
+            **stages.evaluate_stage(cfg, first - 1, checkpoint, coevolver, data["test"]["path"])["metrics"],
+        }
+    ]
+    console.print(
+        f"[bold]iteration {first - 1}[/]: {boot['bootstrap'] if first == 1 else checkpoint} | eval/acc={curve[0]['eval/acc']:.3f}"
+    )
     log = MetricsLog(cfg.run.out_dir, first)
     completed, stopped_by = first - 1, "iterations"
     for it in range(first, last + 1):
         timers, train_path = Timers(), data["train"]["path"]
         rollouts, rewards = rollout_and_verify(cfg, it, checkpoint, coevolver, train_path, timers)
         with timers.phase("coevolve"):
-            evolved = stages.coevolve_stage(cfg, it, coevolver, rollouts["path"], rewards["path"], train_path, data["test"]["path"])
+            evolved = stages.coevolve_stage(
+                cfg, it, coevolver, rollouts["path"], rewards["path"], train_path, data["test"]["path"]
+            )
         with timers.phase("update"):
             updated = stages.update_stage(cfg, it, checkpoint, rollouts["path"], rewards["path"], evolved["path"], data)
         checkpoint, coevolver = updated["checkpoint"], evolved["path"]
-        metrics = {"iteration": float(it), **rollouts["metrics"], **rewards["metrics"], **evolved["metrics"], **updated["metrics"]}
+        metrics = {
+            "iteration": float(it),
+            **rollouts["metrics"],
+            **rewards["metrics"],
+            **evolved["metrics"],
+            **updated["metrics"],
+        }
         if eval_due(cfg, it, last):
             with timers.phase("eval"):
                 metrics.update(stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"])
@@ -124,15 +139,31 @@ def _train(cfg: Config, console: Console, continue_latest: bool) -> dict:
         console.print(format_progress(metrics))
         completed = it
         if over_time_budget(cfg, start) and it < last:
-            console.print(f"time budget {cfg.run.time_budget_s}s reached after iteration {it}; rerun with run.iterations={it - first + 1} to reproduce")
+            console.print(
+                f"time budget {cfg.run.time_budget_s}s reached after iteration {it}; rerun with run.iterations={it - first + 1} to reproduce"
+            )
             stopped_by = "time_budget"
             if curve[-1]["iteration"] != it:
-                curve.append({"iteration": it, **stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"]})
+                curve.append(
+                    {
+                        "iteration": it,
+                        **stages.evaluate_stage(cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"],
+                    }
+                )
             break
-    return write_summary(cfg, curve, first, completed, time.perf_counter() - start, {"setup_time_s": setup.seconds, "bootstrap": boot, "stopped_by": stopped_by})
+    return write_summary(
+        cfg,
+        curve,
+        first,
+        completed,
+        time.perf_counter() - start,
+        {"setup_time_s": setup.seconds, "bootstrap": boot, "stopped_by": stopped_by},
+    )
 
 
-def rollout_and_verify(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, timers: Timers) -> tuple[dict, dict]:
+def rollout_and_verify(
+    cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, timers: Timers
+) -> tuple[dict, dict]:
     """Rollout and verification in pipeline.shards shards, one after another, merged when more than
     one (coevo/sharding.py): the flow computes the same shards, locally or on Ray workers."""
     k = cfg.pipeline.shards
@@ -167,15 +198,27 @@ def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: f
 
 
 def skill_summary(reports: list[dict]) -> dict:
-    members = [member for report in reports for member in member_reports(report)]  # a list of co-evolvers: each member's
+    members = [
+        member for report in reports for member in member_reports(report)
+    ]  # a list of co-evolvers: each member's
     admitted = [entry for r in members for entry in r.get("admitted", [])]
     rejected = [entry for r in members for entry in r.get("rejected", [])]
     retired = [entry for r in members for entry in r.get("retired", [])]
-    return {"admitted": admitted, "rejected": rejected, "retired": retired, "n_admitted": len(admitted), "n_rejected": len(rejected)}
+    return {
+        "admitted": admitted,
+        "rejected": rejected,
+        "retired": retired,
+        "n_admitted": len(admitted),
+        "n_rejected": len(rejected),
+    }
 
 
 def format_progress(m: dict[str, float]) -> str:
-    parts = [f"it {int(m['iteration']):3d}", f"pass {m['verify/pass_rate']:.3f}", f"kept {int(m.get('policy/groups_kept', 0))}"]
+    parts = [
+        f"it {int(m['iteration']):3d}",
+        f"pass {m['verify/pass_rate']:.3f}",
+        f"kept {int(m.get('policy/groups_kept', 0))}",
+    ]
     if "eval/acc" in m:
         parts.append(f"[bold]eval/acc {m['eval/acc']:.3f}[/]")
         if "eval/acc_skills" in m:

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from coevo.config import Config, SamplingConfig
-from coevo.engines.base import Engine
 from coevo.engines import with_prompt_format
-from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constraints
+from coevo.engines.base import Engine
+from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS
+from coevo.problems.constraints import score_constraints
 from coevo.prompting import prompt_renderer
 from coevo.verify import score_rows
 
@@ -60,15 +61,27 @@ def validate(engine: Engine, val: pd.DataFrame, cfg: Config) -> dict[str, float]
     test split's eval/acc stays untouched by them."""
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
     greedy = greedy_completions(engine, renderer.render_all(val.to_dict("records")), cfg.sampling.max_new_tokens)
-    return {key.replace("eval/", f"{VAL}/", 1): value for key, value in _per_family("acc", val, passed(val, greedy, cfg)).items()}
+    return {
+        key.replace("eval/", f"{VAL}/", 1): value
+        for key, value in _per_family("acc", val, passed(val, greedy, cfg)).items()
+    }
 
 
-def evaluate(engine: Engine, test: pd.DataFrame, cfg: Config, seed: int, context_for: Callable[[dict], list[str]] | None = None, verdicts: dict[str, bool] | None = None) -> dict[str, float]:
+def evaluate(
+    engine: Engine,
+    test: pd.DataFrame,
+    cfg: Config,
+    seed: int,
+    context_for: Callable[[dict], list[str]] | None = None,
+    verdicts: dict[str, bool] | None = None,
+) -> dict[str, float]:
     """Metrics namespaced eval/: acc, acc_skills (when context_for is given), pass@k (k =
     eval.pass_k samples under `sampling`); each per family. `test` is a problems-table split.
     `verdicts`, when given, is filled with each problem id's greedy verdict (True = passed): the
     per-problem outcomes behind eval/acc that a paired comparison pairs across arms."""
-    renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)  # prompt.format (coevo/prompting.py)
+    renderer = prompt_renderer(
+        cfg.prompt, with_prompt_format(engine, cfg).tokenizer
+    )  # prompt.format (coevo/prompting.py)
     rows, max_new_tokens, k = test.to_dict("records"), cfg.sampling.max_new_tokens, cfg.eval.pass_k
     questions = renderer.render_all(rows)
     greedy = greedy_completions(engine, questions, max_new_tokens)
@@ -79,9 +92,13 @@ def evaluate(engine: Engine, test: pd.DataFrame, cfg: Config, seed: int, context
     metrics.update(gold_metrics(test, greedy))
     if context_for is not None:
         prompts = [renderer.render(row, context_for(row)) for row in rows]
-        metrics.update(_per_family("acc_skills", test, passed(test, greedy_completions(engine, prompts, max_new_tokens), cfg)))
+        metrics.update(
+            _per_family("acc_skills", test, passed(test, greedy_completions(engine, prompts, max_new_tokens), cfg))
+        )
     samples = engine.generate(questions, k, cfg.sampling, seed)  # [len(test)][k]
-    repeated = test.iloc[[i for i in range(len(test)) for _ in range(k)]].reset_index(drop=True)  # problem-major, as `samples` flattens
+    repeated = test.iloc[[i for i in range(len(test)) for _ in range(k)]].reset_index(
+        drop=True
+    )  # problem-major, as `samples` flattens
     sampled = passed(repeated, [g.text for group in samples for g in group], cfg)
     metrics.update(_per_family(f"pass@{k}", test, [any(sampled[i * k : (i + 1) * k]) for i in range(len(test))]))
     return metrics

@@ -23,8 +23,10 @@ import pandas as pd
 from coevo.code.families import CODE_FAMILIES
 from coevo.code.verifier import score_problem_rows
 from coevo.config import Config
-from coevo.problems.arithmetic import COMBINATIONS, FAMILIES as ARITHMETIC_FAMILIES
-from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS, score_constraints
+from coevo.problems.arithmetic import COMBINATIONS
+from coevo.problems.arithmetic import FAMILIES as ARITHMETIC_FAMILIES
+from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS
+from coevo.problems.constraints import score_constraints
 from coevo.problems.verifier import MathVerifier, check_stated_number
 from coevo.registry import Registry
 from coevo.types import Reward
@@ -39,7 +41,10 @@ def score_math(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) 
 
 
 def score_arithmetic(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
-    return [check_stated_number(completion, str(answer)) for answer, completion in zip(problems["answer"], completions, strict=True)]
+    return [
+        check_stated_number(completion, str(answer))
+        for answer, completion in zip(problems["answer"], completions, strict=True)
+    ]
 
 
 for _family in [*ARITHMETIC_FAMILIES, *COMBINATIONS]:

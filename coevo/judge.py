@@ -61,7 +61,9 @@ YES_NO_SAMPLING = {"temperature": 0.0}  # with YES_NO_TOP, part of the judge's v
 _SCORE = re.compile(r"^\s*(?:score\s*[:=]?\s*)?(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*\.?\s*$", re.IGNORECASE)
 SCORING = {  # mode -> what defines its judgements (hashed into the judge's version)
     "reply": JUDGE_SYSTEM + JUDGE_TEMPLATE + json.dumps(JUDGE_SAMPLING, sort_keys=True),
-    "yes_no": YES_NO_SYSTEM + YES_NO_TEMPLATE + json.dumps({**YES_NO_SAMPLING, "top_logprobs": YES_NO_TOP}, sort_keys=True),
+    "yes_no": YES_NO_SYSTEM
+    + YES_NO_TEMPLATE
+    + json.dumps({**YES_NO_SAMPLING, "top_logprobs": YES_NO_TOP}, sort_keys=True),
 }
 
 
@@ -163,7 +165,9 @@ class JudgeEndpoint(Protocol):
 class Judge:
     """Scores (prompt, response, criterion) triples through `endpoint`, with an optional disk cache."""
 
-    def __init__(self, endpoint: JudgeEndpoint, cache: JudgeCache | None = None, workers: int = 4, scoring: str = "reply"):
+    def __init__(
+        self, endpoint: JudgeEndpoint, cache: JudgeCache | None = None, workers: int = 4, scoring: str = "reply"
+    ):
         if scoring not in SCORING:
             raise ValueError(f"judge scoring {scoring!r} is not one of {sorted(SCORING)}")
         self.endpoint = endpoint
@@ -180,7 +184,9 @@ class Judge:
         if self.scoring == "yes_no":
             asked = YES_NO_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion)
             return yes_no_score(self.endpoint.first_token_logprobs(YES_NO_SYSTEM, asked, YES_NO_TOP, **YES_NO_SAMPLING))
-        reply = self.endpoint.ask(JUDGE_SYSTEM, JUDGE_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion), **JUDGE_SAMPLING)
+        reply = self.endpoint.ask(
+            JUDGE_SYSTEM, JUDGE_TEMPLATE.format(prompt=prompt, response=response, criterion=criterion), **JUDGE_SAMPLING
+        )
         return parse_score(reply), reply
 
     def key(self, prompt: str, response: str, criterion: str) -> str:
@@ -201,7 +207,10 @@ class Judge:
         self.stats.cache_hits += sum(1 for key in keys if key in found)
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             judged = list(pool.map(self._ask, missing.values()))
-        fresh = [{"key": key, "score": score, "reply": reply, "version": self.version} for key, (score, reply) in zip(missing, judged)]
+        fresh = [
+            {"key": key, "score": score, "reply": reply, "version": self.version}
+            for key, (score, reply) in zip(missing, judged)
+        ]
         if self.cache is not None:
             self.cache.put_many(fresh)
         found.update({r["key"]: Judgement(r["score"], r["reply"]) for r in fresh})

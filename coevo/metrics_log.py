@@ -39,7 +39,9 @@ class MetricsLog:
             except json.JSONDecodeError as exc:
                 if number == len(lines):  # the torn tail of an append a kill interrupted
                     break
-                raise InputError(f"{self.path}: line {number} is not JSON ({exc.msg}); the metrics log was edited or damaged") from None
+                raise InputError(
+                    f"{self.path}: line {number} is not JSON ({exc.msg}); the metrics log was edited or damaged"
+                ) from None
         return parsed
 
 

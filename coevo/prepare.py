@@ -33,12 +33,26 @@ def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
     problems = cfg.problems
     report: dict = {"source": problems.source}
     if problems.source == "arithmetic":
-        splits = arithmetic_splits(list(problems.families), cfg.levels, problems.n_train, problems.n_test, problems.n_val, cfg.seed, problems.question_style)
-        report["train_only_cells"] = [list(cell) for cell in train_only_cells(list(problems.families), cfg.levels, problems.n_train)]
+        splits = arithmetic_splits(
+            list(problems.families),
+            cfg.levels,
+            problems.n_train,
+            problems.n_test,
+            problems.n_val,
+            cfg.seed,
+            problems.question_style,
+        )
+        report["train_only_cells"] = [
+            list(cell) for cell in train_only_cells(list(problems.families), cfg.levels, problems.n_train)
+        ]
     elif problems.source == "constraints":
-        splits = constraint_splits(list(problems.constraint_kinds), problems.n_train, problems.n_test, problems.n_val, cfg.seed)
+        splits = constraint_splits(
+            list(problems.constraint_kinds), problems.n_train, problems.n_test, problems.n_val, cfg.seed
+        )
     else:
-        splits = user_splits(load_problem_file(problems.path), problems.test_path and load_problem_file(problems.test_path), cfg, report)
+        splits = user_splits(
+            load_problem_file(problems.path), problems.test_path and load_problem_file(problems.test_path), cfg, report
+        )
     check_unseen(splits, f"problems.source={problems.source}")
     return {**splits, "report": report}
 

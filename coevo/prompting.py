@@ -52,7 +52,11 @@ def conversation_of(problem: Problem) -> list[dict]:
 
 
 def _question(problem: Problem) -> str:
-    return problem if isinstance(problem, str) else str(problem.get("prompt") if problem.get("prompt") is not None else problem.get("question"))
+    return (
+        problem
+        if isinstance(problem, str)
+        else str(problem.get("prompt") if problem.get("prompt") is not None else problem.get("question"))
+    )
 
 
 def _is_code(problem: Problem) -> bool:
@@ -115,7 +119,9 @@ class ChatRenderer(_Renderer):
         return turns
 
     def render(self, problem: Problem, context: Sequence[str] = ()) -> str:
-        return self.tokenizer.apply_chat_template(self.messages(problem, context), tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(
+            self.messages(problem, context), tokenize=False, add_generation_prompt=True
+        )
 
 
 def prompt_renderer(cfg: PromptConfig, tokenizer: Any = None, checkpoint: str | Path | None = None) -> _Renderer:
@@ -125,7 +131,11 @@ def prompt_renderer(cfg: PromptConfig, tokenizer: Any = None, checkpoint: str | 
 
 def encode_prompts(tokenizer: Any, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
     """Token ids of prompt texts; `add_special_tokens=False` for texts a chat template rendered."""
-    return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]] if texts else []
+    return (
+        [list(ids) for ids in tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]]
+        if texts
+        else []
+    )
 
 
 def check_chat_template(tokenizer: Any, checkpoint: str | Path | None) -> None:
@@ -143,7 +153,9 @@ def check_prompt_format(cfg: PromptConfig, checkpoint: str | Path | None) -> Non
     if cfg.format != "chat":
         return
     if checkpoint is None:
-        raise ValueError("prompt.format: chat needs policy.checkpoint, a model whose tokenizer has a chat template; the bootstrapped tiny policy has none (use prompt.format: plain)")
+        raise ValueError(
+            "prompt.format: chat needs policy.checkpoint, a model whose tokenizer has a chat template; the bootstrapped tiny policy has none (use prompt.format: plain)"
+        )
     if not Path(checkpoint).is_dir():
         return  # a missing checkpoint is reported by the policy loader, naming the path
     from transformers import AutoTokenizer
@@ -155,7 +167,9 @@ def validate_messages(messages: object) -> list[str]:
     """Problems with one row's `messages` (TRL's conversational format): a non-empty list of
     {role, content} with roles system/user/assistant, non-empty string contents, ending in a user turn."""
     if not isinstance(messages, list) or not messages:
-        return [f"expected a non-empty list of {{role, content}} objects, got {type(messages).__name__ if messages is not None else 'null'}"]
+        return [
+            f"expected a non-empty list of {{role, content}} objects, got {type(messages).__name__ if messages is not None else 'null'}"
+        ]
     errors = []
     for i, turn in enumerate(messages):
         if not isinstance(turn, dict) or set(turn) != {"role", "content"}:

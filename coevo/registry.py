@@ -19,7 +19,9 @@ class Registry:
 
     def add(self, name: str, entry: Any) -> Any:
         if name in self._entries:
-            raise ValueError(f"{self.what} {name!r} is already registered (by {getattr(self._entries[name], '__qualname__', self._entries[name])})")
+            raise ValueError(
+                f"{self.what} {name!r} is already registered (by {getattr(self._entries[name], '__qualname__', self._entries[name])})"
+            )
         if self.name_attribute:
             setattr(entry, self.name_attribute, name)
         self._entries[name] = entry

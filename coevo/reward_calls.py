@@ -92,11 +92,15 @@ class RewardLog:
             raise RewardError(f"{self.where}: log_extra's column must be a non-empty string, got {column!r}")
         values = list(values)
         if len(values) != self.n:
-            raise RewardError(f"{self.where}: log_extra({column!r}, ...) got {len(values)} values for {self.n} completions")
+            raise RewardError(
+                f"{self.where}: log_extra({column!r}, ...) got {len(values)} values for {self.n} completions"
+            )
         try:
             json.dumps(values)
         except (TypeError, ValueError) as exc:
-            raise RewardError(f"{self.where}: log_extra({column!r}, ...) values must be JSON (they are stored): {exc}") from exc
+            raise RewardError(
+                f"{self.where}: log_extra({column!r}, ...) values must be JSON (they are stored): {exc}"
+            ) from exc
         self.extra.setdefault(column, []).extend(values)
 
     def rows(self) -> list[str]:
@@ -104,15 +108,29 @@ class RewardLog:
         metric = {name: sum(values) / len(values) for name, values in self.metrics.items()}
         out = []
         for i in range(self.n):
-            record = {"extra": {column: values[i] for column, values in self.extra.items() if i < len(values)}, "metric": metric}
-            out.append(json.dumps(record, separators=(",", ":"), ensure_ascii=False) if record["extra"] or metric else "{}")
+            record = {
+                "extra": {column: values[i] for column, values in self.extra.items() if i < len(values)},
+                "metric": metric,
+            }
+            out.append(
+                json.dumps(record, separators=(",", ":"), ensure_ascii=False) if record["extra"] or metric else "{}"
+            )
         return out
 
 
 def retokenized(cfg, texts: Sequence[str]) -> list[list[int]]:
     """`texts` encoded by the run's policy tokenizer (policy.checkpoint, else the bootstrapped tiny
     policy's, else the tiny policy's character tokenizer it will be built with), no special tokens."""
-    return [list(ids) for ids in _tokenizer(str(cfg.policy.checkpoint or cfg.bootstrap_dir))(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+    return (
+        [
+            list(ids)
+            for ids in _tokenizer(str(cfg.policy.checkpoint or cfg.bootstrap_dir))(
+                list(texts), add_special_tokens=False
+            )["input_ids"]
+        ]
+        if texts
+        else []
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -153,9 +171,15 @@ def plugin_arguments(
     args = dict(columns)
     if MESSAGES in args:
         args[MESSAGES] = [conversation_of(record) or None for record in records]
-    args["completions"] = [[{"role": "assistant", "content": text}] if is_chat else text for text, is_chat in zip(completions, chat)]
-    args["prompts"] = [conversation_of(record) if is_chat else prompt for record, prompt, is_chat in zip(records, prompts, chat)]
-    args["completion_ids"] = [list(ids) for ids in completion_ids] if completion_ids is not None else [None] * len(completions)
+    args["completions"] = [
+        [{"role": "assistant", "content": text}] if is_chat else text for text, is_chat in zip(completions, chat)
+    ]
+    args["prompts"] = [
+        conversation_of(record) if is_chat else prompt for record, prompt, is_chat in zip(records, prompts, chat)
+    ]
+    args["completion_ids"] = (
+        [list(ids) for ids in completion_ids] if completion_ids is not None else [None] * len(completions)
+    )
     args["trainer_state"], args["log_metric"], args["log_extra"] = state, log.log_metric, log.log_extra
     return args
 

@@ -40,9 +40,8 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Mapping
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,7 +91,9 @@ def reward_terms(cfg: Config) -> list[RewardTerm]:
         where = f"rewards[{i}].function {entry.function!r}"
         if ":" not in entry.function:
             if entry.function not in BUILTIN_REWARDS.names():
-                raise RewardError(f"{where}: no such built-in reward; built-ins: {BUILTIN_REWARDS.names()}, or name a plugin as 'module:function'")
+                raise RewardError(
+                    f"{where}: no such built-in reward; built-ins: {BUILTIN_REWARDS.names()}, or name a plugin as 'module:function'"
+                )
             builtin = BUILTIN_REWARDS[entry.function]
             terms.append(RewardTerm(where, entry.label, entry.weight, builtin.make(cfg), builtin.judge))
             continue
@@ -115,10 +116,14 @@ def load_plugin(spec: str) -> tuple[Callable, dict]:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
-        raise RewardError(f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); it is looked up in the working directory {cwd} first, then in the installed packages") from exc
+        raise RewardError(
+            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); it is looked up in the working directory {cwd} first, then in the installed packages"
+        ) from exc
     function = getattr(module, attribute, None)
     if function is None:
-        raise RewardError(f"module {module_name!r} ({getattr(module, '__file__', 'built in')}) has no attribute {attribute!r}")
+        raise RewardError(
+            f"module {module_name!r} ({getattr(module, '__file__', 'built in')}) has no attribute {attribute!r}"
+        )
     if not callable(function):
         raise RewardError(f"{spec} is not callable (it is a {type(function).__name__})")
     path = _source_file(function, module)
@@ -148,9 +153,19 @@ def check_rewards(cfg: Config, problems: pd.DataFrame) -> None:
         return
     try:
         answers = list(rows["answer"])
-        plugin_values(plugins, rows, answers, list(rows["prompt"]), retokenized(cfg, answers), TrainerState(max_steps=cfg.run.iterations), RewardLog(len(rows)))
+        plugin_values(
+            plugins,
+            rows,
+            answers,
+            list(rows["prompt"]),
+            retokenized(cfg, answers),
+            TrainerState(max_steps=cfg.run.iterations),
+            RewardLog(len(rows)),
+        )
     except RewardError as exc:
-        raise RewardError(f"{exc} (a probe on {len(rows)} training problems, their reference answers as completions)") from exc
+        raise RewardError(
+            f"{exc} (a probe on {len(rows)} training problems, their reference answers as completions)"
+        ) from exc
 
 
 def combine(
@@ -175,10 +190,14 @@ def combine(
             judged = term.function(rows, list(completions))
             values[term.name] = [verdict.reward for verdict in judged]
             if verdicts is not None:
-                later.append(judged)  # a later judge's details are kept beside the first's (e.g. the rubric's per-criterion scores)
+                later.append(
+                    judged
+                )  # a later judge's details are kept beside the first's (e.g. the rubric's per-criterion scores)
             verdicts = verdicts if verdicts is not None else judged
         elif term.source is None:  # a built-in shaping term (`format`) reads the texts
-            values[term.name] = checked(term.where, term.function(list(completions), **columns_of(rows)), list(rows["id"]))
+            values[term.name] = checked(
+                term.where, term.function(list(completions), **columns_of(rows)), list(rows["id"])
+            )
     plugins = [term for term in terms if not term.judge and term.source is not None]
     if plugins:
         log = log if log is not None else RewardLog(len(completions))
@@ -214,7 +233,9 @@ def plugin_values(
 def checked(where: str, returned: object, ids: list[str]) -> list[float | None]:
     """`returned` as one finite float or None per problem id; RewardError naming `where` and the row otherwise."""
     if isinstance(returned, (str, bytes, dict)) or not isinstance(returned, (Sequence, np.ndarray)):
-        raise RewardError(f"{where} returned a {type(returned).__name__}; expected a list of {len(ids)} floats (or None)")
+        raise RewardError(
+            f"{where} returned a {type(returned).__name__}; expected a list of {len(ids)} floats (or None)"
+        )
     if len(returned) != len(ids):
         raise RewardError(f"{where} returned {len(returned)} values for {len(ids)} completions")
     values: list[float | None] = []
@@ -225,9 +246,13 @@ def checked(where: str, returned: object, ids: list[str]) -> list[float | None]:
                 "a conversational completion arrives as [{'role': 'assistant', 'content': text}], read its text as completion[0]['content']"
             )
         if value is not None and not isinstance(value, numbers.Real):
-            raise RewardError(f"{where} returned {value!r} ({type(value).__name__}) for completion {i} (problem {problem!r}); expected a float, or None for 'not applicable'")
+            raise RewardError(
+                f"{where} returned {value!r} ({type(value).__name__}) for completion {i} (problem {problem!r}); expected a float, or None for 'not applicable'"
+            )
         if value is not None and not math.isfinite(value):
-            raise RewardError(f"{where} returned {value!r} for completion {i} (problem {problem!r}); return None for 'not applicable'")
+            raise RewardError(
+                f"{where} returned {value!r} for completion {i} (problem {problem!r}); return None for 'not applicable'"
+            )
         values.append(None if value is None else float(value))
     return values
 
@@ -257,7 +282,10 @@ _BOX = "\\boxed{"
 def format_reward(completions: list[str], family: list[str], **_) -> list[float]:
     """1.0 when a completion has the answer format the chat instruction asks for: a closed ``` fence
     for code families, a closed, non-empty \\boxed{} for the rest; else 0.0."""
-    return [float(bool(_FENCE.search(text)) if fam in CODE_FAMILIES else _closed_box(text)) for text, fam in zip(completions, family)]
+    return [
+        float(bool(_FENCE.search(text)) if fam in CODE_FAMILIES else _closed_box(text))
+        for text, fam in zip(completions, family)
+    ]
 
 
 def _closed_box(text: str) -> bool:
@@ -281,7 +309,9 @@ BUILTIN_REWARDS.add("format", Builtin(lambda cfg: format_reward))
 
 
 def _rubric(cfg: Config) -> Callable:
-    from coevo.coevolvers.rubrics import rubric_reward  # the co-evolving rubric's judged reward (coevolver.kind: rubrics)
+    from coevo.coevolvers.rubrics import (
+        rubric_reward,
+    )  # the co-evolving rubric's judged reward (coevolver.kind: rubrics)
 
     return rubric_reward(cfg)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pandas as pd
 
 from coevo.config import Config
+from coevo.engines import with_prompt_format
 from coevo.engines.base import Engine
 from coevo.errors import InputError
-from coevo.engines import with_prompt_format
 from coevo.prompting import conversation_of, prompt_renderer
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant
@@ -93,7 +93,9 @@ def _check_strippable(renderer, rows) -> None:
     a conversation whose other turns (its own system turn, earlier turns) change the prompt cannot be
     re-rendered from the question alone, so it needs `update_context: keep`."""
     for row in rows:
-        if conversation_of(row) and renderer.render(row) != renderer.render({"prompt": row["prompt"], "family": row["family"]}):
+        if conversation_of(row) and renderer.render(row) != renderer.render(
+            {"prompt": row["prompt"], "family": row["family"]}
+        ):
             raise ValueError(
                 f"problem {row['id']!r}: its `messages` hold turns beyond the question, which coevolver.update_context: strip "
                 "cannot re-render in the policy update; set coevolver.update_context: keep"

@@ -42,7 +42,9 @@ class RunLocked(RuntimeError):
     def __init__(self, out_dir: Path, holder: dict):
         self.out_dir, self.holder = out_dir, holder
         who = f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')} since {holder.get('since', '?')}"
-        super().__init__(f"run directory {out_dir} is in use by {who} (command: {holder.get('command', '?')}); one run per directory — wait for it or use another run.out_dir")
+        super().__init__(
+            f"run directory {out_dir} is in use by {who} (command: {holder.get('command', '?')}); one run per directory — wait for it or use another run.out_dir"
+        )
 
 
 def lock_path(out_dir: str | os.PathLike) -> Path:
@@ -76,7 +78,12 @@ def _acquire(path: Path, command: str) -> tuple[int, dict]:
             pass
         os.close(fd)  # locked a file its holder had just deleted: retry on the new one
     previous = read_holder(path.parent)
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": command}
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+    }
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
     return fd, previous
@@ -96,7 +103,9 @@ def run_lock(out_dir: str | os.PathLike, command: str | None = None, log=None) -
             fd, previous = _acquire(path, command or " ".join(sys.argv))
             _held[path] = [fd, 1, created]
             if previous and log is not None:
-                log(f"run lock: took over {path}, last held by pid {previous.get('pid')} on {previous.get('host')} since {previous.get('since')} (no longer running)")
+                log(
+                    f"run lock: took over {path}, last held by pid {previous.get('pid')} on {previous.get('host')} since {previous.get('since')} (no longer running)"
+                )
     try:
         yield read_holder(out_dir)
     finally:

@@ -21,14 +21,18 @@ import pandas as pd
 from coevo.types import ContextVariant
 
 
-def shard_of(batch: pd.DataFrame, variants: list[ContextVariant], shard: int, shards: int) -> tuple[pd.DataFrame, list[ContextVariant]]:
+def shard_of(
+    batch: pd.DataFrame, variants: list[ContextVariant], shard: int, shards: int
+) -> tuple[pd.DataFrame, list[ContextVariant]]:
     """Shard `shard` of `shards`: its block of the batch's problems and their variants, in plan order."""
     if not 0 <= shard < shards:
         raise ValueError(f"shard {shard}: expected 0 <= shard < pipeline.shards ({shards})")
     if shards == 1:
         return batch, variants
     if shards > len(batch):
-        raise ValueError(f"pipeline.shards ({shards}) exceeds the problems of the iteration ({len(batch)}, rollout.problems_per_iter): a shard would be empty")
+        raise ValueError(
+            f"pipeline.shards ({shards}) exceeds the problems of the iteration ({len(batch)}, rollout.problems_per_iter): a shard would be empty"
+        )
     rows = np.array_split(np.arange(len(batch)), shards)[shard]
     part = batch.iloc[rows]
     ids = set(part["id"])

@@ -24,13 +24,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from coevo.code.prepare import CODE_SOURCES
 from coevo.coevolvers import CoEvolver, TextGenerator
-from coevo.coevolvers.composite import build_coevolvers, check_coevolvers, load_coevolvers, member_dir, member_reports, members_of
-from coevo.coevolvers.curriculum import zero_variance_share
 from coevo.coevolvers.base import MANIFEST, load_coevolver
+from coevo.coevolvers.composite import (
+    build_coevolvers,
+    check_coevolvers,
+    load_coevolvers,
+    member_dir,
+    member_reports,
+    members_of,
+)
+from coevo.coevolvers.curriculum import zero_variance_share
 from coevo.coevolvers.harness import SAMPLING_KNOBS, in_force
 from coevo.config import Config, SamplingConfig
-from coevo.types import ContextVariant
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
 from coevo.evaluate import evaluate, validate
@@ -57,7 +64,6 @@ from coevo.policy.lora import apply_lora, is_adapter_dir, is_lora
 from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, read_evals
 from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, policy_update
-from coevo.code.prepare import CODE_SOURCES
 from coevo.prepare import build_all_splits, prepare_problems
 from coevo.problems.splits import SPLITS
 from coevo.prompting import check_prompt_format
@@ -67,6 +73,7 @@ from coevo.seeding import derive_seed
 from coevo.sharding import seed_stage, shard_of, shard_path
 from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
+from coevo.types import ContextVariant
 from coevo.verify import verify_rollouts
 from schemas.problems import read_problems
 from schemas.rewards import COMPONENTS, LOGGED, read_rewards, write_rewards
@@ -109,11 +116,18 @@ def latest_complete(cfg: Config) -> int:
     unless it is damaged. Falling back to the bootstrap past checkpoints that exist says so: nothing
     intact remains, and the run restarts at iteration 1."""
     layout, k = RunLayout(cfg.run.out_dir), 0
-    while (layout.checkpoint(k + 1) / META).is_file() and layout.coevolver(k + 1).is_dir() and layout.report(k + 1).is_file():
+    while (
+        (layout.checkpoint(k + 1) / META).is_file()
+        and layout.coevolver(k + 1).is_dir()
+        and layout.report(k + 1).is_file()
+    ):
         k += 1
     newest, passed = k, []
     while k > 0:
-        problem = resume_problem(layout.checkpoint(k), damaged_files(layout.checkpoint(k)) if read_pruned(layout.checkpoint(k)) is None else [])
+        problem = resume_problem(
+            layout.checkpoint(k),
+            damaged_files(layout.checkpoint(k)) if read_pruned(layout.checkpoint(k)) is None else [],
+        )
         if problem is None:
             break
         if read_pruned(layout.checkpoint(k)) is None:  # a pruned one is expected, not news
@@ -133,7 +147,11 @@ def damaged_files(checkpoint: str | Path) -> list[str]:
     """The files of `checkpoint` whose content no longer has the sha256 its coevo.json records
     (truncated, overwritten or missing; the optimizer state is not listed); [] for an intact one."""
     listed = read_meta(checkpoint).get("files", {})
-    return [name for name, sha in sorted(listed.items()) if not (Path(checkpoint) / name).is_file() or hash_file(Path(checkpoint) / name) != sha]
+    return [
+        name
+        for name, sha in sorted(listed.items())
+        if not (Path(checkpoint) / name).is_file() or hash_file(Path(checkpoint) / name) != sha
+    ]
 
 
 def intact(record: dict) -> bool:
@@ -223,7 +241,9 @@ def bootstrap_key(cfg: Config, data: dict) -> str:
     and their content, and the settings of problems.source's warm start (bootstrap.* for math,
     code.warm_start_* and code.synth for code), so a knob no warm start reads never re-bootstraps."""
     include = {"seed": True, "policy": True, "problems": True, **warm_start_for(cfg).settings}
-    inputs = cfg.model_dump(mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora", "distributed"}})
+    inputs = cfg.model_dump(
+        mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora", "distributed"}}
+    )
     return hash_bytes(json.dumps([inputs, data["dvc_md5"]], sort_keys=True).encode())
 
 
@@ -239,7 +259,9 @@ def bootstrap_stage(cfg: Config, data: dict) -> dict:
     weights = cfg.bootstrap_dir / WEIGHTS
     if meta.get("bootstrap_key") != key or not weights.is_file() or hash_file(weights) != meta.get("weights_sha256"):
         lineage = stage_lineage(cfg, 0, None, None, None, coevolver_dir, data)
-        policy, meta = bootstrap_policy(cfg, problems(data["train"]["path"]), extra_meta={"lineage": lineage, "bootstrap_key": key})
+        policy, meta = bootstrap_policy(
+            cfg, problems(data["train"]["path"]), extra_meta={"lineage": lineage, "bootstrap_key": key}
+        )
         _POLICIES.clear()
         _POLICIES[meta["weights_sha256"]] = policy
     return {
@@ -267,7 +289,9 @@ def training_split(cfg: Config, it: int, train: str | Path) -> pd.DataFrame:
     entry = next((entry for entry in cfg.coevolver_list if entry.curriculum.proposer.enabled), None)
     if entry is None or it < 1:
         return split
-    curriculum = load_coevolver(member_dir(cfg, RunLayout(cfg.run.out_dir).coevolver(it - 1), "curriculum"), entry, cfg.seed)
+    curriculum = load_coevolver(
+        member_dir(cfg, RunLayout(cfg.run.out_dir).coevolver(it - 1), "curriculum"), entry, cfg.seed
+    )
     return split if curriculum.proposals.empty else pd.concat([split, curriculum.proposals], ignore_index=True)
 
 
@@ -295,8 +319,12 @@ def backtest_sampler(cfg: Config, checkpoint: Path, it: int):
     draw with the same seed), and the verifier scores them."""
 
     def sample(batch: pd.DataFrame, trial: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
-        variants = [ContextVariant(problem_id=str(pid), variant="solo", n=cfg.rollout.group_size) for pid in batch["id"]]
-        frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, trial, it, policy_version(checkpoint), "harness-backtest")
+        variants = [
+            ContextVariant(problem_id=str(pid), variant="solo", n=cfg.rollout.group_size) for pid in batch["id"]
+        ]
+        frame = run_rollouts(
+            live_engine(cfg, checkpoint), variants, batch, trial, it, policy_version(checkpoint), "harness-backtest"
+        )
         return frame, verify_rollouts(frame, batch, trial)
 
     return sample
@@ -308,12 +336,17 @@ def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenera
     def generate(prompts: list[str], max_new_tokens: int) -> list[str]:
         engine = live_engine(cfg, checkpoint)
         greedy = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens)
-        return [group[0].text for group in engine.generate(prompts, 1, greedy, derive_seed(cfg.seed, it, "reflect"), stop_at_newline=True)]
+        return [
+            group[0].text
+            for group in engine.generate(prompts, 1, greedy, derive_seed(cfg.seed, it, "reflect"), stop_at_newline=True)
+        ]
 
     return generate
 
 
-def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, shard: int = 0, shards: int = 1) -> dict:
+def rollout_stage(
+    cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, shard: int = 0, shards: int = 1
+) -> dict:
     """The iteration's rollouts, or shard `shard` of `shards` of them (coevo/sharding.py)."""
     evolver = coevolver_at(cfg, it, coevolver)
     split = training_split(cfg, it, train)
@@ -321,7 +354,15 @@ def rollout_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, train: 
     batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)
     batch, variants = shard_of(batch, evolver.plan(batch, cfg.rollout.group_size), shard, shards)
     pause_point("rollout", f"{it}.{shard}")  # a shard's rollout before it samples (the Ray worker-kill test)
-    frame = run_rollouts(live_engine(cfg, checkpoint), variants, batch, harnessed(cfg, it), it, policy_version(checkpoint), seed_stage(shard, shards))
+    frame = run_rollouts(
+        live_engine(cfg, checkpoint),
+        variants,
+        batch,
+        harnessed(cfg, it),
+        it,
+        policy_version(checkpoint),
+        seed_stage(shard, shards),
+    )
     path = shard_path(RunLayout(cfg.run.out_dir).rollouts(it), shard, shards)
     write_rollouts(path, frame)
     return {"path": str(path), "sha256": hash_file(path), "metrics": rollout_metrics(frame)}
@@ -345,8 +386,16 @@ def merge_stage(cfg: Config, it: int, rollouts: list[str], rewards: list[str]) -
     write_rollouts(layout.rollouts(it), frame)
     write_rewards(layout.rewards(it), scored)
     return {
-        "rollouts": {"path": str(layout.rollouts(it)), "sha256": hash_file(layout.rollouts(it)), "metrics": rollout_metrics(frame)},
-        "rewards": {"path": str(layout.rewards(it)), "sha256": hash_file(layout.rewards(it)), "metrics": reward_metrics(frame, scored)},
+        "rollouts": {
+            "path": str(layout.rollouts(it)),
+            "sha256": hash_file(layout.rollouts(it)),
+            "metrics": rollout_metrics(frame),
+        },
+        "rewards": {
+            "path": str(layout.rewards(it)),
+            "sha256": hash_file(layout.rewards(it)),
+            "metrics": reward_metrics(frame, scored),
+        },
     }
 
 
@@ -370,15 +419,28 @@ def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards:
     content_hash = bank.save(layout.coevolver(it))
     metrics = {**coevo_metrics(report), "coevo/zero_var_share": zero_variance_share(frame, scored)}
     if "proposer" in report:
-        metrics |= {"coevo/proposed": float(report["proposer"]["accepted"]), "coevo/proposals_total": float(report["proposer"]["total"])}
+        metrics |= {
+            "coevo/proposed": float(report["proposer"]["accepted"]),
+            "coevo/proposals_total": float(report["proposer"]["total"]),
+        }
     if "harness" in report:
         entry = report["harness"].get("entry")
         metrics |= {f"coevo/harness_{k}": float(report["harness"]["in_force"][k]) for k in SAMPLING_KNOBS}
-        metrics |= {"coevo/harness_backtests": float(entry is not None), "coevo/harness_accepted": float(bool(entry and entry["accepted"]))}
-    return {"path": str(layout.coevolver(it)), "content_hash": content_hash, "report": str(layout.report(it)), "metrics": metrics}
+        metrics |= {
+            "coevo/harness_backtests": float(entry is not None),
+            "coevo/harness_accepted": float(bool(entry and entry["accepted"])),
+        }
+    return {
+        "path": str(layout.coevolver(it)),
+        "content_hash": content_hash,
+        "report": str(layout.report(it)),
+        "metrics": metrics,
+    }
 
 
-def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict) -> dict:
+def update_stage(
+    cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict
+) -> dict:
     """Checkpoint k -> k+1. Resumable: reads weights and optimizer state from checkpoint k only.
 
     A self-distillation objective's teacher reads its privileged context from co-evolver k+1 (the
@@ -399,7 +461,9 @@ def update_stage(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: 
         record = launch_update(cfg, it, checkpoint, rollouts, rewards, coevolver, data, rank_module="coevo.update_rank")
         LIVE.sync(record["checkpoint"], record["weights_sha256"], lambda: cached_policy(record["checkpoint"], cfg))
         return record
-    policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(checkpoint, cfg.policy.device, cfg.policy.dtype)
+    policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(
+        checkpoint, cfg.policy.device, cfg.policy.dtype
+    )
     optimizer, objective, reference = update_state(cfg, it, checkpoint, policy)
     stats = update_train(cfg, it, policy, optimizer, objective, reference, rollouts, rewards, coevolver, data)
     pause_point("update", it)  # trained in memory, nothing saved yet
@@ -416,43 +480,108 @@ def update_state(cfg: Config, it: int, checkpoint: str, policy: Policy) -> tuple
     with_lora(policy, cfg, Path(checkpoint))
     optimizer = build_optimizer(policy.model, cfg)
     if not load_optimizer_state(checkpoint, optimizer) and it > 1:
-        raise FileNotFoundError(f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint")
+        raise FileNotFoundError(
+            f"{checkpoint}: no {TRAINER_STATE}; the update cannot resume exactly from this checkpoint"
+        )
     objective = build_objective(cfg.objective)
-    reference = load_policy(RunLayout(cfg.run.out_dir).checkpoint(0), cfg.policy.device, cfg.policy.dtype).model if objective.needs_reference else None
+    reference = (
+        load_policy(RunLayout(cfg.run.out_dir).checkpoint(0), cfg.policy.device, cfg.policy.dtype).model
+        if objective.needs_reference
+        else None
+    )
     return optimizer, objective, reference
 
 
-def update_train(cfg: Config, it: int, policy: Policy, optimizer, objective, reference, rollouts: str, rewards: str, coevolver: str, data: dict, ranks=None) -> dict:
+def update_train(
+    cfg: Config,
+    it: int,
+    policy: Policy,
+    optimizer,
+    objective,
+    reference,
+    rollouts: str,
+    rewards: str,
+    coevolver: str,
+    data: dict,
+    ranks=None,
+) -> dict:
     """The optimizer steps of iteration `it` (none with policy.frozen); `ranks`: one rank's share."""
     if cfg.policy.frozen:
         return {"policy/steps": 0.0}
-    teacher = teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver)) if objective.needs_teacher else None
+    teacher = (
+        teacher_context(cfg.objective.teacher.sources, coevolver_at(cfg, it, coevolver))
+        if objective.needs_teacher
+        else None
+    )
     answers = training_split(cfg, it, data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
     frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
     seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
-    return policy_update(policy, optimizer, objective, frame, scored, harnessed(cfg, it), seed, reference, teacher, answers, engine_is_trainer, ranks)
+    return policy_update(
+        policy,
+        optimizer,
+        objective,
+        frame,
+        scored,
+        harnessed(cfg, it),
+        seed,
+        reference,
+        teacher,
+        answers,
+        engine_is_trainer,
+        ranks,
+    )
 
 
-def update_save(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict, policy: Policy, optimizer, stats: dict, meta: dict | None = None) -> str:
+def update_save(
+    cfg: Config,
+    it: int,
+    checkpoint: str,
+    rollouts: str,
+    rewards: str,
+    coevolver: str,
+    data: dict,
+    policy: Policy,
+    optimizer,
+    stats: dict,
+    meta: dict | None = None,
+) -> str:
     """Write checkpoint k+1 with its lineage (plus `meta`) atomically; returns its weights hash."""
-    lineage = stage_lineage(cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data, policy.base)
-    unchanged = stats["policy/steps"] == 0 and is_adapter_dir(checkpoint) == is_lora(policy.model)  # no step: same weights, same optimizer state
+    lineage = stage_lineage(
+        cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data, policy.base
+    )
+    unchanged = stats["policy/steps"] == 0 and is_adapter_dir(checkpoint) == is_lora(
+        policy.model
+    )  # no step: same weights, same optimizer state
     if unchanged:
         lineage["unchanged_from"] = lineage["parent"]["path"]
     out = RunLayout(cfg.run.out_dir).checkpoint(it)
-    return save_checkpoint(out, policy, {"iteration": it, "lineage": lineage, **(meta or {})}, optimizer, unchanged_from=checkpoint if unchanged else None)
+    return save_checkpoint(
+        out,
+        policy,
+        {"iteration": it, "lineage": lineage, **(meta or {})},
+        optimizer,
+        unchanged_from=checkpoint if unchanged else None,
+    )
 
 
 def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: str) -> dict:
     evolver = coevolver_at(cfg, it, coevolver)
     context_for = evolver.context_for if cfg.eval.with_skills and "context" in evolver.roles else None
     engine = live_engine(cfg, checkpoint)
-    asked = cfg.model_copy(update={"prompt": harnessed(cfg, it).prompt})  # the instruction checkpoint `it` was trained under
+    asked = cfg.model_copy(
+        update={"prompt": harnessed(cfg, it).prompt}
+    )  # the instruction checkpoint `it` was trained under
     verdicts: dict[str, bool] = {}  # problem id -> greedy verdict: `coevo compare` pairs them across arms
     metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for, verdicts)
     if (val := val_path(test)) is not None:
         metrics.update(validate(engine, problems(val), asked))  # val/: what keep-best and `best` read
-    record = {"iteration": it, "checkpoint": str(checkpoint), "weights_sha256": policy_version(checkpoint), "metrics": metrics, "verdicts": verdicts}
+    record = {
+        "iteration": it,
+        "checkpoint": str(checkpoint),
+        "weights_sha256": policy_version(checkpoint),
+        "metrics": metrics,
+        "verdicts": verdicts,
+    }
     if asked.prompt.format == "chat":
         record["instruction"] = asked.prompt.instruction.model_dump()  # what the held-out questions were asked with
     write_json(RunLayout(cfg.run.out_dir).evals(it), record)  # keep_best decides from these, also after a resume
@@ -473,10 +602,14 @@ def retain_stage(cfg: Config, it: int) -> dict:
     kept = keep_set(present, accs, rules.keep_last, rules.keep_every, rules.keep_best)
     pruned = {k: prune_checkpoint(layout.checkpoint(k), k) for k in present if k not in kept and k > 0}
     resumable = set(present[-rules.keep_last :]) if rules.keep_last is not None else set(present)
-    for k in kept - resumable:  # kept for its weights only (keep_every, keep_best): a resume starts from the newest keep_last
+    for k in (
+        kept - resumable
+    ):  # kept for its weights only (keep_every, keep_best): a resume starts from the newest keep_last
         (layout.checkpoint(k) / TRAINER_STATE).unlink(missing_ok=True)
     # co-evolver version k goes with checkpoint k: a resume from a kept checkpoint k reads version k only
-    versions = {k: prune_coevolver(layout.coevolver(k), k) for k in pruned if (layout.coevolver(k) / MANIFEST).is_file()}
+    versions = {
+        k: prune_coevolver(layout.coevolver(k), k) for k in pruned if (layout.coevolver(k) / MANIFEST).is_file()
+    }
     best = max(accs, key=lambda k: (accs[k], -k)) if accs else None
     return {
         "kept": sorted(kept),
@@ -493,7 +626,9 @@ def with_lora(policy: Policy, cfg: Config, checkpoint: Path) -> None:
         policy.base = checkpoint
 
 
-def stage_lineage(cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict, base: Path | None = None) -> dict:
+def stage_lineage(
+    cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict, base: Path | None = None
+) -> dict:
     return lineage_record(
         run_dir=cfg.run.out_dir,
         iteration=it,
@@ -523,7 +658,9 @@ def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
     joined = rollouts[["rollout_id", "family"]].merge(rewards, on="rollout_id")
     metrics = {"verify/reward_mean": float(joined["reward"].mean()), "verify/pass_rate": float(joined["passed"].mean())}
     metrics.update({f"verify/pass_rate/{f}": float(g["passed"].mean()) for f, g in joined.groupby("family")})
-    components = pd.DataFrame([json.loads(text) for text in rewards[COMPONENTS]], dtype=float)  # None -> NaN: skipped by mean
+    components = pd.DataFrame(
+        [json.loads(text) for text in rewards[COMPONENTS]], dtype=float
+    )  # None -> NaN: skipped by mean
     metrics.update({f"verify/reward/{name}": float(column.mean()) for name, column in components.items()})
     if LOGGED in rewards.columns:  # reward plugins' log_metric values (coevo/reward_calls.py), mean over the rows
         logged = pd.DataFrame([json.loads(text).get("metric", {}) for text in rewards[LOGGED]], dtype=float)
@@ -538,7 +675,10 @@ def coevo_metrics(report: dict) -> dict[str, float]:
     """Counts of skill events and of skills by status, summed over a list's members."""
     metrics: dict[str, float] = {}
     for member in member_reports(report):
-        counts = {f"coevo/{key}": len(member.get(key, [])) for key in ("admitted", "rejected", "promoted", "retired", "new_candidates")}
+        counts = {
+            f"coevo/{key}": len(member.get(key, []))
+            for key in ("admitted", "rejected", "promoted", "retired", "new_candidates")
+        }
         counts.update({f"coevo/n_{status}": n for status, n in member.get("counts", {}).items()})
         for name, n in counts.items():
             metrics[name] = metrics.get(name, 0.0) + float(n)

@@ -17,7 +17,9 @@ class Reward:
     passed: bool
     verifier: str
     details: str = ""
-    components: dict[str, float | None] = field(default_factory=dict, hash=False)  # each `rewards` entry's value, by name (coevo/rewards.py)
+    components: dict[str, float | None] = field(
+        default_factory=dict, hash=False
+    )  # each `rewards` entry's value, by name (coevo/rewards.py)
 
 
 @dataclass

@@ -45,7 +45,9 @@ def run_rank(job: Path) -> None:
         ranks = Ranks(policy.model, torch.device(device))
         stats = stages.update_train(cfg, it, policy, optimizer, objective, reference, *paths[1:], spec["data"], ranks)
         if ranks.rank == 0:
-            version = stages.update_save(cfg, it, *paths, spec["data"], policy, optimizer, stats, {"world_size": ranks.world})
+            version = stages.update_save(
+                cfg, it, *paths, spec["data"], policy, optimizer, stats, {"world_size": ranks.world}
+            )
             out = stages.RunLayout(cfg.run.out_dir).checkpoint(it)
             write_json(job / RESULT, {"checkpoint": str(out), "weights_sha256": version, "metrics": stats})
         # DDP's reducer holds the process group: free it while the group is alive (destroyed after the

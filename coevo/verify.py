@@ -42,7 +42,9 @@ def score_rows(
     state = state or TrainerState(max_steps=cfg.run.iterations)
     if completion_ids is None and any(entry.function not in BUILTIN_REWARDS.names() for entry in cfg.rewards):
         completion_ids = retokenized(cfg, completions)  # a plugin reads completion_ids: the evaluation keeps texts only
-    return combine(reward_terms(cfg), problems, completions, prompts, cfg.rewards_pass_threshold, completion_ids, state, log)
+    return combine(
+        reward_terms(cfg), problems, completions, prompts, cfg.rewards_pass_threshold, completion_ids, state, log
+    )
 
 
 def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config | None = None) -> pd.DataFrame:
@@ -50,12 +52,16 @@ def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config 
     code.sandbox runs code problems); None means the defaults of coevo.config."""
     rows = problems.set_index("id").loc[rollouts["problem_id"]].reset_index()
     if len(rollouts):
-        rows.attrs["iteration"] = int(rollouts["iteration"].iloc[0])  # which rubric version judges them (reward `rubric`)
+        rows.attrs["iteration"] = int(
+            rollouts["iteration"].iloc[0]
+        )  # which rubric version judges them (reward `rubric`)
     prompts = list(rollouts["prompt"]) if "prompt" in rollouts.columns else None
     ids = list(rollouts["completion_ids"]) if "completion_ids" in rollouts.columns else None
     cfg = cfg or Config()
     log = RewardLog(len(rollouts))
-    results = score_rows(rows, list(rollouts["completion"]), cfg, prompts, ids, trainer_state(cfg, rollouts, problems), log)
+    results = score_rows(
+        rows, list(rollouts["completion"]), cfg, prompts, ids, trainer_state(cfg, rollouts, problems), log
+    )
     return pd.DataFrame(
         {
             "rollout_id": rollouts["rollout_id"].to_numpy(),
@@ -76,4 +82,9 @@ def trainer_state(cfg: Config, rollouts: pd.DataFrame, train: pd.DataFrame) -> T
     max_steps = run.iterations, epoch = problems rolled out so far / training problems."""
     step = int(rollouts["iteration"].iloc[0]) if len(rollouts) else 0
     per_epoch = cfg.rollout.problems_per_iter / max(len(train), 1)
-    return TrainerState(global_step=step, max_steps=cfg.run.iterations, epoch=step * per_epoch, num_train_epochs=cfg.run.iterations * per_epoch)
+    return TrainerState(
+        global_step=step,
+        max_steps=cfg.run.iterations,
+        epoch=step * per_epoch,
+        num_train_epochs=cfg.run.iterations * per_epoch,
+    )

@@ -41,14 +41,22 @@ def arm_run(spec: Spec, arm: str, seed: int, root: Path) -> tuple[dict, bool]:
     marker = read_marker(run_dir)
     if marker is not None:
         if marker["identity"] != ident:
-            raise InputError(f"{run_dir}: finished with other params than {spec.path} now gives arm {arm!r}; remove it or compare into another --out")
+            raise InputError(
+                f"{run_dir}: finished with other params than {spec.path} now gives arm {arm!r}; remove it or compare into another --out"
+            )
         return marker, True
     train_flow(str(spec.arm(arm).params), arm_overrides(spec, spec.arm(arm), seed, run_dir))
     return finish(cfg, arm, seed, ident), False
 
 
 @flow(name="coevo-compare")
-def compare_flow(spec_file: str, out: str | None = None, seeds: list[int] | None = None, merge: list[str] | None = None, dated: bool = False) -> dict:
+def compare_flow(
+    spec_file: str,
+    out: str | None = None,
+    seeds: list[int] | None = None,
+    merge: list[str] | None = None,
+    dated: bool = False,
+) -> dict:
     """Run (or restore) the spec's arm runs for `seeds` (default: all) in `out`, then write and log
     the table of every finished run in `out` and `merge`. `dated`: `out` gets a subdirectory of
     today's date (UTC), as the nightly deployment runs it."""
@@ -66,14 +74,24 @@ def compare_flow(spec_file: str, out: str | None = None, seeds: list[int] | None
         for arm, seed in todo:
             _, restored = arm_run(spec, arm, seed, root)
             nested = parent.nest(cell_dir(root, arm, seed), arm, seed)
-            log.info(f"{arm} seed {seed}: {'restored' if restored else 'trained'}{'' if nested else ' (its MLflow run is in another store: not nested)'}")
+            log.info(
+                f"{arm} seed {seed}: {'restored' if restored else 'trained'}{'' if nested else ' (its MLflow run is in another store: not nested)'}"
+            )
             pause_point("compare-arm", f"{arm}-seed{seed}")
         table = build_table(spec, list(finished_runs(spec, [root, *merged]).values()))
         files = write_outputs(table, root)
         parent.finish(table, files)
-    return {"out": str(root), "files": {k: str(v) for k, v in files.items()}, "parent_run_id": parent.run_id, "complete": table["complete"], "table": table}
+    return {
+        "out": str(root),
+        "files": {k: str(v) for k, v in files.items()},
+        "parent_run_id": parent.run_id,
+        "complete": table["complete"],
+        "table": table,
+    }
 
 
 def nightly_deployment(spec_file: str, out: str | None, cron: str, name: str):
     """`coevo compare SPEC --serve`: the comparison every night at `cron`, each in <out>/<date>."""
-    return compare_flow.to_deployment(name=name, cron=cron, parameters={"spec_file": spec_file, "out": out, "dated": True})
+    return compare_flow.to_deployment(
+        name=name, cron=cron, parameters={"spec_file": spec_file, "out": out, "dated": True}
+    )

@@ -40,11 +40,25 @@ def task_runner(cfg: Config) -> Iterator[object | None]:
 
     settings = cfg.pipeline.ray
     if settings.address is None:  # "local": a new cluster even where this machine belongs to one
-        init = {"address": "local", "num_cpus": settings.num_workers, "object_store_memory": settings.object_store_mb * 2**20, "include_dashboard": False}
+        init = {
+            "address": "local",
+            "num_cpus": settings.num_workers,
+            "object_store_memory": settings.object_store_mb * 2**20,
+            "include_dashboard": False,
+        }
     else:
         init = {"address": "auto"} if settings.address == "auto" else {}
-    runner = RayTaskRunner(address=settings.address if settings.address not in (None, "auto") else None, init_kwargs=init)
-    with runner, remote_options(num_cpus=1, max_retries=cfg.pipeline.retries, runtime_env=same_threads(RemoteOptionsContext.get().current_remote_options)):
+    runner = RayTaskRunner(
+        address=settings.address if settings.address not in (None, "auto") else None, init_kwargs=init
+    )
+    with (
+        runner,
+        remote_options(
+            num_cpus=1,
+            max_retries=cfg.pipeline.retries,
+            runtime_env=same_threads(RemoteOptionsContext.get().current_remote_options),
+        ),
+    ):
         yield runner
 
 
@@ -60,12 +74,24 @@ def same_threads(options: dict) -> dict:
     return env
 
 
-def rollout_and_verify(t: dict, runner, params: str, cfg: Config, it: int, state: dict, data: dict, timers: Timers, possible: bool) -> tuple[dict, dict]:
+def rollout_and_verify(
+    t: dict, runner, params: str, cfg: Config, it: int, state: dict, data: dict, timers: Timers, possible: bool
+) -> tuple[dict, dict]:
     """The iteration's rollouts and rewards records ({"path", "sha256", "metrics"}), in
     pipeline.shards shards on `runner` (None: in this process), merged when more than one."""
     k, common = cfg.pipeline.shards, {"params": params, "it": it}
     with timers.phase("rollout"):
-        calls = [{**common, "checkpoint": state["checkpoint"], "coevolver": state["coevolver"], "data": data, "shard": j, "shards": k} for j in range(k)]
+        calls = [
+            {
+                **common,
+                "checkpoint": state["checkpoint"],
+                "coevolver": state["coevolver"],
+                "data": data,
+                "shard": j,
+                "shards": k,
+            }
+            for j in range(k)
+        ]
         rolled = gather(runner, t["rollout"], calls, possible)
     with timers.phase("verify"):
         calls = [{**common, "rollouts": r, "data": data, "shard": j, "shards": k} for j, r in enumerate(rolled)]
@@ -94,7 +120,9 @@ def remade(runner, stage_task: Task, kwargs: dict, possible: bool, result: dict 
     ingest then names the damaged table if it still needs it)."""
     result = stage_task(**kwargs) if result is None else result
     if possible and not intact(result):
-        get_run_logger().warning(f"{result['path']}: differs from the sha256 its cached {stage_task.name} result records; re-making it")
+        get_run_logger().warning(
+            f"{result['path']}: differs from the sha256 its cached {stage_task.name} result records; re-making it"
+        )
         again = stage_task.with_options(refresh_cache=True)
         result = again(**kwargs) if runner is None else runner.submit(again, kwargs).result()
     return result

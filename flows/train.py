@@ -45,16 +45,23 @@ def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
     """The iteration's Prefect table artifact: rewards, accuracy, stage times, skills admitted/retired."""
     report = json.loads(Path(report_path).read_text())
     rows = [{"metric": k, "value": round(v, 4)} for k, v in sorted(metrics.items())]
-    rows += [{"metric": f"skills/{key}", "value": sum(len(member.get(key, [])) for member in member_reports(report))} for key in ("admitted", "rejected", "retired")]
+    rows += [
+        {"metric": f"skills/{key}", "value": sum(len(member.get(key, [])) for member in member_reports(report))}
+        for key in ("admitted", "rejected", "retired")
+    ]
     create_table_artifact(table=rows, key="coevo-iteration", description=f"coevo iteration {it}")
 
 
-def run_iteration(t: dict, runner, params: str, cfg: Config, it: int, last: int, state: dict, data: dict) -> tuple[dict, dict]:
+def run_iteration(
+    t: dict, runner, params: str, cfg: Config, it: int, last: int, state: dict, data: dict
+) -> tuple[dict, dict]:
     """One iteration of tasks (rollout and verification in shards on `runner`: flows/fanout.py);
     returns the new state (checkpoint, co-evolver, shards not yet in the catalog) and the iteration's
     metrics. The catalog ingests every pipeline.ingest_every iterations."""
     timers, checkpoint, coevolver = Timers(), state["checkpoint"], state["coevolver"]
-    rollouts, rewards = rollout_and_verify(t, runner, params, cfg, it, state, data, timers, possible=read_pruned(checkpoint["path"]) is None)
+    rollouts, rewards = rollout_and_verify(
+        t, runner, params, cfg, it, state, data, timers, possible=read_pruned(checkpoint["path"]) is None
+    )
     with timers.phase("coevolve"):
         evolved = t["coevolve"](params, it, coevolver, rollouts, rewards, data)
         if it > state["resume_from"] and read_pruned(evolved["path"]) is not None:
@@ -63,18 +70,26 @@ def run_iteration(t: dict, runner, params: str, cfg: Config, it: int, last: int,
             evolved = t["coevolve"].with_options(refresh_cache=True)(params, it, coevolver, rollouts, rewards, data)
     with timers.phase("update"):
         updated = t["policy-update"](params, it, checkpoint, rollouts, rewards, evolved, data)
-        if it > state["resume_from"] and (read_pruned(updated["checkpoint"]) is not None or (it <= state["on_disk"] and damaged_files(updated["checkpoint"]))):
+        if it > state["resume_from"] and (
+            read_pruned(updated["checkpoint"]) is not None
+            or (it <= state["on_disk"] and damaged_files(updated["checkpoint"]))
+        ):
             # a cached result whose weights retention has pruned since, or (a checkpoint there before this
             # flow started: only those are hashed) whose files no longer match coevo.json's sha256, past the
             # newest intact kept checkpoint: train again (from the kept checkpoint it-1, bit-identically)
-            updated = t["policy-update"].with_options(refresh_cache=True)(params, it, checkpoint, rollouts, rewards, evolved, data)
+            updated = t["policy-update"].with_options(refresh_cache=True)(
+                params, it, checkpoint, rollouts, rewards, evolved, data
+            )
     state = {
         "resume_from": state["resume_from"],
         "on_disk": state["on_disk"],
         "checkpoint": {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
         "coevolver": {"path": evolved["path"], "content_hash": evolved["content_hash"]},
         "report": evolved["report"],
-        "shards": [*state.get("shards", []), {"iteration": it, "rollouts": shard(rollouts), "rewards": shard(rewards), "report": evolved["report"]}],
+        "shards": [
+            *state.get("shards", []),
+            {"iteration": it, "rollouts": shard(rollouts), "rewards": shard(rewards), "report": evolved["report"]},
+        ],
     }
     metrics = {"iteration": float(it)}
     for stage in (rollouts, rewards, evolved, updated):
@@ -91,7 +106,12 @@ def run_iteration(t: dict, runner, params: str, cfg: Config, it: int, last: int,
 
 
 @flow(name="coevo-train")
-def train_flow(params_file: str = "params.yaml", overrides: dict | None = None, continue_latest: bool = False, skip_if_locked: bool = False) -> dict:
+def train_flow(
+    params_file: str = "params.yaml",
+    overrides: dict | None = None,
+    continue_latest: bool = False,
+    skip_if_locked: bool = False,
+) -> dict:
     """Train holding run.out_dir's run lock (coevo/runlock.py). When another process holds it the
     flow fails with RunLocked, or, with `skip_if_locked` (the nightly deployment), returns
     {"skipped": ...} after appending the refusal to run.out_dir/skipped_runs.jsonl."""
@@ -110,9 +130,15 @@ def record_skip(cfg: Config, exc: RunLocked) -> dict:
     """Append a skipped run (the holder that blocked it) to skipped_runs.jsonl and log it."""
     from prefect.runtime import flow_run
 
-    entry = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "flow_run": str(flow_run.id), "holder": exc.holder}
+    entry = {
+        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "flow_run": str(flow_run.id),
+        "holder": exc.holder,
+    }
     get_run_logger().warning(f"skipped: {exc}")
-    with (Path(cfg.run.out_dir) / SKIPPED_RUNS).open("a") as fh:  # one short line per append: O_APPEND keeps lines whole
+    with (Path(cfg.run.out_dir) / SKIPPED_RUNS).open(
+        "a"
+    ) as fh:  # one short line per append: O_APPEND keeps lines whole
         fh.write(json.dumps(entry, sort_keys=True) + "\n")
     return {"skipped": entry}
 
@@ -129,7 +155,10 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
     first = newest + 1 if continue_latest else 1
     last = first + cfg.run.iterations - 1
     layout = RunLayout(cfg.run.out_dir)
-    state = {"checkpoint": record(layout.checkpoint(first - 1), "checkpoint"), "coevolver": record(layout.coevolver(first - 1), "coevolver")}
+    state = {
+        "checkpoint": record(layout.checkpoint(first - 1), "checkpoint"),
+        "coevolver": record(layout.coevolver(first - 1), "coevolver"),
+    }
     state["resume_from"] = newest  # newest intact kept checkpoint: cached updates after it must have their weights
     state["on_disk"] = max((k for k in range(first, last + 1) if (layout.checkpoint(k) / META).is_file()), default=0)
     initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
@@ -150,15 +179,29 @@ def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
                 curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith(("eval/", "val/"))}})
             final = it == last or stop
             logged = it % cfg.run.checkpoint_every == 0 or final
-            track(it, metrics, state["checkpoint"] if logged else None, state["coevolver"] if logged else None, curve if "eval/acc" in metrics else None, final)
+            track(
+                it,
+                metrics,
+                state["checkpoint"] if logged else None,
+                state["coevolver"] if logged else None,
+                curve if "eval/acc" in metrics else None,
+                final,
+            )
             publish(it, metrics, state["report"])
             get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
             completed = it
             if stop:
-                get_run_logger().warning(f"time budget {cfg.run.time_budget_s}s reached after iteration {it}; rerun with run.iterations={it - first + 1} to reproduce")
+                get_run_logger().warning(
+                    f"time budget {cfg.run.time_budget_s}s reached after iteration {it}; rerun with run.iterations={it - first + 1} to reproduce"
+                )
                 stopped_by = "time_budget"
                 break
-    extra = {"first_iteration": first, "last_iteration": completed, "bootstrap": boot.get("bootstrap", {}), "stopped_by": stopped_by}
+    extra = {
+        "first_iteration": first,
+        "last_iteration": completed,
+        "bootstrap": boot.get("bootstrap", {}),
+        "stopped_by": stopped_by,
+    }
     return write_summary(cfg, curve, first, completed, time.perf_counter() - started, extra)
 
 
@@ -179,5 +222,10 @@ def nightly_deployment(params_file: str, cfg: Config, overrides: dict | None = N
     return train_flow.to_deployment(
         name=cfg.pipeline.deployment_name,
         cron=cfg.pipeline.schedule_cron,
-        parameters={"params_file": params_file, "overrides": overrides or {}, "continue_latest": True, "skip_if_locked": True},
+        parameters={
+            "params_file": params_file,
+            "overrides": overrides or {},
+            "continue_latest": True,
+            "skip_if_locked": True,
+        },
     )

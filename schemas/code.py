@@ -23,7 +23,11 @@ def _non_blank(error: str) -> pa.Check:
 
 
 def _tests_ok(value: object) -> bool:
-    return isinstance(value, (list, tuple, np.ndarray)) and len(value) > 0 and all(isinstance(t, str) and t.strip() for t in value)
+    return (
+        isinstance(value, (list, tuple, np.ndarray))
+        and len(value) > 0
+        and all(isinstance(t, str) and t.strip() for t in value)
+    )
 
 
 CODE_PROBLEMS_SCHEMA = pa.DataFrameSchema(
@@ -31,9 +35,17 @@ CODE_PROBLEMS_SCHEMA = pa.DataFrameSchema(
         "id": pa.Column(str, unique=True, description="Stable problem id (HumanEval task_id)."),
         "family": pa.Column(str, description="humaneval, code (a user file) or code-<op> (synthetic)."),
         "level": pa.Column(int, pa.Check.ge(0), description="Difficulty level (0 when unknown)."),
-        "prompt": pa.Column(str, _non_blank("empty prompt"), description="Code prefix shown to the coder; program = prompt + completion."),
+        "prompt": pa.Column(
+            str,
+            _non_blank("empty prompt"),
+            description="Code prefix shown to the coder; program = prompt + completion.",
+        ),
         "entry_point": pa.Column(str, _non_blank("empty entry_point"), description="Name of the function under test."),
-        "tests": pa.Column(object, pa.Check(_tests_ok, element_wise=True, error="tests must be a non-empty list of non-blank strings"), description="Hidden ground-truth test snippets, run in the program's namespace."),
+        "tests": pa.Column(
+            object,
+            pa.Check(_tests_ok, element_wise=True, error="tests must be a non-empty list of non-blank strings"),
+            description="Hidden ground-truth test snippets, run in the program's namespace.",
+        ),
         "solution": pa.Column(str, description="Reference completion (canonical solution); may be empty."),
     },
     strict=True,

@@ -13,12 +13,24 @@ from schemas.errors import validate_frame
 
 CURRICULUM_ARMS_SCHEMA = pa.DataFrameSchema(
     {
-        "iteration": pa.Column(int, pa.Check.ge(0), description="Iteration whose co-evolution step produced the state."),
-        "category": pa.Column(str, pa.Check.str_length(min_value=1), description="The arm: the values of coevolver.curriculum.category joined by '/'."),
+        "iteration": pa.Column(
+            int, pa.Check.ge(0), description="Iteration whose co-evolution step produced the state."
+        ),
+        "category": pa.Column(
+            str,
+            pa.Check.str_length(min_value=1),
+            description="The arm: the values of coevolver.curriculum.category joined by '/'.",
+        ),
         "value": pa.Column(float, description="Arm value after the TD(0) update."),
         "count": pa.Column(int, pa.Check.ge(0), description="Groups the arm has been measured on so far."),
-        "reward": pa.Column(float, nullable=True, description="The arm's last reward, mean |advantage| of its groups (null: never measured)."),
-        "prob": pa.Column(float, pa.Check.in_range(0, 1), description="Probability the next batch's draws pick the arm."),
+        "reward": pa.Column(
+            float,
+            nullable=True,
+            description="The arm's last reward, mean |advantage| of its groups (null: never measured).",
+        ),
+        "prob": pa.Column(
+            float, pa.Check.in_range(0, 1), description="Probability the next batch's draws pick the arm."
+        ),
     },
     unique=["iteration", "category"],
     strict=True,

@@ -108,7 +108,9 @@ def read_table(schema: pa.DataFrameSchema, path: str | Path) -> pd.DataFrame:
     return validate_frame(schema, frame, str(path))
 
 
-def write_table(schema: pa.DataFrameSchema, arrow_schema: pyarrow_lib.Schema, path: str | Path, frame: pd.DataFrame) -> None:
+def write_table(
+    schema: pa.DataFrameSchema, arrow_schema: pyarrow_lib.Schema, path: str | Path, frame: pd.DataFrame
+) -> None:
     """Validate first (nothing is written on failure), then write atomically with a fixed arrow schema.
 
     The explicit arrow schema keeps every shard's column types identical (an all-empty list column

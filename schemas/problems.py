@@ -28,7 +28,11 @@ def _conversation() -> pa.Check:
             turns = json.loads(text)
         except ValueError:
             return False
-        return isinstance(turns, list) and bool(turns) and all(isinstance(t, dict) and {"role", "content"} == set(t) for t in turns)
+        return (
+            isinstance(turns, list)
+            and bool(turns)
+            and all(isinstance(t, dict) and {"role", "content"} == set(t) for t in turns)
+        )
 
     return pa.Check(check, element_wise=True, error="not a JSON list of {role, content} turns (or empty)")
 
@@ -50,8 +54,18 @@ PROBLEMS_SCHEMA = pa.DataFrameSchema(
         "level": pa.Column(int, pa.Check.ge(0), description="Difficulty level (operand digits for arithmetic)."),
         "prompt": pa.Column(str, _non_blank("empty prompt"), description="The bare question shown to the policy."),
         "answer": pa.Column(str, _non_blank("empty answer"), description="The reference answer."),
-        MESSAGES: pa.Column(str, _conversation(), required=False, description="Optional: the problem as a conversation (TRL's conversational format: JSON list of {role, content}, ending in the user's question), or empty for a plain problem; rendered with the chat template (prompt.format: chat)."),
-        EXTRA: pa.Column(str, _json_object(), required=False, description="Optional: a user file's other fields, as one JSON object per row; reward plugins receive each as a column (coevo/rewards.py)."),
+        MESSAGES: pa.Column(
+            str,
+            _conversation(),
+            required=False,
+            description="Optional: the problem as a conversation (TRL's conversational format: JSON list of {role, content}, ending in the user's question), or empty for a plain problem; rendered with the chat template (prompt.format: chat).",
+        ),
+        EXTRA: pa.Column(
+            str,
+            _json_object(),
+            required=False,
+            description="Optional: a user file's other fields, as one JSON object per row; reward plugins receive each as a column (coevo/rewards.py).",
+        ),
     },
     strict=True,
     name="problems",

@@ -22,7 +22,10 @@ def _components() -> pa.Check:
             value = json.loads(text)
         except ValueError:
             return False
-        return isinstance(value, dict) and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)) for v in value.values())
+        return isinstance(value, dict) and all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+            for v in value.values()
+        )
 
     return pa.Check(check, element_wise=True, error="not a JSON object of finite numbers or nulls")
 
@@ -33,7 +36,11 @@ def _logged() -> pa.Check:
             value = json.loads(text)
         except ValueError:
             return False
-        return isinstance(value, dict) and set(value) <= {"extra", "metric"} and all(isinstance(v, dict) for v in value.values())
+        return (
+            isinstance(value, dict)
+            and set(value) <= {"extra", "metric"}
+            and all(isinstance(v, dict) for v in value.values())
+        )
 
     return pa.Check(check, element_wise=True, error="not a JSON object {extra: {...}, metric: {...}}")
 
@@ -46,9 +53,22 @@ REWARDS_SCHEMA = pa.DataFrameSchema(
         "reward": pa.Column(float, description="Scalar reward."),
         "passed": pa.Column(bool, description="Whether the completion was judged correct."),
         "verifier": pa.Column(str, description="Name of the verifier that judged it."),
-        "details": pa.Column(str, description="Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, failed, timeout, memory, crashed, invalid, spoofed), test (first failing test), passed (k/n tests), mode (sandbox isolation); `parse_details` reads them."),
-        COMPONENTS: pa.Column(str, _components(), required=False, description="Each reward function's value, as a JSON object {name: float or null (not applicable)} in `rewards:` order; `reward` is their weighted sum. Optional on read (shards written before it are read as '{}'); always written."),
-        LOGGED: pa.Column(str, _logged(), required=False, description="What reward plugins logged for this completion (TRL's log_extra / log_metric): a JSON object {\"extra\": {column: value}, \"metric\": {name: the batch's mean}}, or '{}'. Optional on read (shards written before it are read as '{}'); always written."),
+        "details": pa.Column(
+            str,
+            description="Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, failed, timeout, memory, crashed, invalid, spoofed), test (first failing test), passed (k/n tests), mode (sandbox isolation); `parse_details` reads them.",
+        ),
+        COMPONENTS: pa.Column(
+            str,
+            _components(),
+            required=False,
+            description="Each reward function's value, as a JSON object {name: float or null (not applicable)} in `rewards:` order; `reward` is their weighted sum. Optional on read (shards written before it are read as '{}'); always written.",
+        ),
+        LOGGED: pa.Column(
+            str,
+            _logged(),
+            required=False,
+            description="What reward plugins logged for this completion (TRL's log_extra / log_metric): a JSON object {\"extra\": {column: value}, \"metric\": {name: the batch's mean}}, or '{}'. Optional on read (shards written before it are read as '{}'); always written.",
+        ),
     },
     strict=True,
     name="rewards",

@@ -65,7 +65,11 @@ ROLLOUTS_SCHEMA = pa.DataFrameSchema(
         "family": pa.Column(str, description="Problem family."),
         "variant": pa.Column(str, pa.Check.isin(VARIANTS), description="Context variant: solo, base or probe."),
         "probe_skill": pa.Column(str, description="Skill whose utility this group measures ('' if none)."),
-        "skills": pa.Column(object, _list_of("str", lambda x: isinstance(x, str)), description="Skill ids rendered into the prompt, in order."),
+        "skills": pa.Column(
+            object,
+            _list_of("str", lambda x: isinstance(x, str)),
+            description="Skill ids rendered into the prompt, in order.",
+        ),
         "question": pa.Column(str, description="The bare question."),
         "prompt": pa.Column(str, description="The full prompt (context + question) the policy saw."),
         "completion": pa.Column(str, description="The sampled completion text."),

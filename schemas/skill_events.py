@@ -32,13 +32,22 @@ def _retired_has_reason(frame: pd.DataFrame) -> pd.Series | bool:
 
 SKILL_EVENTS_SCHEMA = pa.DataFrameSchema(
     {
-        "iteration": pa.Column(int, pa.Check.ge(0), description="Iteration whose co-evolution step produced the event."),
+        "iteration": pa.Column(
+            int, pa.Check.ge(0), description="Iteration whose co-evolution step produced the event."
+        ),
         "skill_id": pa.Column(str, pa.Check.str_length(min_value=1), description="Skill id (skills.jsonl)."),
         "event": pa.Column(str, pa.Check.isin(EVENTS), description="Lifecycle event: " + ", ".join(EVENTS) + "."),
         "problem_id": pa.Column(str, description="Problem of the matched group (measured events; '' otherwise)."),
-        "gap": pa.Column(float, nullable=True, description="Mean probe reward - mean base reward (measured events; null otherwise)."),
-        "utility": pa.Column(float, nullable=True, description="Running utility after the event (null where the report has none)."),
-        "reason": pa.Column(str, description="Why the skill was retired ('low utility', 'capacity'; '' otherwise); 'rubric criterion' on a rubric criterion's measured event."),
+        "gap": pa.Column(
+            float, nullable=True, description="Mean probe reward - mean base reward (measured events; null otherwise)."
+        ),
+        "utility": pa.Column(
+            float, nullable=True, description="Running utility after the event (null where the report has none)."
+        ),
+        "reason": pa.Column(
+            str,
+            description="Why the skill was retired ('low utility', 'capacity'; '' otherwise); 'rubric criterion' on a rubric criterion's measured event.",
+        ),
     },
     checks=[
         _set_exactly_on_measured("gap", lambda s: s.notna()),

@@ -46,9 +46,13 @@ def bootstrap(params: str, data: dict) -> dict:
 
 
 @task(name="rollout", cache_policy=RESUMABLE, persist_result=True)
-def rollout(params: str, it: int, checkpoint: dict, coevolver: dict, data: dict, shard: int = 0, shards: int = 1) -> dict:
+def rollout(
+    params: str, it: int, checkpoint: dict, coevolver: dict, data: dict, shard: int = 0, shards: int = 1
+) -> dict:
     set_threads(_cfg(params))  # a Ray worker process: the run's torch threads and deterministic kernels
-    return stages.rollout_stage(_cfg(params), it, checkpoint["path"], coevolver["path"], data["train"]["path"], shard, shards)
+    return stages.rollout_stage(
+        _cfg(params), it, checkpoint["path"], coevolver["path"], data["train"]["path"], shard, shards
+    )
 
 
 @task(name="verify", cache_policy=RESUMABLE, persist_result=True)
@@ -64,12 +68,22 @@ def merge(params: str, it: int, rollouts: list[dict], rewards: list[dict]) -> di
 
 @task(name="coevolve", cache_policy=RESUMABLE, persist_result=True)
 def coevolve(params: str, it: int, coevolver: dict, rollouts: dict, rewards: dict, data: dict) -> dict:
-    return stages.coevolve_stage(_cfg(params), it, coevolver["path"], rollouts["path"], rewards["path"], data["train"]["path"], data["test"]["path"])
+    return stages.coevolve_stage(
+        _cfg(params),
+        it,
+        coevolver["path"],
+        rollouts["path"],
+        rewards["path"],
+        data["train"]["path"],
+        data["test"]["path"],
+    )
 
 
 @task(name="policy-update", cache_policy=RESUMABLE, persist_result=True, retries=0)
 def update(params: str, it: int, checkpoint: dict, rollouts: dict, rewards: dict, coevolver: dict, data: dict) -> dict:
-    return stages.update_stage(_cfg(params), it, checkpoint["path"], rollouts["path"], rewards["path"], coevolver["path"], data)
+    return stages.update_stage(
+        _cfg(params), it, checkpoint["path"], rollouts["path"], rewards["path"], coevolver["path"], data
+    )
 
 
 @task(name="evaluate", cache_policy=RESUMABLE, persist_result=True)
@@ -93,7 +107,10 @@ def ingest(params: str, shards: list[dict]) -> dict:
     and wrote a shard lets the catalog skip validating it again when the file still has that content."""
     batch = [
         IterationFiles(
-            shard["iteration"], shard["rollouts"]["path"], shard["rewards"]["path"], shard["report"],
+            shard["iteration"],
+            shard["rollouts"]["path"],
+            shard["rewards"]["path"],
+            shard["report"],
             validated={shard[kind]["path"]: shard[kind]["sha256"] for kind in ("rollouts", "rewards")},
         )
         for shard in shards
@@ -111,6 +128,9 @@ def configured(cfg: Config) -> dict:
     """The stage tasks by name, with this run's result storage and retry policy."""
     storage = {"result_storage": results_dir(cfg)}
     retrying = {"retries": cfg.pipeline.retries, "retry_delay_seconds": exponential_backoff(cfg.pipeline.retry_delay_s)}
-    plain = {t.name: t.with_options(**storage) for t in (prepare, bootstrap, coevolve, update, evaluate, retain, ingest, merge)}
+    plain = {
+        t.name: t.with_options(**storage)
+        for t in (prepare, bootstrap, coevolve, update, evaluate, retain, ingest, merge)
+    }
     plain.update({t.name: t.with_options(**storage, **retrying) for t in (rollout, verify)})
     return plain

@@ -22,7 +22,9 @@ from coevo.policy.retention import SELECT_BY
 from coevo.tracking.mlflow_tracker import Tracker
 
 
-def track_key(params: str, it: int, metrics: dict, checkpoint: dict | None, coevolver: dict | None, final: bool, data: dict | None) -> str:
+def track_key(
+    params: str, it: int, metrics: dict, checkpoint: dict | None, coevolver: dict | None, final: bool, data: dict | None
+) -> str:
     """Stage times differ between a run and its resumption: key on what is logged, not on the timings."""
     identity = [params, it, checkpoint, coevolver, final, sorted(metrics), data]
     return "track-" + hash_bytes(json.dumps(identity, sort_keys=True).encode())
@@ -39,10 +41,21 @@ class FlowTracking:
         self.store = ResultStore(result_storage=LocalFileSystem(basepath=str(results)))
         self._tracker: Tracker | None = None
 
-    def __call__(self, it: int, metrics: dict, checkpoint: dict | None = None, coevolver: dict | None = None, curve: list[dict] | None = None, final: bool = False, data: dict | None = None) -> None:
+    def __call__(
+        self,
+        it: int,
+        metrics: dict,
+        checkpoint: dict | None = None,
+        coevolver: dict | None = None,
+        curve: list[dict] | None = None,
+        final: bool = False,
+        data: dict | None = None,
+    ) -> None:
         """Log iteration `it` (metrics; checkpoint, co-evolver and learning curve when given; the run
         ends with `final`) unless a previous run of this flow logged it already."""
-        with transaction(key=track_key(self.params, it, metrics, checkpoint, coevolver, final, data), store=self.store) as txn:
+        with transaction(
+            key=track_key(self.params, it, metrics, checkpoint, coevolver, final, data), store=self.store
+        ) as txn:
             if txn.is_committed():
                 return
             tracker = self._started()
@@ -50,7 +63,9 @@ class FlowTracking:
                 tracker.log_dataset(Path(data["train"]["path"]), Path(data["test"]["path"]), digest=data["dvc_md5"])
             tracker.log_iteration(it, metrics)
             if checkpoint is not None:
-                tracker.log_checkpoint(it, Path(checkpoint["path"]), metrics.get(SELECT_BY))  # `best`: validation, never test
+                tracker.log_checkpoint(
+                    it, Path(checkpoint["path"]), metrics.get(SELECT_BY)
+                )  # `best`: validation, never test
             if coevolver is not None:
                 tracker.log_coevolver(it, Path(coevolver["path"]))
             if curve:

@@ -15,7 +15,10 @@ from coevo.config import Config, load_config
 ROOT = Path(__file__).resolve().parents[1]
 
 TINY = {
-    "policy": {"shape": {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "max_position": 64}, "threads": 1},
+    "policy": {
+        "shape": {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "max_position": 64},
+        "threads": 1,
+    },
     "problems": {"n_train": 120, "n_test": 30, "n_val": 10, "max_digits": 1},
     "bootstrap": {"steps": 30, "time_budget_s": 600, "batch_size": 16, "lr": 1e-2},
     "rollout": {"problems_per_iter": 4, "group_size": 4},

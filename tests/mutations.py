@@ -51,9 +51,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "rollouts-ignore-harness-temperature",
         "coevo/stages.py",
-        "variants, batch, harnessed(cfg, it), it, policy_version(checkpoint), seed_stage(shard, shards))",
-        'variants, batch, harnessed(cfg, it).model_copy(update={"sampling": cfg.sampling}), it, policy_version(checkpoint), seed_stage(shard, shards))',
-        ("tests/coevolvers/test_harness.py::test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed",),
+        "        batch,\n        harnessed(cfg, it),\n        it,\n        policy_version(checkpoint),",
+        '        batch,\n        harnessed(cfg, it).model_copy(update={"sampling": cfg.sampling}),\n        it,\n        policy_version(checkpoint),',
+        (
+            "tests/coevolvers/test_harness.py::test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed",
+        ),
     ),
     Mutation(
         "curriculum-choose-replaced-by-uniform",
@@ -93,8 +95,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "mlflow-marker-in-its-own-transaction",
         "coevo/tracking/mlflow_tracker.py",
-        "self.client.log_batch(self.run_id, metrics=[*chunk, Metric(METRICS_MARKER, float(i), now, int(iteration))])",
-        "self.client.log_batch(self.run_id, metrics=chunk) or self.client.log_batch(self.run_id, metrics=[Metric(METRICS_MARKER, float(i), now, int(iteration))])",
+        "self.run_id, metrics=[*chunk, Metric(METRICS_MARKER, float(i), now, int(iteration))]",
+        "self.run_id, metrics=chunk\n                ) or self.client.log_batch(\n                    self.run_id, metrics=[Metric(METRICS_MARKER, float(i), now, int(iteration))]",
         ("tests/tracking/test_mlflow_tracker.py::test_a_kill_right_after_the_metrics_commit_logs_no_step_twice",),
     ),
     Mutation(
@@ -122,7 +124,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "params-yaml-error-without-its-position",
         "coevo/config.py",
         'raise ConfigError(f"{path}: cannot read: {exc}") from exc',
-        'raise ConfigError(f"{path}: cannot read: {getattr(exc, \'problem\', exc)}") from exc',
+        "raise ConfigError(f\"{path}: cannot read: {getattr(exc, 'problem', exc)}\") from exc",
         ("tests/test_malformed_inputs.py::test_malformed_input[params-not-yaml]",),
     ),
     Mutation(
@@ -207,7 +209,12 @@ MUTATIONS: tuple[Mutation, ...] = (
 
 def tree_files(root: Path) -> list[str]:
     """The repository's files as git sees them: tracked plus untracked that are not ignored."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True, check=True)
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    )
     return sorted({name for name in out.stdout.decode().split("\0") if name and (root / name).is_file()})
 
 

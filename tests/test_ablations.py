@@ -38,7 +38,9 @@ def contents(layout: RunLayout, iterations: range) -> list[str]:
 
 
 def test_frozen_policy_keeps_the_bootstrap_weights_while_memory_evolves(tmp_path):
-    cfg = tiny_config(tmp_path, **PMD, policy={"frozen": True}, run={"iterations": 3, "retention": {"keep_last": 10}})  # every version stays whole for the comparison
+    cfg = tiny_config(
+        tmp_path, **PMD, policy={"frozen": True}, run={"iterations": 3, "retention": {"keep_last": 10}}
+    )  # every version stays whole for the comparison
     layout = run(cfg)
     weights = [read_meta(layout.checkpoint(it))["weights_sha256"] for it in range(4)]
     assert len(set(weights)) == 1
@@ -50,7 +52,9 @@ def test_frozen_policy_keeps_the_bootstrap_weights_while_memory_evolves(tmp_path
 
 def test_frozen_coevolver_evolves_until_frozen_after_then_stays(tmp_path):
     frozen = {"kind": "memory", "frozen": True, "frozen_after": 1}
-    cfg = tiny_config(tmp_path, objective=PMD["objective"], coevolver=frozen, run={"iterations": 3, "retention": {"keep_last": 10}})
+    cfg = tiny_config(
+        tmp_path, objective=PMD["objective"], coevolver=frozen, run={"iterations": 3, "retention": {"keep_last": 10}}
+    )
     layout = run(cfg)
     assert [json.loads(layout.report(it).read_text())["frozen"] for it in (1, 2, 3)] == [False, True, True]
     assert entries(layout, 0) == [] and len(entries(layout, 1)) > 0  # iteration 1 (<= frozen_after) evolves
@@ -64,8 +68,20 @@ def test_pmd_run_distils_from_its_memory(tmp_path):
     """With an admission that takes every measured entry (one matched group, any gap), entries written
     at iteration 1 are admitted at iteration 2 and reach the self-teacher: the divergence is exactly 0
     while the memory holds no admitted entry (the teacher is the student) and positive once it does."""
-    admit_all = {"min_count": 1, "admit_threshold": -2.0, "retire_threshold": -2.0, "admission": "threshold", "retire_z": None, "skip_saturated": False}
-    cfg = tiny_config(tmp_path, objective=PMD["objective"], coevolver={"kind": "memory", "skill_bank": admit_all}, rollout={"problems_per_iter": 8})
+    admit_all = {
+        "min_count": 1,
+        "admit_threshold": -2.0,
+        "retire_threshold": -2.0,
+        "admission": "threshold",
+        "retire_z": None,
+        "skip_saturated": False,
+    }
+    cfg = tiny_config(
+        tmp_path,
+        objective=PMD["objective"],
+        coevolver={"kind": "memory", "skill_bank": admit_all},
+        rollout={"problems_per_iter": 8},
+    )
     layout = run(cfg)
     admitted = [[e["text"] for e in entries(layout, it) if e["status"] in ("active", "stable")] for it in (1, 2)]
     assert admitted[0] == [] and len(admitted[1]) > 0
@@ -78,7 +94,12 @@ def test_memory_and_ablation_settings_reach_mlflow_params(tmp_path):
     overrides = {
         "policy": {"frozen": True},
         "objective": {"name": "opsd", "teacher": {"sources": ["answer", "coevolver"], "apply_to": "correct"}},
-        "coevolver": {"kind": "memory", "frozen": True, "frozen_after": 7, "memory": {"levels": [1, 3], "reflector": "policy"}},
+        "coevolver": {
+            "kind": "memory",
+            "frozen": True,
+            "frozen_after": 7,
+            "memory": {"levels": [1, 3], "reflector": "policy"},
+        },
         "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
     }
     cfg = load_config(ROOT / "params.yaml", overrides)
@@ -87,4 +108,7 @@ def test_memory_and_ablation_settings_reach_mlflow_params(tmp_path):
     assert params["policy.frozen"] == "True"
     assert params["coevolver.kind"] == "memory" and params["coevolver.frozen_after"] == "7"
     assert params["coevolver.memory.levels"] == "[1, 3]" and params["coevolver.memory.reflector"] == "policy"
-    assert params["objective.teacher.sources"] == '["answer", "coevolver"]' and params["objective.teacher.apply_to"] == "correct"
+    assert (
+        params["objective.teacher.sources"] == '["answer", "coevolver"]'
+        and params["objective.teacher.apply_to"] == "correct"
+    )

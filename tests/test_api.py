@@ -17,19 +17,34 @@ def test_notebook_trains_evaluates_and_verifies_lineage(tmp_path):
 
     params = _params(tmp_path, coevolver={"kind": "none"})
     result = coevo.train(params=params, overrides={"run.iterations": 2, "eval": {"every": 2}}, plain=True)
-    assert set(result) == {"final_checkpoint", "final_coevolver", "checkpoints", "initial_eval", "final_eval", "wall_time_s", "iterations"}
+    assert set(result) == {
+        "final_checkpoint",
+        "final_coevolver",
+        "checkpoints",
+        "initial_eval",
+        "final_eval",
+        "wall_time_s",
+        "iterations",
+    }
     assert result["iterations"] == 2 and len(result["checkpoints"]) == 3 and Path(result["final_checkpoint"]).is_dir()
 
     metrics = coevo.evaluate(result["final_checkpoint"], params=params)
-    assert metrics["checkpoint"] == result["final_checkpoint"] and metrics["metrics"]["eval/acc"] == result["final_eval"]["eval/acc"]  # greedy: the same accuracy
+    assert (
+        metrics["checkpoint"] == result["final_checkpoint"]
+        and metrics["metrics"]["eval/acc"] == result["final_eval"]["eval/acc"]
+    )  # greedy: the same accuracy
 
     chain = coevo.lineage(result["final_checkpoint"], verify=True)
-    assert chain["mismatches"] == [] and [entry["lineage"]["iteration"] for entry in chain["chain"] if entry["lineage"]][:2] == [2, 1]
+    assert chain["mismatches"] == [] and [
+        entry["lineage"]["iteration"] for entry in chain["chain"] if entry["lineage"]
+    ][:2] == [2, 1]
 
     from coevo.cli import app
 
     cli = CliRunner().invoke(app, ["lineage", result["final_checkpoint"], "--verify", "--json"])
-    assert cli.exit_code == 0 and json.loads(cli.stdout) == json.loads(json.dumps(chain, default=str))  # the CLI prints the same object
+    assert cli.exit_code == 0 and json.loads(cli.stdout) == json.loads(
+        json.dumps(chain, default=str)
+    )  # the CLI prints the same object
 
 
 def test_overrides_are_validated_like_set(tmp_path):

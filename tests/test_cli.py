@@ -25,8 +25,12 @@ def _params(tmp_path, **extra) -> str:
 
 def test_eval_json_reports_metrics_per_family(tmp_path, tiny_policy_dir):
     problems = tmp_path / "mine.jsonl"
-    problems.write_text('{"id": "a", "prompt": "2+2=", "answer": 4, "family": "add"}\n{"id": "b", "prompt": "3*3=", "answer": "9", "family": "mul"}\n')
-    result = CliRunner().invoke(app, ["eval", str(tiny_policy_dir), "--problems", str(problems), "--params", _params(tmp_path), "--json"])
+    problems.write_text(
+        '{"id": "a", "prompt": "2+2=", "answer": 4, "family": "add"}\n{"id": "b", "prompt": "3*3=", "answer": "9", "family": "mul"}\n'
+    )
+    result = CliRunner().invoke(
+        app, ["eval", str(tiny_policy_dir), "--problems", str(problems), "--params", _params(tmp_path), "--json"]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["n"] == 2
@@ -34,10 +38,19 @@ def test_eval_json_reports_metrics_per_family(tmp_path, tiny_policy_dir):
 
 
 BAD_FILES = {
-    "missing column": ('{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "2+2="}\n', "line 2.*'answer'"),
+    "missing column": (
+        '{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "2+2="}\n',
+        "line 2.*'answer'",
+    ),
     "wrong type": ('{"id": "a", "prompt": "1+1=", "answer": [2]}\n', "line 1.*'answer'"),
-    "empty prompt": ('{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "  ", "answer": 3}\n', "line 2.*'prompt'"),
-    "duplicate id": ('{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "a", "prompt": "2+2=", "answer": 4}\n', "line 2.*'id'"),
+    "empty prompt": (
+        '{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "  ", "answer": 3}\n',
+        "line 2.*'prompt'",
+    ),
+    "duplicate id": (
+        '{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "a", "prompt": "2+2=", "answer": 4}\n',
+        "line 2.*'id'",
+    ),
 }
 
 

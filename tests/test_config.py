@@ -51,6 +51,8 @@ def test_wrong_type_and_cross_field_errors(tmp_path: Path):
 
 
 def test_derived_values():
-    cfg = Config.model_validate({"rollout": {"problems_per_iter": 3, "group_size": 6}, "problems": {"min_digits": 2, "max_digits": 4}})
+    cfg = Config.model_validate(
+        {"rollout": {"problems_per_iter": 3, "group_size": 6}, "problems": {"min_digits": 2, "max_digits": 4}}
+    )
     assert cfg.rollouts_per_iter == 18
     assert cfg.levels == [2, 3, 4]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -45,7 +45,9 @@ def free_port() -> int:
 Servers = list[tuple[subprocess.Popen, int]]  # each process and the signal that stops it
 
 
-def started(servers: Servers, args: list[str], env: dict, log: Path, stop_signal: int = signal.SIGTERM) -> subprocess.Popen:
+def started(
+    servers: Servers, args: list[str], env: dict, log: Path, stop_signal: int = signal.SIGTERM
+) -> subprocess.Popen:
     """A server process in its own process group, added to `servers` (stopped together, `stop`)."""
     proc = subprocess.Popen(args, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     servers.append((proc, stop_signal))
@@ -80,8 +82,12 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, deadline_s: float = 1
 
 def test_the_flow_runs_through_separate_prefect_mlflow_and_ray_processes(tmp_path):
     ray_port, prefect_port, mlflow_port = free_port(), free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p), "PREFECT_HOME": str(tmp_path / "prefect-home"),
-           "RAY_AUTH_MODE": "token"}  # Ray's token auth (~/.ray/auth_token): the head and the flow's driver both use it
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "RAY_AUTH_MODE": "token",
+    }  # Ray's token auth (~/.ray/auth_token): the head and the flow's driver both use it
     env.pop("PREFECT_API_URL", None)
     prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
     with ExitStack() as stack:
@@ -89,12 +95,48 @@ def test_the_flow_runs_through_separate_prefect_mlflow_and_ray_processes(tmp_pat
         stack.callback(shutil.rmtree, ray_tmp, ignore_errors=True)
         servers: Servers = []
         stack.callback(stop, servers)  # every server started below, stopped side by side
-        ray_head = started(servers, [str(BIN / "ray"), "start", "--head", "--block", f"--port={ray_port}", "--num-cpus=2",
-                                   "--object-store-memory=100000000", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env, tmp_path / "ray.log",
-                           signal.SIGINT)  # Ctrl-C: `ray start --block` cleans up on it (it ignored SIGTERM for 15 s)
-        prefect = started(servers, [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port)], env, tmp_path / "prefect.log")
-        mlflow = started(servers, [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--artifacts-destination",
-                                 str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(mlflow_port), "--workers", "1"], env, tmp_path / "mlflow.log")
+        ray_head = started(
+            servers,
+            [
+                str(BIN / "ray"),
+                "start",
+                "--head",
+                "--block",
+                f"--port={ray_port}",
+                "--num-cpus=2",
+                "--object-store-memory=100000000",
+                "--include-dashboard=false",
+                f"--temp-dir={ray_tmp}",
+            ],
+            env,
+            tmp_path / "ray.log",
+            signal.SIGINT,
+        )  # Ctrl-C: `ray start --block` cleans up on it (it ignored SIGTERM for 15 s)
+        prefect = started(
+            servers,
+            [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port)],
+            env,
+            tmp_path / "prefect.log",
+        )
+        mlflow = started(
+            servers,
+            [
+                str(BIN / "mlflow"),
+                "server",
+                "--backend-store-uri",
+                f"sqlite:///{tmp_path / 'mlflow.db'}",
+                "--artifacts-destination",
+                str(tmp_path / "artifacts"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(mlflow_port),
+                "--workers",
+                "1",
+            ],
+            env,
+            tmp_path / "mlflow.log",
+        )
         wait_http(f"{prefect_url}/health", prefect, tmp_path / "prefect.log")
         wait_http(f"{mlflow_url}/health", mlflow, tmp_path / "mlflow.log")
         assert ray_head.poll() is None, (tmp_path / "ray.log").read_text()
@@ -106,9 +148,17 @@ def test_the_flow_runs_through_separate_prefect_mlflow_and_ray_processes(tmp_pat
             "pipeline": {"task_runner": "ray", "shards": 2, "ray": {"address": f"127.0.0.1:{ray_port}"}},
         }
         params = tmp_path / "params.yaml"
-        params.write_text(yaml.safe_dump(deep_merge(deep_merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY), own)))
-        done = subprocess.run([str(BIN / "coevo"), "train", "--params", str(params), "--json"], cwd=tmp_path, env={**env, "PREFECT_API_URL": prefect_url},
-                              capture_output=True, text=True, timeout=300)
+        params.write_text(
+            yaml.safe_dump(deep_merge(deep_merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY), own))
+        )
+        done = subprocess.run(
+            [str(BIN / "coevo"), "train", "--params", str(params), "--json"],
+            cwd=tmp_path,
+            env={**env, "PREFECT_API_URL": prefect_url},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert_tracked(mlflow_url, prefect_url)
 
@@ -131,6 +181,9 @@ def assert_tracked(mlflow_url: str, prefect_url: str) -> None:
         # Prefect 3 records task runs from the events the flow emitted, asynchronously (the server's
         # task run recorder): the flow run can be Completed before its last task runs are stored.
         wanted, end = {"rollout", "verify", "merge", "policy-update"}, time.monotonic() + 60
-        while not wanted <= (names := {t.name.rsplit("-", 1)[0] for t in prefect.read_task_runs()}) and time.monotonic() < end:
+        while (
+            not wanted <= (names := {t.name.rsplit("-", 1)[0] for t in prefect.read_task_runs()})
+            and time.monotonic() < end
+        ):
             time.sleep(1)
         assert wanted <= names, names

@@ -30,7 +30,10 @@ def test_two_iterations_write_valid_artifacts_and_move_the_policy(tmp_path):
     end = load_file(out / "checkpoints" / "iter_0002" / "model.safetensors")
     assert any(not torch.equal(start[k], end[k]) for k in start)
     meta = json.loads((out / "checkpoints" / "iter_0002" / "coevo.json").read_text())
-    assert meta["lineage"]["parent"]["weights_sha256"] == json.loads((out / "checkpoints" / "iter_0001" / "coevo.json").read_text())["weights_sha256"]
+    assert (
+        meta["lineage"]["parent"]["weights_sha256"]
+        == json.loads((out / "checkpoints" / "iter_0001" / "coevo.json").read_text())["weights_sha256"]
+    )
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 2 and "eval/acc" in json.loads(lines[-1]) and "time/rollout" in json.loads(lines[-1])
     assert summary["final_checkpoint"].endswith("iter_0002")

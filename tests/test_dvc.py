@@ -18,7 +18,13 @@ from .conftest import ROOT, TINY
 OUT, DATA = "runs/tiny", "data/tiny"
 # Settings the train stage reads that an explicit params list once missed (dvc.yaml): each changed
 # after a repro must make `dvc status` report the stage changed.
-TRAIN_READS = {"prompt.instruction.math": "Answer with digits.", "coevolvers": [{"kind": "curriculum"}], "policy.lora.rank": 8, "pipeline.shards": 2, "seed": 1}
+TRAIN_READS = {
+    "prompt.instruction.math": "Answer with digits.",
+    "coevolvers": [{"kind": "curriculum"}],
+    "policy.lora.rank": 8,
+    "pipeline.shards": 2,
+    "seed": 1,
+}
 
 
 def _sh(*args: str, cwd: Path, env: dict | None = None) -> str:
@@ -47,7 +53,15 @@ def _repo(tmp_path: Path) -> Path:
 def _repro_killed_at(dvc: str, repo: Path, env: dict, pause: str) -> None:
     """`dvc repro` with the flow paused at `pause` (coevo/faults.py), then SIGKILLed with its stage."""
     log = (repo.parent / "killed-repro.log").open("w")
-    process = subprocess.Popen([dvc, "repro"], cwd=repo, env={**env, "COEVO_PAUSE": f"{pause}:300"}, stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [dvc, "repro"],
+        cwd=repo,
+        env={**env, "COEVO_PAUSE": f"{pause}:300"},
+        stdout=log,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     for line in process.stderr:
         if line.strip() == f"coevo-pause {pause.replace(':', ' ')}":
             os.killpg(process.pid, signal.SIGKILL)
@@ -65,7 +79,11 @@ def test_killed_repro_continues_on_the_next_repro_then_push_and_pull_in_a_fresh_
     then `dvc repro` again continues the run (train's outputs `persist`; the flow restores iteration 1
     from its task results instead of recomputing it), then push, a fresh clone, pull."""
     dvc = str(Path(sys.executable).with_name("dvc"))
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": PREFECT_API_URL.value(),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     env.pop("COEVO_PAUSE", None)
     repo = _repo(tmp_path)
     _sh(dvc, "init", "-q", cwd=repo)
@@ -74,7 +92,18 @@ def test_killed_repro_continues_on_the_next_repro_then_push_and_pull_in_a_fresh_
     # what iteration 1's tasks wrote (a re-run task writes under a temporary name and renames: new inode);
     # not the checkpoint's weights, which hard-link the bootstrap's when an update changes nothing, a
     # link that DVC's "unprotect" of a persisted output replaces by a copy of the same bytes
-    first = _stamps(repo, tuple(f"{OUT}/{p}" for p in ("rollouts/iter_0001.parquet", "rewards/iter_0001.parquet", "reports/iter_0001.json", "checkpoints/iter_0001/coevo.json")))
+    first = _stamps(
+        repo,
+        tuple(
+            f"{OUT}/{p}"
+            for p in (
+                "rollouts/iter_0001.parquet",
+                "rewards/iter_0001.parquet",
+                "reports/iter_0001.json",
+                "checkpoints/iter_0001/coevo.json",
+            )
+        ),
+    )
     assert not (repo / f"{OUT}/checkpoints/iter_0002").exists()
     _sh(dvc, "repro", cwd=repo, env=env)
     assert _stamps(repo, tuple(first)) == first  # iteration 1 restored, not written again
@@ -97,7 +126,11 @@ def test_killed_repro_continues_on_the_next_repro_then_push_and_pull_in_a_fresh_
     clone = tmp_path / "clone"
     _sh("git", "clone", "-q", str(repo), str(clone), cwd=tmp_path)
     _sh(dvc, "pull", "-q", cwd=clone, env=env)
-    for path in (f"{DATA}/train.parquet", f"{OUT}/bootstrap/model.safetensors", f"{OUT}/coevolver/iter_0002/manifest.json"):
+    for path in (
+        f"{DATA}/train.parquet",
+        f"{OUT}/bootstrap/model.safetensors",
+        f"{OUT}/coevolver/iter_0002/manifest.json",
+    ):
         assert (clone / path).read_bytes() == (repo / path).read_bytes()
     assert "up to date" in _sh(dvc, "status", cwd=clone, env=env).lower()
 
@@ -116,8 +149,16 @@ def _assert_train_stage_tracks(dvc: str, repo: Path, env: dict) -> None:
         (repo / "params.yaml").write_text(yaml.safe_dump(raw))
         status = json.loads(_sh(dvc, "status", "--json", "train", cwd=repo, env=env))
         # e.g. {"train": [{"changed deps": {"params.yaml": {"prompt": "modified"}}}]}
-        changed = {key for entry in status.get("train", []) if isinstance(entry, dict) for group in entry.values() for key in group.get("params.yaml", {})}
-        assert dotted.split(".")[0] in changed, f"dvc status does not see {dotted} changed for the train stage: {status}"
+        changed = {
+            key
+            for entry in status.get("train", [])
+            if isinstance(entry, dict)
+            for group in entry.values()
+            for key in group.get("params.yaml", {})
+        }
+        assert dotted.split(".")[0] in changed, (
+            f"dvc status does not see {dotted} changed for the train stage: {status}"
+        )
     (repo / "params.yaml").write_text(original)
 
 

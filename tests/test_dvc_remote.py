@@ -17,7 +17,11 @@ from pathlib import Path
 from .conftest import ROOT
 
 DVC = str(Path(sys.executable).with_name("dvc"))
-FILES = {"problems/train.parquet": b"PAR1 train rows \x00\x01", "problems/test.parquet": b"PAR1 test rows \x02", "notes/readme.txt": b"split seed 7\n"}
+FILES = {
+    "problems/train.parquet": b"PAR1 train rows \x00\x01",
+    "problems/test.parquet": b"PAR1 test rows \x02",
+    "notes/readme.txt": b"split seed 7\n",
+}
 
 
 def _sh(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -57,7 +61,9 @@ def test_push_then_pull_in_a_fresh_clone_with_the_projects_own_remote(tmp_path):
     _ok("git", "clone", "-q", str(project), str(clone), cwd=tmp_path)
     assert not (clone / "data").exists()  # git carries data.dvc, not the data
     pulled = _sh(DVC, "pull", cwd=clone)
-    assert pulled.returncode == 0, f"dvc pull in a fresh clone failed:\n{pulled.stdout[-2000:]}\n{pulled.stderr[-2000:]}"
+    assert pulled.returncode == 0, (
+        f"dvc pull in a fresh clone failed:\n{pulled.stdout[-2000:]}\n{pulled.stderr[-2000:]}"
+    )
     for rel, content in FILES.items():
         assert (clone / "data" / rel).read_bytes() == content
     assert "up to date" in _ok(DVC, "status", cwd=clone).lower()

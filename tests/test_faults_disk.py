@@ -32,7 +32,6 @@ import yaml
 from typer.testing import CliRunner
 
 from coevo.cli import app
-
 from coevo.driver import train
 from coevo.io import hash_file
 from coevo.policy.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
@@ -75,7 +74,11 @@ def reference(tmp_path_factory) -> Path:
 
 def digests(run: Path, it: int) -> dict[str, str]:
     layout = RunLayout(run)
-    return {"weights": read_meta(layout.checkpoint(it))["weights_sha256"], "rollouts": hash_file(layout.rollouts(it)), "rewards": hash_file(layout.rewards(it))}
+    return {
+        "weights": read_meta(layout.checkpoint(it))["weights_sha256"],
+        "rollouts": hash_file(layout.rollouts(it)),
+        "rewards": hash_file(layout.rewards(it)),
+    }
 
 
 def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shards(reference, tmp_path):
@@ -88,7 +91,10 @@ def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shar
         with pytest.raises(SchemaError, match=shard.name):
             reader(shard)
     assert damaged_files(layout.checkpoint(2)) == [WEIGHTS]
-    with pytest.warns(UserWarning, match=rf"iter_0002: files whose sha256 differs from its {META} \(truncated or overwritten\): {WEIGHTS}; not resuming from it"):
+    with pytest.warns(
+        UserWarning,
+        match=rf"iter_0002: files whose sha256 differs from its {META} \(truncated or overwritten\): {WEIGHTS}; not resuming from it",
+    ):
         assert latest_complete(cfg) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -107,7 +113,9 @@ def reference3(tmp_path_factory) -> Path:
     """An uninterrupted three-iteration driver run keeping three checkpoints with optimizer state."""
     tmp = tmp_path_factory.mktemp("reference3")
     train(tiny_config(tmp, run=THREE, objective=STEPS))
-    assert all(read_meta(RunLayout(tmp / "run").checkpoint(k)).get("unchanged_from") is None for k in (2, 3))  # both take an optimizer step
+    assert all(
+        read_meta(RunLayout(tmp / "run").checkpoint(k)).get("unchanged_from") is None for k in (2, 3)
+    )  # both take an optimizer step
     return tmp / "run"
 
 
@@ -116,7 +124,10 @@ def test_two_damaged_checkpoints_in_a_row_fall_back_further_and_retrain_bit_iden
     checkpoint 1 and redoes iterations 2 and 3 with the uninterrupted run's weights and shards. With
     checkpoint 1's optimizer state gone too, nothing after the bootstrap can resume, and it says so."""
     shutil.copytree(reference3, tmp_path / "run")
-    cfg, layout = tiny_config(tmp_path, run={**THREE, "iterations": 2}, objective=STEPS), RunLayout(tmp_path / "run")  # --continue runs 2 more
+    cfg, layout = (
+        tiny_config(tmp_path, run={**THREE, "iterations": 2}, objective=STEPS),
+        RunLayout(tmp_path / "run"),
+    )  # --continue runs 2 more
     assert all((layout.checkpoint(k) / TRAINER_STATE).is_file() for k in (1, 2, 3))
     truncate(layout.checkpoint(3) / WEIGHTS)
     truncate(layout.checkpoint(2) / TRAINER_STATE)
@@ -128,13 +139,17 @@ def test_two_damaged_checkpoints_in_a_row_fall_back_further_and_retrain_bit_iden
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         summary = train(cfg, continue_latest=True)
-    assert summary["checkpoints"][0].endswith("checkpoints/iter_0001")  # resumed from checkpoint 1: iterations 2 and 3 redone
+    assert summary["checkpoints"][0].endswith(
+        "checkpoints/iter_0001"
+    )  # resumed from checkpoint 1: iterations 2 and 3 redone
     assert [digests(tmp_path / "run", it) for it in (2, 3)] == [digests(reference3, it) for it in (2, 3)]
     assert latest_complete(cfg) == 3
     truncate(layout.checkpoint(3) / WEIGHTS)
     truncate(layout.checkpoint(2) / WEIGHTS)
     (layout.checkpoint(1) / TRAINER_STATE).unlink()
-    with pytest.warns(UserWarning, match=r"no checkpoint after the bootstrap can resume \(iterations 1\.\.3 pruned or damaged"):
+    with pytest.warns(
+        UserWarning, match=r"no checkpoint after the bootstrap can resume \(iterations 1\.\.3 pruned or damaged"
+    ):
         assert latest_complete(cfg) == 0
 
 
@@ -168,9 +183,13 @@ def small_disk(tmp_path):
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(run)], check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:  # CI runs as root: fail loudly, as the sandbox tests do
-        detail = exc.stderr.decode(errors="replace").strip() if isinstance(exc, subprocess.CalledProcessError) else str(exc)
+        detail = (
+            exc.stderr.decode(errors="replace").strip() if isinstance(exc, subprocess.CalledProcessError) else str(exc)
+        )
         message = f"disk-full tests cannot mount a tmpfs on this machine (needs root): {detail}"
-        if os.environ.get(OPT_OUT) == "optional":  # the sandbox tests' opt-out for developer machines (tests/sandbox/conftest.py)
+        if (
+            os.environ.get(OPT_OUT) == "optional"
+        ):  # the sandbox tests' opt-out for developer machines (tests/sandbox/conftest.py)
             pytest.skip(f"{message} ({OPT_OUT}=optional)")
         pytest.fail(message, pytrace=False)
     try:
@@ -201,7 +220,9 @@ def cli_params(tmp_path: Path, iterations: int) -> Path:
         raw[section].update(values)
     raw["objective"].update(STEPS)
     raw["run"]["out_dir"], raw["problems"]["data_dir"] = str(tmp_path / "run"), str(tmp_path / "data")
-    raw["tracking"].update({"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "faults-disk", "model_name": "tiny"})
+    raw["tracking"].update(
+        {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "faults-disk", "model_name": "tiny"}
+    )
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -219,7 +240,10 @@ def test_disk_full_stops_cleanly_and_continue_resumes(reference, small_disk, tmp
     assert "No space left on device while writing it" in message and re.search(failing, message.replace(" ", ""))
     leftovers = [p for p in small_disk.rglob("*") if p.name.endswith((".tmp", ".old"))]
     assert leftovers == []  # nothing half-written: no temporary file or directory, every final name whole
-    [json.loads(p.read_text()) for p in small_disk.rglob("*.json")], [json.loads(line) for line in (small_disk / "metrics.jsonl").read_text().splitlines()]
+    (
+        [json.loads(p.read_text()) for p in small_disk.rglob("*.json")],
+        [json.loads(line) for line in (small_disk / "metrics.jsonl").read_text().splitlines()],
+    )
     [pd.read_parquet(p) for p in small_disk.rglob("*.parquet")]
     assert not RunLayout(small_disk).checkpoint(2).exists() and latest_complete(cfg) == 1
     filler.unlink()  # space freed

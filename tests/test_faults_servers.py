@@ -68,8 +68,16 @@ class MlflowServer:
 
     def start(self) -> None:
         command = [str(MLFLOW), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-        command += ["--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}", "--artifacts-destination", str(self.root / "artifacts")]
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job workers to start (or to orphan on SIGKILL)
+        command += [
+            "--backend-store-uri",
+            f"sqlite:///{self.root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(self.root / "artifacts"),
+        ]
+        env = {
+            **os.environ,
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        }  # no job workers to start (or to orphan on SIGKILL)
         log = (self.root / "server.log").open("a")
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + STARTUP_S
@@ -95,7 +103,9 @@ def mlflow_server(tmp_path, monkeypatch) -> Iterator[MlflowServer]:
 
     root = tmp_path / "mlflow-server"
     root.mkdir()
-    mlflow.MlflowClient(f"sqlite:///{root / 'mlflow.db'}").search_experiments()  # migrate the store here: the server starts faster
+    mlflow.MlflowClient(
+        f"sqlite:///{root / 'mlflow.db'}"
+    ).search_experiments()  # migrate the store here: the server starts faster
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # fail at once rather than after ~4 minutes of retries
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
     server = MlflowServer(root, free_port())
@@ -111,7 +121,9 @@ def test_mlflow_server_killed_mid_iteration_then_rerun_logs_the_rest_once(mlflow
     from coevo.tracking.mlflow_tracker import Tracker
     from tasks.tracking import FlowTracking
 
-    cfg = tiny_config(tmp_path, tracking={"mlflow_uri": mlflow_server.url, "experiment": "faults", "model_name": "tiny"})
+    cfg = tiny_config(
+        tmp_path, tracking={"mlflow_uri": mlflow_server.url, "experiment": "faults", "model_name": "tiny"}
+    )
     results, layout = tmp_path / "results", RunLayout(cfg.run.out_dir)
     checkpoints = _checkpoints(tiny_policy_dir, layout)
     build_coevolver(cfg.coevolver, cfg.seed).save(layout.coevolver(1))
@@ -142,10 +154,17 @@ def test_mlflow_server_killed_mid_iteration_then_rerun_logs_the_rest_once(mlflow
     [run] = client.search_runs([client.get_experiment_by_name("faults").experiment_id])
     assert run.info.status == "FINISHED"  # the rerun continued the killed flow's MLflow run and ended it
     for key in ("eval/acc", "eval/pass_at_2"):
-        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == [0, 1, 2]  # one point per iteration
+        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == [
+            0,
+            1,
+            2,
+        ]  # one point per iteration
     versions = client.search_model_versions("name='tiny'")
     assert sorted(int(v.tags["coevo.iteration"]) for v in versions) == [1, 2]  # each checkpoint registered once
-    assert [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")] == ["checkpoints/iter_0001", "checkpoints/iter_0002"]
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")] == [
+        "checkpoints/iter_0001",
+        "checkpoints/iter_0002",
+    ]
 
 
 def _checkpoints(tiny_policy_dir: Path, layout: RunLayout) -> list[Path]:
@@ -163,6 +182,7 @@ def _checkpoints(tiny_policy_dir: Path, layout: RunLayout) -> list[Path]:
         found.append(layout.checkpoint(it))
     return found
 
+
 # ---- co-evolver endpoints ----
 
 COMPLETION = {"id": "c", "object": "chat.completion", "created": 0, "model": "writer"}
@@ -171,9 +191,23 @@ GARBAGE = {  # name -> (content type, body) of a 200 reply
     "html": ("text/html", b"<html>login required</html>"),
     "wrong_shape": ("application/json", json.dumps({"result": "Multiply tens first."}).encode()),
     "no_choices": ("application/json", json.dumps({**COMPLETION, "choices": []}).encode()),
-    "empty_text": ("application/json", json.dumps({**COMPLETION, "choices": [{"index": 0, "message": {"role": "assistant", "content": "  \n"}, "finish_reason": "stop"}]}).encode()),
+    "empty_text": (
+        "application/json",
+        json.dumps(
+            {
+                **COMPLETION,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "  \n"}, "finish_reason": "stop"}],
+            }
+        ).encode(),
+    ),
 }
-REASONS = {"not_json": "not JSON", "html": "not a chat completion", "wrong_shape": "not a chat completion", "no_choices": "not a chat completion", "empty_text": "no text"}
+REASONS = {
+    "not_json": "not JSON",
+    "html": "not a chat completion",
+    "wrong_shape": "not a chat completion",
+    "no_choices": "not a chat completion",
+    "empty_text": "no text",
+}
 
 
 class Endpoint(http.server.ThreadingHTTPServer):
@@ -225,16 +259,26 @@ def serve(loopback):
 def test_garbage_reply_is_retried_then_fails_naming_the_endpoint(serve, garbage):
     server = serve(GARBAGE[garbage])
     endpoint = ChatEndpoint(server.base_url, "writer", "EMPTY", timeout_s=5, backoff_s=0.01)
-    with pytest.raises(EndpointError, match=rf"request to {server.base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\).*{REASONS[garbage]}"):
+    with pytest.raises(
+        EndpointError,
+        match=rf"request to {server.base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\).*{REASONS[garbage]}",
+    ):
         endpoint.ask("system", "write a skill")
     assert server.hits == ATTEMPTS
 
 
 def test_slow_endpoint_times_out_each_attempt_then_fails_naming_it(serve):
-    good = json.dumps({**COMPLETION, "choices": [{"index": 0, "message": {"role": "assistant", "content": "late"}, "finish_reason": "stop"}]})
+    good = json.dumps(
+        {
+            **COMPLETION,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "late"}, "finish_reason": "stop"}],
+        }
+    )
     server = serve(("application/json", good.encode()), delay_s=2.0)
     endpoint = ChatEndpoint(server.base_url, "writer", "EMPTY", timeout_s=0.2, backoff_s=0.01)
-    with pytest.raises(EndpointError, match=rf"request to {server.base_url} .*failed after {ATTEMPTS} attempt\(s\).*timed out"):
+    with pytest.raises(
+        EndpointError, match=rf"request to {server.base_url} .*failed after {ATTEMPTS} attempt\(s\).*timed out"
+    ):
         endpoint.ask("system", "write a skill")
     assert server.hits == ATTEMPTS
 
@@ -253,11 +297,36 @@ def _iteration_one(tmp_path, coevolver: dict) -> tuple:
             rid = f"0001-{row.id}-{k}"
             completion = str(row.answer) if right else "0"
             rollouts.append(
-                {"rollout_id": rid, "iteration": 1, "problem_id": row.id, "family": row.family, "variant": "solo", "probe_skill": "", "skills": [],
-                 "question": row.prompt, "prompt": row.prompt, "completion": completion, "prompt_ids": [1, 2], "completion_ids": [3],
-                 "sampling_logprobs": [-0.5], "finished": True, "policy_version": "test"}
+                {
+                    "rollout_id": rid,
+                    "iteration": 1,
+                    "problem_id": row.id,
+                    "family": row.family,
+                    "variant": "solo",
+                    "probe_skill": "",
+                    "skills": [],
+                    "question": row.prompt,
+                    "prompt": row.prompt,
+                    "completion": completion,
+                    "prompt_ids": [1, 2],
+                    "completion_ids": [3],
+                    "sampling_logprobs": [-0.5],
+                    "finished": True,
+                    "policy_version": "test",
+                }
             )
-            rewards.append({"rollout_id": rid, "iteration": 1, "problem_id": row.id, "reward": float(right), "passed": right, "verifier": "test", "details": "", "components": "{}"})
+            rewards.append(
+                {
+                    "rollout_id": rid,
+                    "iteration": 1,
+                    "problem_id": row.id,
+                    "reward": float(right),
+                    "passed": right,
+                    "verifier": "test",
+                    "details": "",
+                    "components": "{}",
+                }
+            )
     write_rollouts(layout.rollouts(1), pd.DataFrame(rollouts))
     write_rewards(layout.rewards(1), pd.DataFrame(rewards))
     return cfg, layout, data
@@ -273,8 +342,18 @@ def test_coevolution_stage_fails_without_writing_a_version(serve, tmp_path, who,
     else:
         coevolver = {"kind": "memory", "writer": writer, "memory": {"reflector": "openai", "levels": [2]}}
     cfg, layout, data = _iteration_one(tmp_path, coevolver)
-    with pytest.raises(EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\)"):
-        coevolve_stage(cfg, 1, str(layout.coevolver(0)), str(layout.rollouts(1)), str(layout.rewards(1)), data["train"]["path"], data["test"]["path"])
+    with pytest.raises(
+        EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\)"
+    ):
+        coevolve_stage(
+            cfg,
+            1,
+            str(layout.coevolver(0)),
+            str(layout.rollouts(1)),
+            str(layout.rewards(1)),
+            data["train"]["path"],
+            data["test"]["path"],
+        )
     assert not layout.coevolver(1).exists()
     assert not layout.report(1).exists()
     assert not list(layout.root.glob("coevolver/.*"))  # no temporary half-written version either
@@ -292,7 +371,12 @@ class PrefectServer:
 
     def start(self) -> None:
         command = [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(self.port), "--no-services"]
-        env = {**os.environ, "PREFECT_HOME": str(self.root), "PREFECT_UI_ENABLED": "false", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        env = {
+            **os.environ,
+            "PREFECT_HOME": str(self.root),
+            "PREFECT_UI_ENABLED": "false",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        }
         env.pop("PREFECT_API_URL", None)
         log = (self.root / "server.log").open("a")
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -339,16 +423,26 @@ def _train(params: str, api: str, pause: str | None = None) -> subprocess.Popen:
     if pause:
         env["COEVO_PAUSE"] = pause
     command = [sys.executable, "-m", "coevo.cli", "train", "--params", params, "--json"]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 def _weights(run: Path) -> dict[str, str]:
-    return {p.parent.name: json.loads(p.read_text())["weights_sha256"] for p in sorted(run.glob("checkpoints/iter_*/coevo.json"))}
+    return {
+        p.parent.name: json.loads(p.read_text())["weights_sha256"]
+        for p in sorted(run.glob("checkpoints/iter_*/coevo.json"))
+    }
 
 
 def _outputs(run: Path) -> dict[str, tuple[int, int]]:
     """(inode, mtime_ns) of the stage outputs: a stage run again replaces its output by a rename."""
-    found = [*run.glob("rollouts/*.parquet"), *run.glob("rewards/*.parquet"), *run.glob("reports/*.json"), *run.glob("evals/*.json")]
+    found = [
+        *run.glob("rollouts/*.parquet"),
+        *run.glob("rewards/*.parquet"),
+        *run.glob("reports/*.json"),
+        *run.glob("evals/*.json"),
+    ]
     found += [*run.glob("coevolver/iter_*/manifest.json"), *run.glob("checkpoints/iter_*/coevo.json")]
     return {p.relative_to(run).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in found}
 

@@ -102,7 +102,14 @@ class Edge:
     via_package: bool = False  # the edge to a package whose __init__ importing one of its modules runs
 
     def where(self) -> str:
-        notes = [note for note, on in (("in a function", self.in_function), (f"runs {self.target.replace('.', '/')}/__init__.py", self.via_package)) if on]
+        notes = [
+            note
+            for note, on in (
+                ("in a function", self.in_function),
+                (f"runs {self.target.replace('.', '/')}/__init__.py", self.via_package),
+            )
+            if on
+        ]
         return f"{self.path}:{self.line}{''.join(f' ({note})' for note in notes)}"
 
 
@@ -293,13 +300,19 @@ def test_the_graph_sees_imports_inside_functions_and_type_checking_blocks(tmp_pa
     }
     graph = _graph(import_edges(tmp_path))
     assert strongly_connected(graph) == [["coevo.a", "coevo.c", "coevo.sub", "coevo.sub.b"]]
-    assert format_cycle(shortest_cycle(graph, ["coevo.a", "coevo.c", "coevo.sub", "coevo.sub.b"])).splitlines()[0] == "coevo.a -> coevo.sub.b -> coevo.c -> coevo.a"
+    assert (
+        format_cycle(shortest_cycle(graph, ["coevo.a", "coevo.c", "coevo.sub", "coevo.sub.b"])).splitlines()[0]
+        == "coevo.a -> coevo.sub.b -> coevo.c -> coevo.a"
+    )
 
 
 def test_no_import_cycles():
     graph = _graph(import_edges())
     groups = [describe_component(graph, component) for component in strongly_connected(graph)]
-    assert not groups, f"{len(groups)} group(s) of modules in import cycles, each with shortest cycles through its modules:\n" + "\n".join(groups)
+    assert not groups, (
+        f"{len(groups)} group(s) of modules in import cycles, each with shortest cycles through its modules:\n"
+        + "\n".join(groups)
+    )
 
 
 def test_every_module_has_a_layer():
@@ -314,5 +327,11 @@ def test_every_module_has_a_layer():
 
 def test_no_upward_imports():
     names = list(LAYERS)
-    upward = [f"{e.source} ({names[layer_of(e.source)[0]]}) -> {e.target} ({names[layer_of(e.target)[0]]})  at {e.where()}" for e in upward_imports(import_edges())]
-    assert not upward, f"{len(upward)} import(s) from a lower layer to a higher one (LAYERS, lowest first: {names}):\n" + "\n".join(upward)
+    upward = [
+        f"{e.source} ({names[layer_of(e.source)[0]]}) -> {e.target} ({names[layer_of(e.target)[0]]})  at {e.where()}"
+        for e in upward_imports(import_edges())
+    ]
+    assert not upward, (
+        f"{len(upward)} import(s) from a lower layer to a higher one (LAYERS, lowest first: {names}):\n"
+        + "\n".join(upward)
+    )

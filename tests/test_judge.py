@@ -52,8 +52,14 @@ class GraderHandler(JSONHandler):
         if not isinstance(reply, str):
             top = [{"token": t, "logprob": math.log(p), "bytes": None} for t, p in (reply or {}).items()]
             first = {**max(top, key=lambda t: t["logprob"]), "top_logprobs": top} if top else None
-            choice = {**choice, "message": {"role": "assistant", "content": first["token"] if first else "?"}, "logprobs": {"content": [first]} if first else None}
-        self._send(200, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [choice]})
+            choice = {
+                **choice,
+                "message": {"role": "assistant", "content": first["token"] if first else "?"},
+                "logprobs": {"content": [first]} if first else None,
+            }
+        self._send(
+            200, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [choice]}
+        )
 
 
 SCRIPT = {"short": "7", "polite": "Score: 3/10", "vague": "It is quite good overall."}
@@ -71,7 +77,19 @@ def judge_for(server: GraderServer, cache_path=None, model: str = "grader") -> J
 
 @pytest.mark.parametrize(
     ("reply", "score"),
-    [("7", 0.7), (" 10 ", 1.0), ("0", 0.0), ("7/10", 0.7), ("Score: 8.5", 0.85), ("score=4.", 0.4), ("11", None), ("-1", None), ("good", None), ("7 because", None), ("", None)],
+    [
+        ("7", 0.7),
+        (" 10 ", 1.0),
+        ("0", 0.0),
+        ("7/10", 0.7),
+        ("Score: 8.5", 0.85),
+        ("score=4.", 0.4),
+        ("11", None),
+        ("-1", None),
+        ("good", None),
+        ("7 because", None),
+        ("", None),
+    ],
 )
 def test_parse_score(reply, score):
     assert parse_score(reply) == score
@@ -79,7 +97,9 @@ def test_parse_score(reply, score):
 
 def test_judge_parses_caches_and_excludes_parse_failures(loopback, tmp_path):
     server = loopback(GraderServer(scripted))
-    items = [("Write about cats.", "Cats nap.", c) for c in ("short", "polite", "vague")] + [("Write about cats.", "Cats nap.", "short")]
+    items = [("Write about cats.", "Cats nap.", c) for c in ("short", "polite", "vague")] + [
+        ("Write about cats.", "Cats nap.", "short")
+    ]
     judge = judge_for(server, tmp_path / "cache.jsonl")
     first = judge.score(items)
     assert [j.score for j in first] == [0.7, 0.3, None, 0.7]
@@ -120,7 +140,12 @@ def test_judge_endpoint_down_is_a_clear_error_not_a_reward(loopback):
 
 @pytest.mark.parametrize(
     ("probs", "score"),
-    [({"yes": 0.6, " No": 0.2, "maybe": 0.1}, 0.75), ({"Yes": 0.3, " yes": 0.3, "no": 0.2}, 0.75), ({"NO": 0.5}, 0.0), ({"yes!": 0.4, "y": 0.3}, None)],
+    [
+        ({"yes": 0.6, " No": 0.2, "maybe": 0.1}, 0.75),
+        ({"Yes": 0.3, " yes": 0.3, "no": 0.2}, 0.75),
+        ({"NO": 0.5}, 0.0),
+        ({"yes!": 0.4, "y": 0.3}, None),
+    ],
 )
 def test_yes_no_score(probs, score):
     got, reply = yes_no_score({token: math.log(p) for token, p in probs.items()})
@@ -135,14 +160,25 @@ def test_yes_no_judge_scores_from_first_token_logprobs(loopback, tmp_path):
     server = loopback(GraderServer(lambda user: YES_NO[re.search(r"Criterion: (\w+)", user).group(1)]))
     endpoint = ChatEndpoint(server.base_url, "grader", "EMPTY", timeout_s=5, backoff_s=0.01)
     judge = Judge(endpoint, JudgeCache(tmp_path / "cache.jsonl"), workers=2, scoring="yes_no")
-    short, vague = judge.score([("Write about cats.", "Cats nap.", "short"), ("Write about cats.", "Cats nap.", "vague")])
+    short, vague = judge.score(
+        [("Write about cats.", "Cats nap.", "short"), ("Write about cats.", "Cats nap.", "vague")]
+    )
     assert short.score == pytest.approx(0.75) and vague.score is None and judge.stats.parse_fail == 1
     assert "Answer yes or no" in server.last["messages"][-1]["content"]
-    assert {k: server.last[k] for k in ("max_tokens", "logprobs", "top_logprobs", "temperature")} == {"max_tokens": 1, "logprobs": True, "top_logprobs": YES_NO_TOP, "temperature": 0.0}
+    assert {k: server.last[k] for k in ("max_tokens", "logprobs", "top_logprobs", "temperature")} == {
+        "max_tokens": 1,
+        "logprobs": True,
+        "top_logprobs": YES_NO_TOP,
+        "temperature": 0.0,
+    }
     hits = server.hits
-    reply_mode = Judge(endpoint, JudgeCache(tmp_path / "cache.jsonl"), workers=2)  # another scoring mode: another judge version
+    reply_mode = Judge(
+        endpoint, JudgeCache(tmp_path / "cache.jsonl"), workers=2
+    )  # another scoring mode: another judge version
     assert reply_mode.version != judge.version
-    with pytest.raises(EndpointError, match="no top_logprobs"):  # a server that ignores logprobs: garbage, retried, then an error
+    with pytest.raises(
+        EndpointError, match="no top_logprobs"
+    ):  # a server that ignores logprobs: garbage, retried, then an error
         judge.score([("Write about cats.", "Cats nap.", "empty")])
     assert server.hits == hits + 3
 
@@ -158,7 +194,9 @@ def test_judge_against_the_tiny_policy_served_as_a_chat_model(loopback, tiny_pol
         return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True) or "?"
 
     server = loopback(GraderServer(generate))
-    items = [("Write about cats.", response, "The response is short.") for response in ("Cats nap.", "Cats, cats.", "cats")]
+    items = [
+        ("Write about cats.", response, "The response is short.") for response in ("Cats nap.", "Cats, cats.", "cats")
+    ]
     judge = judge_for(server, tmp_path / "cache.jsonl", model="tiny")
     first = judge.score(items)
     assert all(j.score is None or 0.0 <= j.score <= 1.0 for j in first)

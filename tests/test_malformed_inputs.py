@@ -82,7 +82,7 @@ def readme_message(row_id: str, **names: Path) -> list[str]:
     excerpt = line.split(" | ")[3].strip("`")
     pieces = [piece.strip() for piece in excerpt.split("...")]
     for name, path in names.items():
-        pieces = [f"{path}{piece[len(name):]}" if piece.startswith(f"{name}:") else piece for piece in pieces]
+        pieces = [f"{path}{piece[len(name) :]}" if piece.startswith(f"{name}:") else piece for piece in pieces]
     return pieces
 
 
@@ -164,32 +164,42 @@ def problems_missing_column(tmp_path, run, monkeypatch):
 
 
 def problems_empty_answer(tmp_path, run, monkeypatch):
-    path, result = _prepare_file(tmp_path, "p.jsonl", PROBLEMS_OK.encode() + b'{"id": "d", "prompt": "4+4=", "answer": " "}\n')
+    path, result = _prepare_file(
+        tmp_path, "p.jsonl", PROBLEMS_OK.encode() + b'{"id": "d", "prompt": "4+4=", "answer": " "}\n'
+    )
     assert_clean_exit(result, f"{path}: line 4, field 'answer': empty answer")
     assert_nothing_written(tmp_path)
 
 
 def problems_duplicate_id(tmp_path, run, monkeypatch):
-    path, result = _prepare_file(tmp_path, "p.jsonl", PROBLEMS_OK.encode() + b'{"id": "b", "prompt": "4+4=", "answer": 8}\n')
+    path, result = _prepare_file(
+        tmp_path, "p.jsonl", PROBLEMS_OK.encode() + b'{"id": "b", "prompt": "4+4=", "answer": 8}\n'
+    )
     assert_clean_exit(result, f"{path}: line 4, field 'id': duplicate id 'b' (first at line 2)")
     assert_nothing_written(tmp_path)
 
 
 def problems_wrong_type(tmp_path, run, monkeypatch):
-    path, result = _prepare_file(tmp_path, "p.jsonl", PROBLEMS_OK.encode() + b'{"id": "d", "prompt": "4+4=", "answer": [8]}\n')
+    path, result = _prepare_file(
+        tmp_path, "p.jsonl", PROBLEMS_OK.encode() + b'{"id": "d", "prompt": "4+4=", "answer": [8]}\n'
+    )
     assert_clean_exit(result, f"{path}: line 4, field 'answer': wrong type list (expected int or str)")
     assert_nothing_written(tmp_path)
 
 
 def problems_bad_jsonl_line(tmp_path, run, monkeypatch):
-    path, result = _prepare_file(tmp_path, "p.jsonl", PROBLEMS_OK.encode() + b'{"id": "d", "prompt": "4+4=", "answer": 8\n')
+    path, result = _prepare_file(
+        tmp_path, "p.jsonl", PROBLEMS_OK.encode() + b'{"id": "d", "prompt": "4+4=", "answer": 8\n'
+    )
     assert_clean_exit(result, f"{path}: line 4: invalid JSON")
     assert_nothing_written(tmp_path)
 
 
 def problems_unreadable_parquet(tmp_path, run, monkeypatch):
     path, result = _prepare_file(tmp_path, "p.parquet", b"PAR1 this is not a parquet file")
-    assert_clean_exit(result, *readme_message("problems-unreadable-parquet", F=path))  # arrow's reason, not just "cannot read"
+    assert_clean_exit(
+        result, *readme_message("problems-unreadable-parquet", F=path)
+    )  # arrow's reason, not just "cannot read"
     assert_nothing_written(tmp_path)
 
 
@@ -222,7 +232,17 @@ def _prepare_code(tmp_path: Path, record: dict) -> tuple:
 def _eval(tmp_path: Path, checkpoint: Path | str, *extra: str):
     problems = tmp_path / "eval.jsonl"
     problems.write_text(PROBLEMS_OK)
-    return cli("eval", checkpoint, "--problems", problems, "--out", tmp_path / "result.json", "--params", params_file(tmp_path), *extra)
+    return cli(
+        "eval",
+        checkpoint,
+        "--problems",
+        problems,
+        "--out",
+        tmp_path / "result.json",
+        "--params",
+        params_file(tmp_path),
+        *extra,
+    )
 
 
 def checkpoint_missing_dir(tmp_path, run, monkeypatch):
@@ -232,10 +252,16 @@ def checkpoint_missing_dir(tmp_path, run, monkeypatch):
 
 
 def policy_checkpoint_missing(tmp_path, run, monkeypatch):
-    result = cli("bootstrap", "--params", params_file(tmp_path), "--set", f"policy.checkpoint={tmp_path / 'models' / 'mine'}")
-    assert_clean_exit(result, f"{tmp_path / 'models' / 'mine'}: not a Hugging Face checkpoint directory (no config.json)")
+    result = cli(
+        "bootstrap", "--params", params_file(tmp_path), "--set", f"policy.checkpoint={tmp_path / 'models' / 'mine'}"
+    )
+    assert_clean_exit(
+        result, f"{tmp_path / 'models' / 'mine'}: not a Hugging Face checkpoint directory (no config.json)"
+    )
     run_dir = tmp_path / "run"
-    assert not (run_dir / "bootstrap").exists()  # no checkpoint 0; the splits and co-evolver iter_0000 are complete files
+    assert not (
+        run_dir / "bootstrap"
+    ).exists()  # no checkpoint 0; the splits and co-evolver iter_0000 are complete files
     assert not [p for p in run_dir.rglob("*") if ".tmp" in p.name]
 
 
@@ -267,7 +293,9 @@ def checkpoint_wrong_lineage_hash(tmp_path, run, monkeypatch):
     meta["files"]["config.json"] = "0" * 64  # the record no longer matches the file on disk
     (ckpt / "coevo.json").write_text(json.dumps(meta))
     result = cli("lineage", ckpt, "--verify")
-    assert_clean_exit(result, "1 mismatch(es):", f"checkpoint file: {ckpt / 'config.json'}", f"expected {'0' * 64}", code=1)
+    assert_clean_exit(
+        result, "1 mismatch(es):", f"checkpoint file: {ckpt / 'config.json'}", f"expected {'0' * 64}", code=1
+    )
 
 
 def tokenizer_missing(tmp_path, run, monkeypatch):
@@ -298,7 +326,9 @@ def coevolver_tampered_entry(tmp_path, run, monkeypatch):
     bank = Path(shutil.copytree(run["coevolver"], tmp_path / "bank"))
     with (bank / "skills.jsonl").open("a") as fh:
         fh.write('{"id": "forged"}\n')
-    with pytest.raises(CoevolverDirError, match=rf"{bank / 'skills.jsonl'}: content does not match the manifest's sha256"):
+    with pytest.raises(
+        CoevolverDirError, match=rf"{bank / 'skills.jsonl'}: content does not match the manifest's sha256"
+    ):
         load_coevolver(bank, run["cfg"].coevolver, run["cfg"].seed)
 
 
@@ -309,7 +339,9 @@ def cli_unknown_model_uri(tmp_path, run, monkeypatch):
     """Without a registry: exit 2, and the lookup creates no empty registry in the working directory."""
     monkeypatch.chdir(tmp_path)  # tracking.mlflow_uri is sqlite:///mlflow.db, relative to it
     result = _eval(tmp_path, "models:/nope@x")
-    assert_clean_exit(result, "models:/nope@x: no model registry at sqlite:///mlflow.db", "does not exist; set tracking.mlflow_uri")
+    assert_clean_exit(
+        result, "models:/nope@x: no model registry at sqlite:///mlflow.db", "does not exist; set tracking.mlflow_uri"
+    )
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "result.json").exists()
 
 
@@ -362,7 +394,9 @@ def endpoint_unavailable(tmp_path, run, monkeypatch):
     base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         endpoint = ChatEndpoint(base_url, "writer", "EMPTY", timeout_s=5, backoff_s=0.01)
-        with pytest.raises(EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\)"):
+        with pytest.raises(
+            EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\)"
+        ):
             endpoint.ask("system", "write a skill")
     finally:
         server.shutdown()
@@ -379,7 +413,10 @@ def endpoint_unreachable(tmp_path, run, monkeypatch):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     endpoint = ChatEndpoint(f"http://127.0.0.1:{port}/v1", "writer", "EMPTY", timeout_s=5, backoff_s=0.01)
-    with pytest.raises(EndpointError, match=rf"127.0.0.1:{port}/v1 \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\) .*Connection error"):
+    with pytest.raises(
+        EndpointError,
+        match=rf"127.0.0.1:{port}/v1 \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\) .*Connection error",
+    ):
         endpoint.ask("system", "write a skill")
 
 
@@ -396,7 +433,9 @@ def _prepare_with_plugin(tmp_path: Path, monkeypatch, module: str, source: str |
 
 def reward_unimportable(tmp_path, run, monkeypatch):
     result = _prepare_with_plugin(tmp_path, monkeypatch, "malformed_broken_rewards", "import not_a_module_anywhere\n")
-    assert_clean_exit(result, "rewards[1].function", "cannot import module 'malformed_broken_rewards'", "not_a_module_anywhere")
+    assert_clean_exit(
+        result, "rewards[1].function", "cannot import module 'malformed_broken_rewards'", "not_a_module_anywhere"
+    )
     assert_nothing_written(tmp_path)
 
 
@@ -429,13 +468,40 @@ def gguf_unsupported_architecture(tmp_path, run, monkeypatch):
 
 
 ROWS = [
-    params_unknown_key, params_wrong_type, params_out_of_range, params_not_yaml, set_bad_path, set_bad_value, set_without_equals,
-    problems_missing_file, problems_missing_column, problems_empty_answer, problems_duplicate_id, problems_wrong_type,
-    problems_bad_jsonl_line, problems_unreadable_parquet, code_missing_tests, code_missing_entry_point,
-    checkpoint_missing_dir, policy_checkpoint_missing, checkpoint_missing_weights, checkpoint_truncated_weights, checkpoint_wrong_lineage_hash, tokenizer_missing,
-    coevolver_missing_manifest, coevolver_tampered_entry,
-    cli_unknown_model_uri, cli_unknown_model_in_registry, cli_malformed_model_uri, cli_unknown_option,
-    endpoint_unavailable, endpoint_unreachable, reward_unimportable, reward_wrong_length, gguf_garbage, gguf_unsupported_architecture,
+    params_unknown_key,
+    params_wrong_type,
+    params_out_of_range,
+    params_not_yaml,
+    set_bad_path,
+    set_bad_value,
+    set_without_equals,
+    problems_missing_file,
+    problems_missing_column,
+    problems_empty_answer,
+    problems_duplicate_id,
+    problems_wrong_type,
+    problems_bad_jsonl_line,
+    problems_unreadable_parquet,
+    code_missing_tests,
+    code_missing_entry_point,
+    checkpoint_missing_dir,
+    policy_checkpoint_missing,
+    checkpoint_missing_weights,
+    checkpoint_truncated_weights,
+    checkpoint_wrong_lineage_hash,
+    tokenizer_missing,
+    coevolver_missing_manifest,
+    coevolver_tampered_entry,
+    cli_unknown_model_uri,
+    cli_unknown_model_in_registry,
+    cli_malformed_model_uri,
+    cli_unknown_option,
+    endpoint_unavailable,
+    endpoint_unreachable,
+    reward_unimportable,
+    reward_wrong_length,
+    gguf_garbage,
+    gguf_unsupported_architecture,
 ]
 
 

@@ -14,7 +14,9 @@ from tests.mutations import MUTATIONS, ROOT
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
 def test_each_mutation_applies_once_and_names_existing_tests(mutation):
     text = (ROOT / mutation.file).read_text()
-    assert text.count(mutation.find) == 1, f"{mutation.name}: its text is in {mutation.file} {text.count(mutation.find)} times"
+    assert text.count(mutation.find) == 1, (
+        f"{mutation.name}: its text is in {mutation.file} {text.count(mutation.find)} times"
+    )
     assert mutation.find != mutation.replace
     for node in mutation.tests:
         path, _, name = node.partition("::")

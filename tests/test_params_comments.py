@@ -27,8 +27,9 @@ def settings(model, prefix=()):
 def test_params_yaml_comments_are_the_config_descriptions():
     text = PARAMS.read_text()
     stale = [(old, new) for old, new in zip(text.splitlines(), rewrite(text).splitlines()) if old != new]
-    assert not stale, "params.yaml comments differ from coevo/config.py (run python -m coevo.params_comments params.yaml):\n" + "\n".join(
-        f"- {old}\n+ {new}" for old, new in stale
+    assert not stale, (
+        "params.yaml comments differ from coevo/config.py (run python -m coevo.params_comments params.yaml):\n"
+        + "\n".join(f"- {old}\n+ {new}" for old, new in stale)
     )
 
 
@@ -67,5 +68,7 @@ def test_rewrite_changes_comments_only(tmp_path):
     # the command rewrites the file in place
     path = tmp_path / "params.yaml"
     path.write_text(text)
-    subprocess.run([sys.executable, "-m", "coevo.params_comments", str(path)], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "coevo.params_comments", str(path)], cwd=ROOT, check=True, capture_output=True
+    )
     assert path.read_text() == new

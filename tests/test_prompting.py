@@ -35,7 +35,10 @@ def test_chat_puts_context_inside_the_user_turn_and_ends_with_the_generation_pro
     cfg = PromptConfig(format="chat", system="Be brief.", context_header="Examples:")
     tok = chat_tokenizer()
     text = prompt_renderer(cfg, tok, "tiny").render({"id": "p", "prompt": "3+4=", "family": "add"}, ["1+1=2", "2+2=4"])
-    assert text == "<bos><system>Be brief.\n<user>Examples:\n1+1=2\n2+2=4\n\n3+4=\n\nReply with the number only.\n<assistant>"
+    assert (
+        text
+        == "<bos><system>Be brief.\n<user>Examples:\n1+1=2\n2+2=4\n\n3+4=\n\nReply with the number only.\n<assistant>"
+    )
     ids = prompt_renderer(cfg, tok).encode([text])[0]
     assert ids.count(tok.bos_token_id) == 1 and ids[0] == tok.bos_token_id  # the template's BOS only
     assert encode_prompts(tok, [text], True)[0][:2] == [tok.bos_token_id] * 2  # what adding special tokens would do
@@ -44,8 +47,18 @@ def test_chat_puts_context_inside_the_user_turn_and_ends_with_the_generation_pro
 def test_chat_code_problem_puts_the_instruction_before_the_stub_and_a_conversation_keeps_its_turns():
     cfg = PromptConfig(format="chat", instruction={"math": None, "code": "Fix it."}, context_header=None)
     renderer = prompt_renderer(cfg, chat_tokenizer())
-    assert renderer.render({"prompt": "def f(x):\n", "family": "humaneval"}) == "<bos><user>Fix it.\n\n```python\ndef f(x):\n```\n<assistant>"
-    messages = json.dumps([{"role": "system", "content": "S"}, {"role": "user", "content": "a?"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c?"}])
+    assert (
+        renderer.render({"prompt": "def f(x):\n", "family": "humaneval"})
+        == "<bos><user>Fix it.\n\n```python\ndef f(x):\n```\n<assistant>"
+    )
+    messages = json.dumps(
+        [
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "a?"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": "c?"},
+        ]
+    )
     text = renderer.render({"prompt": "c?", "family": "math", "messages": messages}, ["ctx"])
     assert text == "<bos><system>S\n<user>a?\n<assistant>b\n<user>ctx\n\nc?\n<assistant>"
 
@@ -105,15 +118,16 @@ def templated_copy(src: Path, dst: Path) -> Path:
 
 
 def test_tiny_run_under_chat_trains_on_the_exact_templated_tokens(tmp_path, tiny_policy_dir):
-    from schemas.rollouts import read_rollouts
-
     from coevo.driver import train
     from coevo.policy.checkpoint import load_policy
+    from schemas.rollouts import read_rollouts
 
     checkpoint = templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")
     chat = {"format": "chat", "instruction": {"math": None}, "context_header": None}
     # every group trained (the tiny policy's groups are mostly all-fail), so the update has rows to read
-    cfg = tiny_config(tmp_path, prompt=chat, policy={"checkpoint": str(checkpoint)}, objective={"drop_zero_variance": False})
+    cfg = tiny_config(
+        tmp_path, prompt=chat, policy={"checkpoint": str(checkpoint)}, objective={"drop_zero_variance": False}
+    )
     with trained_inputs() as seen:  # what the trainer's forward passes with grad embed
         summary = train(cfg)
     assert summary["iterations"] == 2 and "eval/acc" in summary["final_eval"]
@@ -126,10 +140,16 @@ def test_tiny_run_under_chat_trains_on_the_exact_templated_tokens(tmp_path, tiny
     # the update computes its log-probs on those very tokens: each row the trainer embedded with grad
     # begins (left padding dropped) with a question templated as above, skills stripped (the student
     # trains without them: update_context strip), and every question sampled is trained on
-    questions = {q for it in (1, 2) for q in read_rollouts(cfg.run.out_dir / "rollouts" / f"iter_{it:04d}.parquet")["question"]}
+    questions = {
+        q for it in (1, 2) for q in read_rollouts(cfg.run.out_dir / "rollouts" / f"iter_{it:04d}.parquet")["question"]
+    }
     templated = {tuple(tok(f"<bos><user>{q}\n<assistant>", add_special_tokens=False)["input_ids"]) for q in questions}
-    rows = [row for row in seen(tok.pad_token_id) if row[:1] == (tok.bos_token_id,)]  # prompts (completion steps hold no BOS)
+    rows = [
+        row for row in seen(tok.pad_token_id) if row[:1] == (tok.bos_token_id,)
+    ]  # prompts (completion steps hold no BOS)
     unmatched = [tok.decode(row) for row in rows if not any(row[: len(p)] == p for p in templated)]
-    assert rows and not unmatched, f"the trainer computed log-probs on prompts not templated as sampled: {unmatched[:2]}"
+    assert rows and not unmatched, (
+        f"the trainer computed log-probs on prompts not templated as sampled: {unmatched[:2]}"
+    )
     missing = [tok.decode(p) for p in templated if not any(row[: len(p)] == p for row in rows)]
     assert not missing, f"questions sampled but never trained on: {missing[:3]}"

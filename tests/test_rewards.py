@@ -14,13 +14,13 @@ import pytest
 from coevo.config import ConfigError
 from coevo.problems.loader import load_problem_file
 from coevo.problems.verifier import MathVerifier
-from coevo.rewards import RewardError, check_rewards, reward_sources, reward_terms
+from coevo.rewards import RewardError, check_rewards, reward_sources
 from coevo.stages import prepare_stage, reward_metrics
 from coevo.verify import family_verdicts, score_rows, verify_rollouts
 
 from .conftest import tiny_config
 
-PLUGIN = '''
+PLUGIN = """
 SEEN = []  # the keyword arguments of each call, for the test to inspect
 
 
@@ -58,7 +58,7 @@ def broken(completions, **columns):
 
 
 NOT_A_FUNCTION = 3
-'''
+"""
 
 
 @pytest.fixture
@@ -73,11 +73,26 @@ def plugin(tmp_path, monkeypatch) -> str:
 
 def rows(answers=("7", "12", "5")) -> pd.DataFrame:
     n = len(answers)
-    return pd.DataFrame({"id": [f"p{i}" for i in range(n)], "family": ["add"] * n, "level": [1] * n, "prompt": ["q="] * n, "answer": list(answers)})
+    return pd.DataFrame(
+        {
+            "id": [f"p{i}" for i in range(n)],
+            "family": ["add"] * n,
+            "level": [1] * n,
+            "prompt": ["q="] * n,
+            "answer": list(answers),
+        }
+    )
 
 
 def test_plugin_from_the_working_directory_weights_and_components(tmp_path, plugin):
-    cfg = tiny_config(tmp_path, rewards=[{"function": "verifier"}, {"function": "format", "weight": 0.5}, {"function": f"{plugin}:shortness", "weight": -0.1}])
+    cfg = tiny_config(
+        tmp_path,
+        rewards=[
+            {"function": "verifier"},
+            {"function": "format", "weight": 0.5},
+            {"function": f"{plugin}:shortness", "weight": -0.1},
+        ],
+    )
     rewards = score_rows(rows(), ["7", "\\boxed{12}", "55"], cfg, prompts=["ctx\nq="] * 3)
     assert sys.path[0] == str(tmp_path)  # the working directory went first, as under `python -m`
     # verifier + 0.5 * format - 0.1 * len: "7" 1 + 0 - 0.1; "\boxed{12}" 1 + 0.5 - 1.0; "55" 0 + 0 - 0.2
@@ -89,13 +104,28 @@ def test_plugin_from_the_working_directory_weights_and_components(tmp_path, plug
     ]
     assert [r.passed for r in rewards] == [True, True, False]  # the verifier's verdicts, whatever the total
     assert {r.verifier for r in rewards} == {"math_exact"}
-    assert sys.modules[plugin].SEEN == [["answer", "completion_ids", "family", "id", "level", "log_extra", "log_metric", "prompt", "prompts", "trainer_state"]]  # TRL's arguments
+    assert sys.modules[plugin].SEEN == [
+        [
+            "answer",
+            "completion_ids",
+            "family",
+            "id",
+            "level",
+            "log_extra",
+            "log_metric",
+            "prompt",
+            "prompts",
+            "trainer_state",
+        ]
+    ]  # TRL's arguments
     source = reward_sources(cfg)[0]
     assert source["path"] == str(tmp_path / f"{plugin}.py") and len(source["sha256"]) == 64
 
 
 def test_without_a_verifier_entry_passed_is_the_total_against_the_threshold(tmp_path, plugin):
-    cfg = tiny_config(tmp_path, rewards=[{"function": f"{plugin}:shortness", "weight": 0.5}], rewards_pass_threshold=1.0)
+    cfg = tiny_config(
+        tmp_path, rewards=[{"function": f"{plugin}:shortness", "weight": 0.5}], rewards_pass_threshold=1.0
+    )
     rewards = score_rows(rows(), ["7", "12", "five"], cfg)
     assert [r.reward for r in rewards] == [0.5, 1.0, 2.0]
     assert [r.passed for r in rewards] == [False, True, True]
@@ -110,7 +140,9 @@ def test_a_weight_zero_verifier_keeps_passed_meaning_correct(tmp_path, plugin):
 
 
 def test_none_is_not_applicable_and_adds_nothing(tmp_path, plugin):
-    cfg = tiny_config(tmp_path, rewards=[{"function": "verifier"}, {"function": f"{plugin}:half_or_none", "name": "half"}])
+    cfg = tiny_config(
+        tmp_path, rewards=[{"function": "verifier"}, {"function": f"{plugin}:half_or_none", "name": "half"}]
+    )
     rewards = score_rows(rows(), ["7", "0", "5"], cfg)
     assert [r.reward for r in rewards] == [1.5, 0.5, 1.0]
     assert rewards[2].components == {"verifier": 1.0, "half": None}
@@ -126,7 +158,9 @@ def test_a_user_file_column_reaches_the_plugin(tmp_path, plugin):
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     problems = load_problem_file(path)
     cfg = tiny_config(tmp_path, rewards=[{"function": "verifier"}, {"function": f"{plugin}:difficulty", "weight": 2.0}])
-    rollouts = pd.DataFrame({"rollout_id": ["r0", "r1", "r2"], "iteration": 1, "problem_id": ["a", "b", "c"], "completion": ["4", "5", "2"]})
+    rollouts = pd.DataFrame(
+        {"rollout_id": ["r0", "r1", "r2"], "iteration": 1, "problem_id": ["a", "b", "c"], "completion": ["4", "5", "2"]}
+    )
     table = verify_rollouts(rollouts, problems, cfg)
     assert table["reward"].tolist() == [1.5, 1.5, 1.0]  # verifier + 2 x difficulty (none for c)
     assert [json.loads(c) for c in table["components"]] == [
@@ -145,7 +179,9 @@ def test_default_rewards_are_the_family_verifiers_unchanged(tmp_path):
     completions = ["7", "= -3", "1 2", "\\boxed{40}", "x"]
     alone = MathVerifier().score(list(problems["answer"]), completions)
     rewards = score_rows(problems, completions, cfg)
-    assert [(r.reward, r.passed, r.verifier, r.details) for r in rewards] == [(a.reward, a.passed, a.verifier, a.details) for a in alone]
+    assert [(r.reward, r.passed, r.verifier, r.details) for r in rewards] == [
+        (a.reward, a.passed, a.verifier, a.details) for a in alone
+    ]
     assert [r.reward for r in rewards] == [1.0, 1.0, 0.0, 1.0, 0.0]
     assert [r.components for r in rewards] == [{"verifier": a.reward} for a in alone]
     assert family_verdicts(problems, completions, cfg) == alone
@@ -154,15 +190,36 @@ def test_default_rewards_are_the_family_verifiers_unchanged(tmp_path):
 @pytest.mark.parametrize(
     ("function", "match"),
     [
-        ("no_such_module_for_coevo:f", r"rewards\[1\]\.function 'no_such_module_for_coevo:f': cannot import module 'no_such_module_for_coevo'"),
-        ("{plugin}:missing", r"rewards\[1\]\.function '{plugin}:missing': module '{plugin}' \(.*\) has no attribute 'missing'"),
-        ("{plugin}:NOT_A_FUNCTION", r"rewards\[1\]\.function '{plugin}:NOT_A_FUNCTION': {plugin}:NOT_A_FUNCTION is not callable \(it is a int\)"),
-        ("{plugin}:wrong_length", r"rewards\[1\]\.function '{plugin}:wrong_length' returned 4 values for 3 completions"),
-        ("{plugin}:words", r"rewards\[1\]\.function '{plugin}:words' returned 'high' \(str\) for completion 0 \(problem 'p0'\)"),
-        ("{plugin}:nan", r"rewards\[1\]\.function '{plugin}:nan' returned nan for completion 0 .* return None for 'not applicable'"),
+        (
+            "no_such_module_for_coevo:f",
+            r"rewards\[1\]\.function 'no_such_module_for_coevo:f': cannot import module 'no_such_module_for_coevo'",
+        ),
+        (
+            "{plugin}:missing",
+            r"rewards\[1\]\.function '{plugin}:missing': module '{plugin}' \(.*\) has no attribute 'missing'",
+        ),
+        (
+            "{plugin}:NOT_A_FUNCTION",
+            r"rewards\[1\]\.function '{plugin}:NOT_A_FUNCTION': {plugin}:NOT_A_FUNCTION is not callable \(it is a int\)",
+        ),
+        (
+            "{plugin}:wrong_length",
+            r"rewards\[1\]\.function '{plugin}:wrong_length' returned 4 values for 3 completions",
+        ),
+        (
+            "{plugin}:words",
+            r"rewards\[1\]\.function '{plugin}:words' returned 'high' \(str\) for completion 0 \(problem 'p0'\)",
+        ),
+        (
+            "{plugin}:nan",
+            r"rewards\[1\]\.function '{plugin}:nan' returned nan for completion 0 .* return None for 'not applicable'",
+        ),
         ("{plugin}:scalar", r"rewards\[1\]\.function '{plugin}:scalar' returned a float; expected a list of 3 floats"),
         ("{plugin}:broken", r"rewards\[1\]\.function '{plugin}:broken' raised KeyError: 'label'"),
-        ("verifyer", r"rewards\[1\]\.function 'verifyer': no such built-in reward; built-ins: \['format', 'rubric', 'verifier'\]"),
+        (
+            "verifyer",
+            r"rewards\[1\]\.function 'verifyer': no such built-in reward; built-ins: \['format', 'rubric', 'verifier'\]",
+        ),
     ],
 )
 def test_bad_plugins_are_named_by_their_entry(tmp_path, plugin, function, match):
@@ -172,7 +229,10 @@ def test_bad_plugins_are_named_by_their_entry(tmp_path, plugin, function, match)
 
 
 def test_config_rejects_malformed_entries(tmp_path):
-    with pytest.raises(ConfigError, match=r"rewards\[0\]\.function: 'my rewards:f' is neither a built-in reward name nor 'module:function'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"rewards\[0\]\.function: 'my rewards:f' is neither a built-in reward name nor 'module:function'",
+    ):
         tiny_config(tmp_path, rewards=[{"function": "my rewards:f"}])
     with pytest.raises(ConfigError, match=r"rewards\[1\]\.name: 'format' is already the name of rewards\[0\]"):
         tiny_config(tmp_path, rewards=[{"function": "format"}, {"function": "pkg.mod:format"}])
@@ -181,15 +241,22 @@ def test_config_rejects_malformed_entries(tmp_path):
 
 
 def test_prepare_stops_before_writing_or_rolling_out(tmp_path, plugin):
-    unimportable = tiny_config(tmp_path / "a", rewards=[{"function": "verifier"}, {"function": "no_such_module_for_coevo:f"}])
+    unimportable = tiny_config(
+        tmp_path / "a", rewards=[{"function": "verifier"}, {"function": "no_such_module_for_coevo:f"}]
+    )
     with pytest.raises(RewardError, match=r"rewards\[1\]\.function"):
         prepare_stage(unimportable)
     assert not Path(unimportable.problems.data_dir).exists()  # nothing written
     wrong = tiny_config(tmp_path / "b", rewards=[{"function": f"{plugin}:wrong_length"}])
-    with pytest.raises(RewardError, match=r"rewards\[0\]\.function .* returned 3 values for 2 completions \(a probe on 2 training problems"):
+    with pytest.raises(
+        RewardError,
+        match=r"rewards\[0\]\.function .* returned 3 values for 2 completions \(a probe on 2 training problems",
+    ):
         prepare_stage(wrong)
     assert not (Path(wrong.run.out_dir) / "rollouts").exists()
-    check_rewards(tiny_config(tmp_path / "c", rewards=[{"function": f"{plugin}:shortness"}]), rows())  # a sound plugin passes the probe
+    check_rewards(
+        tiny_config(tmp_path / "c", rewards=[{"function": f"{plugin}:shortness"}]), rows()
+    )  # a sound plugin passes the probe
 
 
 def test_a_run_with_a_plugin_keeps_components_metrics_and_the_plugin_in_lineage(tmp_path, plugin):
@@ -200,7 +267,11 @@ def test_a_run_with_a_plugin_keeps_components_metrics_and_the_plugin_in_lineage(
     from coevo.store.lineage import read_record, verify_lineage
     from schemas.rewards import read_rewards
 
-    rewards = [{"function": "verifier"}, {"function": "format", "weight": 0.0}, {"function": f"{plugin}:shortness", "weight": -0.01}]
+    rewards = [
+        {"function": "verifier"},
+        {"function": "format", "weight": 0.0},
+        {"function": f"{plugin}:shortness", "weight": -0.01},
+    ]
     cfg = tiny_config(tmp_path, rewards=rewards, run={"iterations": 1})
     train(cfg)
     out = cfg.run.out_dir
@@ -219,11 +290,19 @@ def test_a_run_with_a_plugin_keeps_components_metrics_and_the_plugin_in_lineage(
     assert stored == pytest.approx(sum(c["shortness"] for c in components))
     checkpoint = out / "checkpoints" / "iter_0001"
     [recorded] = read_record(checkpoint)["reward_plugins"]
-    assert recorded == {"function": f"{plugin}:shortness", "path": str(tmp_path / f"{plugin}.py"), "sha256": reward_sources(cfg)[0]["sha256"]}
+    assert recorded == {
+        "function": f"{plugin}:shortness",
+        "path": str(tmp_path / f"{plugin}.py"),
+        "sha256": reward_sources(cfg)[0]["sha256"],
+    }
     assert verify_lineage(checkpoint) == []
     (tmp_path / f"{plugin}.py").write_text(PLUGIN + "\n# edited after training\n")
     [changed] = verify_lineage(checkpoint)  # recorded by the checkpoint and the bootstrap, reported once
-    assert (changed.what, changed.path, changed.expected) == (f"reward plugin {plugin}:shortness", recorded["path"], recorded["sha256"])
+    assert (changed.what, changed.path, changed.expected) == (
+        f"reward plugin {plugin}:shortness",
+        recorded["path"],
+        recorded["sha256"],
+    )
 
 
 def test_a_catalog_made_before_the_components_column_gains_it(tmp_path):
@@ -246,6 +325,14 @@ def test_a_catalog_made_before_the_components_column_gains_it(tmp_path):
 def test_format_reward_wants_a_closed_box_or_a_closed_fence():
     from coevo.rewards import format_reward
 
-    completions = ["\\boxed{12}", "\\boxed{12", "\\boxed{ }", "12", "```python\ndef f():\n    return 1\n```", "```python\ndef f():", "def f(): return 1"]
+    completions = [
+        "\\boxed{12}",
+        "\\boxed{12",
+        "\\boxed{ }",
+        "12",
+        "```python\ndef f():\n    return 1\n```",
+        "```python\ndef f():",
+        "def f(): return 1",
+    ]
     families = ["add"] * 4 + ["humaneval"] * 3
     assert format_reward(completions, family=families) == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0]

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from coevo.cli import app
-from coevo.store.catalog import Catalog
 from coevo.runlock import EXIT_LOCKED, LOCK_NAME, RunLocked, read_holder, run_lock
+from coevo.store.catalog import Catalog
 from flows.train import SKIPPED_RUNS, nightly_deployment, train_flow
 
 from .conftest import ROOT, tiny_config
@@ -29,7 +29,13 @@ class Holder:
     """Another process holding the run lock until closed (or killed)."""
 
     def __init__(self, out_dir: Path):
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLD, str(out_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(out_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
         assert self.proc.stdout.readline().strip() == "held"
 
     def close(self) -> None:
@@ -53,7 +59,13 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def test_second_writer_is_refused_naming_the_holder_and_writes_nothing(tmp_path, holder, command):
     params = _params(tmp_path)
     before = snapshot(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "coevo.cli", *command, "--params", params], capture_output=True, text=True, env=ENV, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "coevo.cli", *command, "--params", params],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     assert done.returncode == EXIT_LOCKED, done.stdout + done.stderr
     message = " ".join((done.stdout + done.stderr).split())
     assert f"pid {holder.proc.pid} on host {socket.gethostname()} since" in message
@@ -77,7 +89,9 @@ def test_lock_is_reentrant_in_a_process_and_exclusive_across_processes(tmp_path)
     with run_lock(tmp_path / "run", "outer"):
         with run_lock(tmp_path / "run", "inner") as record:
             assert record["command"] == "outer"
-        probe = subprocess.run([sys.executable, "-c", HOLD, str(tmp_path / "run")], capture_output=True, text=True, env=ENV, timeout=120)
+        probe = subprocess.run(
+            [sys.executable, "-c", HOLD, str(tmp_path / "run")], capture_output=True, text=True, env=ENV, timeout=120
+        )
         assert probe.returncode != 0 and "RunLocked" in probe.stderr and f"pid {os.getpid()}" in probe.stderr
         assert read_holder(tmp_path / "run")["command"] == "outer"  # still held after the inner exit
     with run_lock(tmp_path / "run", "again"):
@@ -88,12 +102,16 @@ def test_read_only_commands_work_during_a_run(tmp_path, holder, tiny_policy_dir)
     problems = tmp_path / "mine.jsonl"
     problems.write_text('{"id": "a", "prompt": "2+2=", "answer": 4, "family": "add"}\n')
     params = _params(tmp_path)
-    result = CliRunner().invoke(app, ["eval", str(tiny_policy_dir), "--problems", str(problems), "--params", params, "--json"])
+    result = CliRunner().invoke(
+        app, ["eval", str(tiny_policy_dir), "--problems", str(problems), "--params", params, "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["n"] == 1
     with Catalog(tmp_path / "run" / "catalog.duckdb"):
         pass  # the run's (empty) catalog, as the holder would have written it
-    query = CliRunner().invoke(app, ["query", "pass-rate", "--catalog", str(tmp_path / "run" / "catalog.duckdb"), "--json"])
+    query = CliRunner().invoke(
+        app, ["query", "pass-rate", "--catalog", str(tmp_path / "run" / "catalog.duckdb"), "--json"]
+    )
     assert query.exit_code == 0, query.output
     assert json.loads(query.output) == []
 

@@ -45,7 +45,9 @@ def _until(condition, process: subprocess.Popen, what: str, seconds: float = 300
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"`coevo serve` exited {process.returncode} while waiting for {what}: {process.stdout.read()[-3000:]}")
+            pytest.fail(
+                f"`coevo serve` exited {process.returncode} while waiting for {what}: {process.stdout.read()[-3000:]}"
+            )
         found = condition()
         if found:
             return found
@@ -65,7 +67,9 @@ def test_serve_runs_a_triggered_run_of_the_deployment(prefect_server, tmp_path):
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
     env.pop("COEVO_PAUSE", None)
     command = [sys.executable, "-m", "coevo.cli", "serve", "--params", params]
-    serving = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    serving = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         with get_client(sync_client=True) as client:
             deployment = _until(lambda: _deployment(client), serving, f"deployment coevo-train/{DEPLOYMENT}", 120)
@@ -74,7 +78,9 @@ def test_serve_runs_a_triggered_run_of_the_deployment(prefect_server, tmp_path):
             cron = yaml.safe_load((ROOT / "params.yaml").read_text())["pipeline"]["schedule_cron"]
             assert [s.schedule.cron for s in deployment.schedules] == [cron]
             run = client.create_flow_run_from_deployment(deployment.id)
-            final = _until(lambda: (s := client.read_flow_run(run.id).state) and s.is_final() and s, serving, "finished flow run")
+            final = _until(
+                lambda: (s := client.read_flow_run(run.id).state) and s.is_final() and s, serving, "finished flow run"
+            )
             assert final.is_completed(), f"{final.name}: {final.message}"
     finally:
         os.killpg(serving.pid, signal.SIGTERM)

@@ -86,7 +86,11 @@ def trl_dataset(path: Path) -> Path:
     from datasets import Dataset
 
     rows = [
-        {"prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{a}+{b}="}], "answer": str(a + b), "solution": str(a + b)}
+        {
+            "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{a}+{b}="}],
+            "answer": str(a + b),
+            "solution": str(a + b),
+        }
         for a in range(1, 7)
         for b in range(1, 6)
     ]
@@ -142,19 +146,30 @@ def test_trl_reward_functions_and_dataset_train_unchanged(tmp_path, tiny_policy_
     module = sys.modules[rewards_module]
     trained = [call for call in module.CALLS if call["step"] > 0]
     assert [call["step"] for call in trained] == [1, 2] and {call["max_steps"] for call in trained} == {2}
-    n_train = json.loads((tmp_path / "data" / "splits.json").read_text())["sizes"]["train"]  # 23 of the 30 rows: test and val held out
+    n_train = json.loads((tmp_path / "data" / "splits.json").read_text())["sizes"][
+        "train"
+    ]  # 23 of the 30 rows: test and val held out
     assert trained[1]["epoch"] == pytest.approx(2 * 4 / n_train)  # 2 iterations x 4 problems over the training split
-    assert {"completion_ids", "trainer_state", "log_metric", "log_extra", "answer", "messages", "prompts"} <= set(trained[0]["keys"])
+    assert {"completion_ids", "trainer_state", "log_metric", "log_extra", "answer", "messages", "prompts"} <= set(
+        trained[0]["keys"]
+    )
     for call in trained:
-        assert all(c == [{"role": "assistant", "content": c[0]["content"]}] and isinstance(c[0]["content"], str) for c in call["completions"])
+        assert all(
+            c == [{"role": "assistant", "content": c[0]["content"]}] and isinstance(c[0]["content"], str)
+            for c in call["completions"]
+        )
         assert all(p[0] == {"role": "system", "content": SYSTEM} and p[-1]["role"] == "user" for p in call["prompts"])
 
     rollouts = read_rollouts(tmp_path / "run" / "rollouts" / "iter_0002.parquet")
-    assert all(p.startswith(f"<bos><system>{SYSTEM}\n<user>") and p.endswith("=\n<assistant>") for p in rollouts["prompt"])  # the system turn was sampled
+    assert all(
+        p.startswith(f"<bos><system>{SYSTEM}\n<user>") and p.endswith("=\n<assistant>") for p in rollouts["prompt"]
+    )  # the system turn was sampled
     assert trained[1]["completion_ids"] == [list(ids) for ids in rollouts["completion_ids"]]
     table = read_rewards(tmp_path / "run" / "rewards" / "iter_0002.parquet")
     components = [json.loads(text) for text in table["components"]]
-    assert [c["length_ramp"] for c in components] == pytest.approx([-len(ids) / 10 for ids in rollouts["completion_ids"]])  # scale 2/2 at step 2
+    assert [c["length_ramp"] for c in components] == pytest.approx(
+        [-len(ids) / 10 for ids in rollouts["completion_ids"]]
+    )  # scale 2/2 at step 2
     assert {c["async_even_answer"] for c in components} <= {None, 0.5}
     logged = [json.loads(text) for text in table["logged"]]
     assert [entry["extra"]["n_tokens"] for entry in logged] == [len(ids) for ids in rollouts["completion_ids"]]
@@ -165,13 +180,17 @@ def test_trl_reward_functions_and_dataset_train_unchanged(tmp_path, tiny_policy_
     out = tmp_path / "run"
     with Catalog(out / "catalog.duckdb") as catalog:  # the plain driver leaves the catalog to `coevo query` / the flow
         for it in (1, 2):
-            catalog.ingest_iteration(it, out / "rollouts" / f"iter_{it:04d}.parquet", out / "rewards" / f"iter_{it:04d}.parquet")
+            catalog.ingest_iteration(
+                it, out / "rollouts" / f"iter_{it:04d}.parquet", out / "rewards" / f"iter_{it:04d}.parquet"
+            )
     with duckdb.connect(str(out / "catalog.duckdb"), read_only=True) as con:
-        scales = con.execute("SELECT iteration, avg(CAST(logged->'metric'->>'ramp_scale' AS DOUBLE)) FROM rewards GROUP BY 1 ORDER BY 1").fetchall()
+        scales = con.execute(
+            "SELECT iteration, avg(CAST(logged->'metric'->>'ramp_scale' AS DOUBLE)) FROM rewards GROUP BY 1 ORDER BY 1"
+        ).fetchall()
     assert scales == [(1, 0.5), (2, 1.0)]
 
 
-BAD_REWARDS = '''
+BAD_REWARDS = """
 async def async_raises(completions, **kwargs):
     raise KeyError("label")
 
@@ -182,12 +201,20 @@ def returns_messages(completions, **kwargs):
 
 def one_short(completions, **kwargs):
     return [1.0 for completion in completions][1:]
-'''
+"""
 
 
 def jsonl_dataset(path: Path, messages: list[dict], n: int = 12) -> Path:
     path.mkdir()
-    rows = [{"messages": messages[:-1] + [{**messages[-1], "content": f"{i % 5}+1="}] if messages[-1]["role"] == "user" else messages, "answer": str(i % 5 + 1)} for i in range(n)]
+    rows = [
+        {
+            "messages": messages[:-1] + [{**messages[-1], "content": f"{i % 5}+1="}]
+            if messages[-1]["role"] == "user"
+            else messages,
+            "answer": str(i % 5 + 1),
+        }
+        for i in range(n)
+    ]
     (path / "part-0.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
@@ -195,18 +222,62 @@ def jsonl_dataset(path: Path, messages: list[dict], n: int = 12) -> Path:
 WITH_SYSTEM = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "1+1="}]
 BAD_INPUTS = {
     # case: (rewards, dataset turns (None: the question column dropped), extra sections, error pattern, setting)
-    "returns-messages": ("returns_messages", WITH_SYSTEM, {}, r"rewards\[1\]\.function .*returns_messages.* returned a message list for completion 0 \(problem '0'\).*completion\[0\]\['content'\]", "rewards[1].function"),
-    "wrong-length": ("one_short", WITH_SYSTEM, {}, r"rewards\[1\]\.function .*one_short.* returned 1 values for 2 completions", "rewards[1].function"),
-    "async-raises": ("async_raises", WITH_SYSTEM, {}, r"rewards\[1\]\.function .*async_raises.* \(async\) raised KeyError: 'label'", "rewards[1].function"),
-    "no-question-column": (None, None, {}, r"dataset: field 'prompt': missing column \(no question column.*columns found: \['answer', 'id'\]", None),
-    "last-turn-not-user": (None, [*WITH_SYSTEM, {"role": "assistant", "content": "2"}], {}, r"part-0\.jsonl line 1, field 'messages': the last turn is 'assistant'", None),
-    "strip-with-system-turn": (None, WITH_SYSTEM, {"coevolver": {"kind": "skill_bank"}}, r"problem '0': its `messages` hold 2 turns \(system, user\); coevolver\.update_context: strip", "coevolver.update_context"),
-    "plain-format": (None, WITH_SYSTEM, {"prompt": {"format": "plain"}}, r"problem '0' is a conversation .*prompt\.format: plain", "prompt.format"),
+    "returns-messages": (
+        "returns_messages",
+        WITH_SYSTEM,
+        {},
+        r"rewards\[1\]\.function .*returns_messages.* returned a message list for completion 0 \(problem '0'\).*completion\[0\]\['content'\]",
+        "rewards[1].function",
+    ),
+    "wrong-length": (
+        "one_short",
+        WITH_SYSTEM,
+        {},
+        r"rewards\[1\]\.function .*one_short.* returned 1 values for 2 completions",
+        "rewards[1].function",
+    ),
+    "async-raises": (
+        "async_raises",
+        WITH_SYSTEM,
+        {},
+        r"rewards\[1\]\.function .*async_raises.* \(async\) raised KeyError: 'label'",
+        "rewards[1].function",
+    ),
+    "no-question-column": (
+        None,
+        None,
+        {},
+        r"dataset: field 'prompt': missing column \(no question column.*columns found: \['answer', 'id'\]",
+        None,
+    ),
+    "last-turn-not-user": (
+        None,
+        [*WITH_SYSTEM, {"role": "assistant", "content": "2"}],
+        {},
+        r"part-0\.jsonl line 1, field 'messages': the last turn is 'assistant'",
+        None,
+    ),
+    "strip-with-system-turn": (
+        None,
+        WITH_SYSTEM,
+        {"coevolver": {"kind": "skill_bank"}},
+        r"problem '0': its `messages` hold 2 turns \(system, user\); coevolver\.update_context: strip",
+        "coevolver.update_context",
+    ),
+    "plain-format": (
+        None,
+        WITH_SYSTEM,
+        {"prompt": {"format": "plain"}},
+        r"problem '0' is a conversation .*prompt\.format: plain",
+        "prompt.format",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_stops_before_the_first_rollout_naming_the_setting_or_row(tmp_path, tiny_policy_dir, rewards_module, case):
+def test_bad_input_stops_before_the_first_rollout_naming_the_setting_or_row(
+    tmp_path, tiny_policy_dir, rewards_module, case
+):
     reward, turns, sections, pattern, setting = BAD_INPUTS[case]
     (tmp_path / f"{rewards_module}.py").write_text(BAD_REWARDS)
     data = jsonl_dataset(tmp_path / "dataset", turns or WITH_SYSTEM)

@@ -49,7 +49,9 @@ class CureRewards:
     decidable: bool  # at least one correct solution (accuracy is judged on a non-empty set)
 
 
-def cure_rewards(table: np.ndarray, truth: np.ndarray, binary: bool = False, valid: np.ndarray | None = None) -> CureRewards:
+def cure_rewards(
+    table: np.ndarray, truth: np.ndarray, binary: bool = False, valid: np.ndarray | None = None
+) -> CureRewards:
     """Raw CURE rewards from B (n solutions x m generated tests), B* (n x t ground-truth tests) and
     which generated tests compile (`valid`, default all)."""
     table, truth = np.asarray(table, dtype=bool), np.asarray(truth, dtype=bool)  # [n, m], [n, t]
@@ -67,7 +69,9 @@ def cure_rewards(table: np.ndarray, truth: np.ndarray, binary: bool = False, val
         solution, test = correct.astype(float), (accurate & decidable).astype(float)
     else:
         solution = truth.mean(axis=1)  # [n]
-        test = np.where(accurate, 1.0 + rejected, -(1.0 + let_through)) if decidable else np.zeros(table.shape[1])  # [m]
+        test = (
+            np.where(accurate, 1.0 + rejected, -(1.0 + let_through)) if decidable else np.zeros(table.shape[1])
+        )  # [m]
         test = np.where(valid, test, worst)
     return CureRewards(solution, test, correct, accurate, rejected, decidable)
 

@@ -31,12 +31,16 @@ class ProblemTable:
     valid: np.ndarray  # [m] generated test compiles
 
 
-def execute_tables(problems: pd.DataFrame, rollouts: pd.DataFrame, bank_tests: dict[str, list[str]], limits: Limits, mode: str) -> list[ProblemTable]:
+def execute_tables(
+    problems: pd.DataFrame, rollouts: pd.DataFrame, bank_tests: dict[str, list[str]], limits: Limits, mode: str
+) -> list[ProblemTable]:
     """One ProblemTable per problem of `problems`; rollouts hold both roles (tester ids carry TESTER_SUFFIX)."""
     jobs, shapes = [], []
     for problem in problems.itertuples():
         solutions = rollouts.loc[rollouts["problem_id"] == problem.id, "completion"].tolist()
-        tests = [TESTER_CUE + c for c in rollouts.loc[rollouts["problem_id"] == problem.id + TESTER_SUFFIX, "completion"]]
+        tests = [
+            TESTER_CUE + c for c in rollouts.loc[rollouts["problem_id"] == problem.id + TESTER_SUFFIX, "completion"]
+        ]
         bank = list(bank_tests.get(problem.id, []))
         jobs += [Job(program_of(problem.prompt, s), (*problem.tests, *tests, *bank)) for s in solutions]
         shapes.append((problem.id, len(solutions), len(problem.tests), len(tests), bank))
@@ -74,12 +78,18 @@ def rewards_frame(rollouts: pd.DataFrame, tables: list[ProblemTable], binary: bo
         cure = cure_rewards(table.table, table.truth, binary, table.valid)
         coder = rollouts.loc[rollouts["problem_id"] == table.problem_id, "rollout_id"].tolist()
         tester = rollouts.loc[rollouts["problem_id"] == table.problem_id + TESTER_SUFFIX, "rollout_id"].tolist()
-        for rid, verdict, reward, correct, truth_row in zip(coder, table.verdicts, cure.solution, cure.correct, table.truth):
+        for rid, verdict, reward, correct, truth_row in zip(
+            coder, table.verdicts, cure.solution, cure.correct, table.truth
+        ):
             status, failed = ground_truth_verdict(verdict, table.truth.shape[1])
             where = f" test={failed}" if failed is not None else ""
-            details = f"role=coder verdict={status}{where} passed={int(truth_row.sum())}/{len(truth_row)} mode={verdict.mode}"
+            details = (
+                f"role=coder verdict={status}{where} passed={int(truth_row.sum())}/{len(truth_row)} mode={verdict.mode}"
+            )
             by_rollout[rid] = (float(reward), bool(correct), "cure_coder", details)
-        for rid, reward, accurate, rejected, valid in zip(tester, cure.test, cure.accurate, cure.rejected_wrong, table.valid):
+        for rid, reward, accurate, rejected, valid in zip(
+            tester, cure.test, cure.accurate, cure.rejected_wrong, table.valid
+        ):
             details = f"role=tester valid={int(valid)} accurate={int(accurate)} rejected={int(rejected)} decidable={int(cure.decidable)} wrong={int((~cure.correct).sum())}"
             by_rollout[rid] = (float(reward), bool(accurate and cure.decidable), "cure_tester", details)
         stats["verify/coder_pass_rate"].append(float(cure.correct.mean()))

@@ -53,7 +53,9 @@ def extract_program(prompt: str, completion: str) -> str:
     if "```" not in completion or not blocks:
         return prompt + completion
     name = stub_function(prompt)
-    defining = [b for b in blocks if name is not None and re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", b, re.MULTILINE)]
+    defining = [
+        b for b in blocks if name is not None and re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", b, re.MULTILINE)
+    ]
     if not defining:
         return prompt + blocks[0]
     block = defining[0]

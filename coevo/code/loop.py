@@ -60,13 +60,21 @@ GREEDY = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=8)
 
 def loop_config(cfg: Config) -> Config:
     """Derived: the Config the GRPO machinery sees here (rollout shape from code.*)."""
-    rollout = cfg.rollout.model_copy(update={"problems_per_iter": cfg.code.problems_per_iter, "group_size": cfg.code.group_size})
+    rollout = cfg.rollout.model_copy(
+        update={"problems_per_iter": cfg.code.problems_per_iter, "group_size": cfg.code.group_size}
+    )
     return cfg.model_copy(update={"rollout": rollout})
 
 
 def role_frame(batch: pd.DataFrame) -> pd.DataFrame:
     """Both roles of each problem as rows run_rollouts can sample: coder (id) and tester (id + suffix)."""
-    tester = pd.DataFrame({"id": batch["id"] + TESTER_SUFFIX, "family": batch["family"], "prompt": [tester_prompt(p) for p in batch["prompt"]]})
+    tester = pd.DataFrame(
+        {
+            "id": batch["id"] + TESTER_SUFFIX,
+            "family": batch["family"],
+            "prompt": [tester_prompt(p) for p in batch["prompt"]],
+        }
+    )
     return pd.concat([batch[["id", "family", "prompt"]], tester], ignore_index=True)
 
 
@@ -95,7 +103,16 @@ def bank_accuracy(bank: TestBank, problems: pd.DataFrame, cfg: Config) -> float 
     if not pairs:
         return None
     jobs = [Job(program_of(by_id.at[pid, "prompt"], by_id.at[pid, "solution"]), (t,)) for pid, t in pairs]
-    return float(np.mean([v.passed for v in run_jobs(jobs, sandbox_limits(cfg.code.sandbox), cfg.code.sandbox.mode, cfg.code.sandbox.workers)]))
+    return float(
+        np.mean(
+            [
+                v.passed
+                for v in run_jobs(
+                    jobs, sandbox_limits(cfg.code.sandbox), cfg.code.sandbox.mode, cfg.code.sandbox.workers
+                )
+            ]
+        )
+    )
 
 
 def code_iteration(state: dict, it: int) -> dict:
@@ -108,18 +125,45 @@ def code_iteration(state: dict, it: int) -> dict:
     rollouts = run_rollouts(HFEngine(policy, cfg.engine.batch_size), variants, roles, cfg, it, state["version"])
     write_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet", rollouts)
     times["time/rollout"], start = time.perf_counter() - start, time.perf_counter()
-    tables = execute_tables(batch, rollouts, {pid: bank.tests_for(pid) for pid in batch["id"]}, sandbox_limits(cfg.code.sandbox), cfg.code.sandbox.mode)
+    tables = execute_tables(
+        batch,
+        rollouts,
+        {pid: bank.tests_for(pid) for pid in batch["id"]},
+        sandbox_limits(cfg.code.sandbox),
+        cfg.code.sandbox.mode,
+    )
     binary = cfg.code.cure.binary_from_iter is not None and it >= cfg.code.cure.binary_from_iter
     rewards, verify_stats = rewards_frame(rollouts, tables, binary)
     write_rewards(out / "rewards" / f"iter_{it:04d}.parquet", rewards)
     times["time/verify"], start = time.perf_counter() - start, time.perf_counter()
     report = bank.update(it, batch, rollouts, rewards)
-    report["retired"] = [t for table in tables for t in inaccurate_bank_tests(table) if bank.retire(it, table.problem_id, t, "rejected a correct solution")]
+    report["retired"] = [
+        t
+        for table in tables
+        for t in inaccurate_bank_tests(table)
+        if bank.retire(it, table.problem_id, t, "rejected a correct solution")
+    ]
     bank.save(out / "test_bank" / f"iter_{it:04d}")
     times["time/coevolve"], start = time.perf_counter() - start, time.perf_counter()
-    trained = rollouts["problem_id"].str.endswith(TESTER_SUFFIX).map({False: "coder", True: "tester"}).isin(cfg.code.train_roles)
-    seed = derive_seed(cfg.seed, it, "code-update")  # the HF engine sampled with this very model: its logprobs are pi_old
-    stats = policy_update(policy, state["optimizer"], state["objective"], rollouts[trained], rewards[trained.to_numpy()], cfg, seed, engine_is_trainer=True)
+    trained = (
+        rollouts["problem_id"]
+        .str.endswith(TESTER_SUFFIX)
+        .map({False: "coder", True: "tester"})
+        .isin(cfg.code.train_roles)
+    )
+    seed = derive_seed(
+        cfg.seed, it, "code-update"
+    )  # the HF engine sampled with this very model: its logprobs are pi_old
+    stats = policy_update(
+        policy,
+        state["optimizer"],
+        state["objective"],
+        rollouts[trained],
+        rewards[trained.to_numpy()],
+        cfg,
+        seed,
+        engine_is_trainer=True,
+    )
     times["time/update"] = time.perf_counter() - start
     return {"iteration": it, **verify_stats, **{k: v for k, v in stats.items() if isinstance(v, float)}, **times,
             "coevo/bank_size": float(bank.size()), "coevo/admitted": float(len(report["admitted"])), "coevo/retired": float(len(report["retired"]))}  # fmt: skip
@@ -133,9 +177,15 @@ def run_code_loop(cfg: Config, log=print) -> dict:
     out, wall = Path(cfg.run.out_dir) / "code", time.perf_counter()
     s = cfg.code.synth
     train, test = generate_synthetic(list(s.families), s.n_train, s.n_test, s.n_examples, s.n_hidden, cfg.seed)
-    policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype) if cfg.policy.checkpoint else build_tiny_policy(cfg)
+    policy = (
+        load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype)
+        if cfg.policy.checkpoint
+        else build_tiny_policy(cfg)
+    )
     warm = asdict(code_warm_start(policy, train, cfg)) if cfg.policy.checkpoint is None else {"steps": 0}
-    version = save_checkpoint(out / "checkpoints" / "iter_0000", policy, {"iteration": 0, "source": "code-warm-start", "warm_start": warm})
+    version = save_checkpoint(
+        out / "checkpoints" / "iter_0000", policy, {"iteration": 0, "source": "code-warm-start", "warm_start": warm}
+    )
     bank = TestBank(cfg.coevolver, cfg.seed, cfg.code.cure)
     bank.save(out / "test_bank" / "iter_0000")
     state = {"cfg": cfg, "policy": policy, "bank": bank, "out": out, "version": version, "sampler": ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed),
@@ -146,9 +196,16 @@ def run_code_loop(cfg: Config, log=print) -> dict:
     for it in range(1, cfg.code.iterations + 1):
         history.append(code_iteration(state, it))
         state["version"] = f"code-iter-{it}"
-        log(f"iter {it}: " + " ".join(f"{k}={v:.3f}" for k, v in history[-1].items() if k.startswith(("verify/", "coevo/"))))
+        log(
+            f"iter {it}: "
+            + " ".join(f"{k}={v:.3f}" for k, v in history[-1].items() if k.startswith(("verify/", "coevo/")))
+        )
     after = evaluate_code(HFEngine(policy), test, cfg, derive_seed(cfg.seed, cfg.code.iterations, "code-eval"))
-    final = save_checkpoint(out / "checkpoints" / f"iter_{cfg.code.iterations:04d}", policy, {"iteration": cfg.code.iterations, "parent": version})
+    final = save_checkpoint(
+        out / "checkpoints" / f"iter_{cfg.code.iterations:04d}",
+        policy,
+        {"iteration": cfg.code.iterations, "parent": version},
+    )
     summary = {"before": before, "after": after, "bank_size": bank.size(), "bank_accuracy": bank_accuracy(bank, train, cfg),
                "history": history, "warm_start": warm, "final_checkpoint": str(out / "checkpoints" / f"iter_{cfg.code.iterations:04d}"),
                "final_weights_sha256": final, "wall_time_s": time.perf_counter() - wall, "sandbox_mode": state_mode(cfg)}  # fmt: skip

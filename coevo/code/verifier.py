@@ -42,7 +42,10 @@ class CodeVerifier:
         return run_jobs(jobs, self.limits, self.mode, self.workers)
 
     def score(self, problems: pd.DataFrame, completions: Sequence[str]) -> list[Reward]:
-        return [Reward(1.0 if v.passed else 0.0, v.passed, self.name, v.summary()) for v in self.verdicts(problems, completions)]
+        return [
+            Reward(1.0 if v.passed else 0.0, v.passed, self.name, v.summary())
+            for v in self.verdicts(problems, completions)
+        ]
 
 
 def score_problem_rows(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:

@@ -25,10 +25,14 @@ from coevo.policy.checkpoint import Policy
 from coevo.policy.supervised import BootstrapReport, supervised_steps
 
 # The Config fields the code warm start reads (a pydantic `include`): part of the bootstrap key.
-CODE_WARM_START_SETTINGS = {"code": {"warm_start_steps": True, "warm_start_lr": True, "warm_start_batch": True, "synth": True}}
+CODE_WARM_START_SETTINGS = {
+    "code": {"warm_start_steps": True, "warm_start_lr": True, "warm_start_batch": True, "synth": True}
+}
 
 
-def demonstrations(pool: pd.DataFrame, rng: np.random.Generator, batch: int, tokenizer) -> tuple[list[list[int]], list[list[float]]]:
+def demonstrations(
+    pool: pd.DataFrame, rng: np.random.Generator, batch: int, tokenizer
+) -> tuple[list[list[int]], list[list[float]]]:
     """Half coder, half tester demonstrations: (token ids, loss masks)."""
     rows = pool.iloc[rng.integers(0, len(pool), batch)]
     sequences, masks = [], []
@@ -61,17 +65,30 @@ def code_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config, source: st
             "the tiny policy starts untrained; set policy.checkpoint to train a real model on these problems"
         )
         warnings.warn(note, stacklevel=2)
-        return BootstrapReport(kind="code", steps=0, seconds=0.0, final_loss=None, parameters=parameters, demonstrations=0, note=note)
+        return BootstrapReport(
+            kind="code", steps=0, seconds=0.0, final_loss=None, parameters=parameters, demonstrations=0, note=note
+        )
     rng = np.random.default_rng(cfg.seed)
     steps, loss_value, seconds = supervised_steps(
-        model, lambda: demonstrations(pool, rng, code.warm_start_batch, tok), tok.pad_token_id, code.warm_start_lr, code.warm_start_steps
+        model,
+        lambda: demonstrations(pool, rng, code.warm_start_batch, tok),
+        tok.pad_token_id,
+        code.warm_start_lr,
+        code.warm_start_steps,
     )
     final_loss = loss_value if steps else None
     return BootstrapReport(
-        kind="code", steps=steps, seconds=seconds, final_loss=final_loss, parameters=parameters, demonstrations=steps * code.warm_start_batch
+        kind="code",
+        steps=steps,
+        seconds=seconds,
+        final_loss=final_loss,
+        parameters=parameters,
+        demonstrations=steps * code.warm_start_batch,
     )
 
 
 def code_warm_start_problems(policy: Policy, train: pd.DataFrame, cfg: Config) -> BootstrapReport:
     """The pipeline's code warm start: `train` is the train split as the problems table (JSON answers)."""
-    return code_warm_start(policy, from_problems_frame(train, f"{cfg.problems.source} train split"), cfg, cfg.problems.source)
+    return code_warm_start(
+        policy, from_problems_frame(train, f"{cfg.problems.source} train split"), cfg, cfg.problems.source
+    )

@@ -58,7 +58,9 @@ TextGenerator = Callable[[list[str], int], list[str]]
 class CoEvolver(Protocol):
     kind: str
     frozen: bool
-    roles: frozenset[str]  # what it decides in a list of co-evolvers: "problems" (choose), "context" (plan, context_for)
+    roles: frozenset[
+        str
+    ]  # what it decides in a list of co-evolvers: "problems" (choose), "context" (plan, context_for)
 
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         """Context variants per problem; their `n` sum to `group_size` for each problem."""
@@ -87,7 +89,9 @@ class CoEvolver(Protocol):
 
 
 COEVOLVERS = Registry("co-evolver", name_attribute="kind")
-register_coevolver = COEVOLVERS.register  # built as cls(cfg, seed, generate), loaded with cls.load(directory, cfg, seed, generate)
+register_coevolver = (
+    COEVOLVERS.register
+)  # built as cls(cfg, seed, generate), loaded with cls.load(directory, cfg, seed, generate)
 coevolver_kinds = COEVOLVERS.names
 
 
@@ -101,7 +105,9 @@ def build_coevolver(cfg: CoevolverConfig, seed: int, generate: TextGenerator | N
     return COEVOLVERS[cfg.kind](cfg, seed, generate)
 
 
-def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> CoEvolver:
+def load_coevolver(
+    directory: str | Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None
+) -> CoEvolver:
     """Load the co-evolver saved in `directory` by the kind its manifest names.
 
     Raises CoevolverDirError (a ValueError) when the manifest's kind differs from `cfg.kind` (a run
@@ -112,7 +118,9 @@ def load_coevolver(directory: str | Path, cfg: CoevolverConfig, seed: int, gener
         raise PrunedCoevolverError(directory)
     kind = read_manifest(directory).get("kind")
     if kind != cfg.kind:
-        raise CoevolverDirError(f"{Path(directory) / MANIFEST}: holds a {kind!r} co-evolver but coevolver.kind is {cfg.kind!r}")
+        raise CoevolverDirError(
+            f"{Path(directory) / MANIFEST}: holds a {kind!r} co-evolver but coevolver.kind is {cfg.kind!r}"
+        )
     return COEVOLVERS[kind].load(Path(directory), cfg, seed, generate)
 
 
@@ -127,7 +135,9 @@ def save_artifact(directory: str | Path, kind: str, files: Mapping[str, bytes], 
     manifest = {"kind": kind, "format": FORMAT, **(extra or {}), "files": hashes, "content_hash": content_hash(hashes)}
     with atomic_path(directory, is_dir=True) as tmp:
         for name, data in files.items():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)  # a list of co-evolvers keeps each member in a subdirectory
+            (tmp / name).parent.mkdir(
+                parents=True, exist_ok=True
+            )  # a list of co-evolvers keeps each member in a subdirectory
             (tmp / name).write_bytes(data)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest["content_hash"]
@@ -159,7 +169,9 @@ def read_artifact(directory: str | Path, kind: str) -> tuple[dict, dict[str, byt
         path = directory / name
         data = path.read_bytes() if path.is_file() else None
         if data is None or hash_bytes(data) != expected:
-            raise CoevolverDirError(f"{path}: content does not match the manifest's sha256 (tampered, corrupt or missing)")
+            raise CoevolverDirError(
+                f"{path}: content does not match the manifest's sha256 (tampered, corrupt or missing)"
+            )
         files[name] = data
     if content_hash(manifest["files"]) != manifest.get("content_hash"):
         raise CoevolverDirError(f"{directory / MANIFEST}: content_hash does not match its file hashes")

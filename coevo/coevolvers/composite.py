@@ -24,8 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from coevo.coevolvers.base import (
-    MANIFEST,
     COEVOLVERS,
+    MANIFEST,
     CoEvolver,
     CoevolverDirError,
     TextGenerator,
@@ -36,7 +36,7 @@ from coevo.coevolvers.base import (
     save_artifact,
     uniform_batch,
 )
-from coevo.config import Config, CoevolverConfig
+from coevo.config import CoevolverConfig, Config
 from coevo.errors import InputError
 from coevo.types import ContextVariant
 
@@ -85,7 +85,10 @@ class CoEvolverList:
 
     def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
         """Each member evolves in list order from the same rollouts and rewards."""
-        reports = {name: member.update(iteration, problems, rollouts, rewards) for name, member in zip(self.names, self.members)}
+        reports = {
+            name: member.update(iteration, problems, rollouts, rewards)
+            for name, member in zip(self.names, self.members)
+        }
         return {"iteration": iteration, "frozen": self.frozen, "members": reports}
 
     def save(self, directory: Path) -> str:
@@ -95,18 +98,31 @@ class CoEvolverList:
             for name, member in zip(self.names, self.members):
                 saved = Path(tmp) / name
                 listed.append({"name": name, "kind": member.kind, "content_hash": member.save(saved)})
-                files.update({f"{name}/{path.relative_to(saved).as_posix()}": path.read_bytes() for path in sorted(saved.rglob("*")) if path.is_file()})
+                files.update(
+                    {
+                        f"{name}/{path.relative_to(saved).as_posix()}": path.read_bytes()
+                        for path in sorted(saved.rglob("*"))
+                        if path.is_file()
+                    }
+                )
         return save_artifact(directory, KIND, files, extra={"members": listed})
 
     @classmethod
-    def load(cls, directory: Path, configs: list[CoevolverConfig], seed: int, generate: TextGenerator | None = None) -> CoEvolverList:
+    def load(
+        cls, directory: Path, configs: list[CoevolverConfig], seed: int, generate: TextGenerator | None = None
+    ) -> CoEvolverList:
         """The list saved in `directory`, after checking every file against the list's manifest and the
         members against `configs` (same kinds, same order)."""
         manifest, _ = read_artifact(directory, KIND)
         saved = [entry["kind"] for entry in manifest.get("members", [])]
         if saved != [entry.kind for entry in configs]:
-            raise CoevolverDirError(f"{Path(directory) / MANIFEST}: holds co-evolvers {saved} but coevolvers lists {[entry.kind for entry in configs]}")
-        members = [load_coevolver(Path(directory) / entry["name"], member_cfg, seed, generate) for entry, member_cfg in zip(manifest["members"], configs)]
+            raise CoevolverDirError(
+                f"{Path(directory) / MANIFEST}: holds co-evolvers {saved} but coevolvers lists {[entry.kind for entry in configs]}"
+            )
+        members = [
+            load_coevolver(Path(directory) / entry["name"], member_cfg, seed, generate)
+            for entry, member_cfg in zip(manifest["members"], configs)
+        ]
         return cls(members, seed)
 
 
@@ -115,7 +131,9 @@ def _player(members: list, role: str):
     players = [(i, member) for i, member in enumerate(members) if role in member.roles]
     if len(players) > 1:
         named = " and ".join(f"coevolvers[{i}] ({member.kind})" for i, member in players)
-        raise CoevolverRoleError(f"{named} both play the {role!r} role; list at most one co-evolver that {_ROLE_TEXT[role]}")
+        raise CoevolverRoleError(
+            f"{named} both play the {role!r} role; list at most one co-evolver that {_ROLE_TEXT[role]}"
+        )
     return players[0][1] if players else None
 
 
@@ -156,7 +174,9 @@ def load_coevolvers(directory: str | Path, cfg: Config, generate: TextGenerator 
     if len(configs) == 1:
         return load_coevolver(directory, configs[0], cfg.seed, generate)
     if read_manifest(directory).get("kind") != KIND:
-        raise CoevolverDirError(f"{Path(directory) / MANIFEST}: holds a single {read_manifest(directory).get('kind')!r} co-evolver but params list coevolvers {[c.kind for c in configs]}")
+        raise CoevolverDirError(
+            f"{Path(directory) / MANIFEST}: holds a single {read_manifest(directory).get('kind')!r} co-evolver but params list coevolvers {[c.kind for c in configs]}"
+        )
     return CoEvolverList.load(Path(directory), configs, cfg.seed, generate)
 
 
@@ -169,6 +189,8 @@ def member_reports(report: Mapping) -> list[Mapping]:
     """Each member's evolution report from a list's report, or the report itself."""
     if "members" not in report:
         return [report]
-    if not isinstance(report["members"], Mapping) or not all(isinstance(member, Mapping) for member in report["members"].values()):
+    if not isinstance(report["members"], Mapping) or not all(
+        isinstance(member, Mapping) for member in report["members"].values()
+    ):
         raise InputError("field 'members': expected an object of member reports (JSON objects)")
     return list(report["members"].values())

@@ -87,7 +87,9 @@ def categories(problems: pd.DataFrame, columns: list[str]) -> pd.Series:
             parts.append(extras.map(lambda fields: str(fields[column])))
             continue
         source = problems.attrs.get("path", "the training problems")
-        raise InputError(f"{source}: coevolver.curriculum.category names column {column!r}, which the problems do not have (columns: {sorted(problems.columns)})")
+        raise InputError(
+            f"{source}: coevolver.curriculum.category names column {column!r}, which the problems do not have (columns: {sorted(problems.columns)})"
+        )
     names = parts[0]
     for part in parts[1:]:
         names = names + SEPARATOR + part
@@ -112,11 +114,13 @@ def group_signal(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("every problem needs the same number of rollouts (rollout.group_size)")
     matrix = torch.tensor(np.stack([r for _, r in groups]))  # [N, G]
     advantages = group_advantages(matrix, std_normalize=False, eps=0.0)  # [N, G]
-    return pd.DataFrame({
-        "problem_id": [pid for pid, _ in groups],
-        "abs_adv": advantages.abs().mean(dim=1).tolist(),  # [N]
-        "zero_var": (~nonzero_variance_groups(matrix)).tolist(),  # [N]
-    })
+    return pd.DataFrame(
+        {
+            "problem_id": [pid for pid, _ in groups],
+            "abs_adv": advantages.abs().mean(dim=1).tolist(),  # [N]
+            "zero_var": (~nonzero_variance_groups(matrix)).tolist(),  # [N]
+        }
+    )
 
 
 def zero_variance_share(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> float:
@@ -150,7 +154,9 @@ class Curriculum:
     def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
         if n > len(train):
             raise ValueError(f"rollout.problems_per_iter={n} exceeds the {len(train)} training problems")
-        arm_of = categories(train, self.columns).loc[train.sort_values("id", kind="stable").index]  # by id within each arm
+        arm_of = categories(train, self.columns).loc[
+            train.sort_values("id", kind="stable").index
+        ]  # by id within each arm
         members = {name: rows.index.to_numpy() for name, rows in arm_of.groupby(arm_of, sort=True)}
         names = list(members)
         rng = np.random.default_rng(derive_seed(self.seed, "curriculum", iteration))
@@ -162,7 +168,9 @@ class Curriculum:
         chosen = []
         for name, count in zip(names, taken.tolist()):
             if count:
-                order = np.random.default_rng(derive_seed(self.seed, "curriculum-arm", name)).permutation(len(members[name]))
+                order = np.random.default_rng(derive_seed(self.seed, "curriculum-arm", name)).permutation(
+                    len(members[name])
+                )
                 start = self.arms.get(name, {}).get("cursor", 0)
                 chosen += [members[name][order[(start + j) % len(order)]] for j in range(count)]
         return train.loc[chosen].reset_index(drop=True)
@@ -190,7 +198,14 @@ class Curriculum:
                 arm["value"] = (1 - alpha) * arm["value"] + alpha * reward
                 arm["count"] += len(groups)
                 arm["reward"] = reward
-            drawn.append({"category": name, "reward": reward, "groups": len(groups), "zero_var_share": float(groups["zero_var"].mean())})
+            drawn.append(
+                {
+                    "category": name,
+                    "reward": reward,
+                    "groups": len(groups),
+                    "zero_var_share": float(groups["zero_var"].mean()),
+                }
+            )
         names = sorted(self.arms)
         probs = self.probabilities(names) if names else []
         return {
@@ -199,23 +214,50 @@ class Curriculum:
             "temperature": self.temperature,
             "zero_var_share": float(signal["zero_var"].mean()) if len(signal) else 0.0,
             "drawn": drawn,
-            "arms": [{"category": n, "value": self.arms[n]["value"], "count": self.arms[n]["count"], "reward": self.arms[n]["reward"], "prob": float(p)} for n, p in zip(names, probs)],
+            "arms": [
+                {
+                    "category": n,
+                    "value": self.arms[n]["value"],
+                    "count": self.arms[n]["count"],
+                    "reward": self.arms[n]["reward"],
+                    "prob": float(p),
+                }
+                for n, p in zip(names, probs)
+            ],
         }
 
-    def propose(self, iteration: int, batch: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame, train: pd.DataFrame, test: pd.DataFrame) -> dict | None:
+    def propose(
+        self,
+        iteration: int,
+        batch: pd.DataFrame,
+        rollouts: pd.DataFrame,
+        rewards: pd.DataFrame,
+        train: pd.DataFrame,
+        test: pd.DataFrame,
+    ) -> dict | None:
         """The proposer's step (None when it is off or frozen): new problems at the frontier of this
         iteration's pass rates, appended to `proposals`. `train`: the split drawn from this iteration
         (train + earlier proposals); `test`: the held-out split, never proposed again."""
         settings = self.cfg.curriculum.proposer
         if not settings.enabled or self.frozen:
             return None
-        proposal = propose(pass_rates(batch, rollouts, rewards), train, test, settings, self.seed, iteration, self.proposals)
+        proposal = propose(
+            pass_rates(batch, rollouts, rewards), train, test, settings, self.seed, iteration, self.proposals
+        )
         if len(proposal.accepted):
-            self.proposals = proposal.accepted if self.proposals.empty else pd.concat([self.proposals, proposal.accepted], ignore_index=True)
+            self.proposals = (
+                proposal.accepted
+                if self.proposals.empty
+                else pd.concat([self.proposals, proposal.accepted], ignore_index=True)
+            )
         return {**proposal.report, "total": len(self.proposals)}
 
     def state(self) -> dict:
-        return {"category": self.columns, "temperature": self.temperature, "arms": {name: dict(self.arms[name]) for name in sorted(self.arms)}}
+        return {
+            "category": self.columns,
+            "temperature": self.temperature,
+            "arms": {name: dict(self.arms[name]) for name in sorted(self.arms)},
+        }
 
     def save(self, directory: Path) -> str:
         files = {STATE: json.dumps(self.state(), indent=2, sort_keys=True).encode() + b"\n"}
@@ -225,13 +267,17 @@ class Curriculum:
         return save_artifact(directory, self.kind, files=files)
 
     @classmethod
-    def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> Curriculum:
+    def load(
+        cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None
+    ) -> Curriculum:
         """Raises CoevolverDirError when the saved state is tampered with or was built over other
         category columns than coevolver.curriculum.category (its values would name other arms)."""
         _, files = read_artifact(directory, cls.kind)
         state = json.loads(files[STATE])
         if state["category"] != list(cfg.curriculum.category):
-            raise CoevolverDirError(f"{Path(directory) / STATE}: arms over columns {state['category']} but coevolver.curriculum.category is {list(cfg.curriculum.category)}")
+            raise CoevolverDirError(
+                f"{Path(directory) / STATE}: arms over columns {state['category']} but coevolver.curriculum.category is {list(cfg.curriculum.category)}"
+            )
         curriculum = cls(cfg, seed)
         curriculum.temperature = float(state["temperature"])
         curriculum.arms = {name: dict(arm) for name, arm in state["arms"].items()}
@@ -240,14 +286,18 @@ class Curriculum:
         return curriculum
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Curriculum) and self.state() == other.state() and self.proposals.equals(other.proposals)
+        return (
+            isinstance(other, Curriculum) and self.state() == other.state() and self.proposals.equals(other.proposals)
+        )
 
 
 def pass_rates(batch: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
     """The proposer's stats: pass rate and rollout count per (family, level) of this iteration's batch."""
     joined = rollouts[["rollout_id", "problem_id"]].merge(rewards[["rollout_id", "passed"]], on="rollout_id")
     joined = joined.merge(batch[["id", "family", "level"]].rename(columns={"id": "problem_id"}), on="problem_id")
-    stats = joined.groupby(["family", "level"], sort=True)["passed"].agg(pass_rate="mean", n_samples="size").reset_index()
+    stats = (
+        joined.groupby(["family", "level"], sort=True)["passed"].agg(pass_rate="mean", n_samples="size").reset_index()
+    )
     return stats.astype({"level": int, "pass_rate": float, "n_samples": int})
 
 

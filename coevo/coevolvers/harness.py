@@ -66,7 +66,7 @@ import pandas as pd
 from coevo.code.families import CODE_FAMILIES
 from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact
 from coevo.coevolvers.none import NoCoEvolver
-from coevo.config import Config, CoevolverConfig, RewardEntry
+from coevo.config import CoevolverConfig, Config, RewardEntry
 from coevo.problems.verifier import canonical_number, extract_final_number
 from coevo.seeding import derive_seed
 
@@ -102,7 +102,9 @@ def failure_of(knob: str) -> Failure:
 def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.DataFrame) -> dict[str, float]:
     """Shares over the groups (one per problem) and completions of one batch; `problems` holds the
     batch's rows (id, family, answer)."""
-    joined = rollouts[["rollout_id", "problem_id", "completion", "finished"]].merge(rewards[["rollout_id", "reward", "passed"]], on="rollout_id")
+    joined = rollouts[["rollout_id", "problem_id", "completion", "finished"]].merge(
+        rewards[["rollout_id", "reward", "passed"]], on="rollout_id"
+    )
     joined["passed"] = joined["passed"].astype(bool)
     rows = problems.set_index("id").loc[joined["problem_id"]]
     instructed = ~rows["family"].isin(CODE_FAMILIES).to_numpy()  # prompt.instruction.math applies
@@ -113,7 +115,10 @@ def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.D
     groups = joined.groupby("problem_id", sort=True)
     misranked, pairs = 0, 0
     for _, group in groups:
-        passing, failing = group.loc[group["passed"], "reward"].to_numpy(), group.loc[~group["passed"], "reward"].to_numpy()
+        passing, failing = (
+            group.loc[group["passed"], "reward"].to_numpy(),
+            group.loc[~group["passed"], "reward"].to_numpy(),
+        )
         misranked += int((failing[None, :] >= passing[:, None]).sum())
         pairs += len(passing) * len(failing)
     return {
@@ -133,7 +138,12 @@ def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.D
 def in_force(cfg: Config) -> dict[str, float | int | str | None]:
     """The knobs' values in `cfg` (a shaping term's weight under its `weight:<name>` knob)."""
     weights = {f"{WEIGHT}{entry.label}": entry.weight for entry in shaping_terms(cfg)}
-    return {"temperature": cfg.sampling.temperature, "max_new_tokens": cfg.sampling.max_new_tokens, "instruction": cfg.prompt.instruction.math, **weights}
+    return {
+        "temperature": cfg.sampling.temperature,
+        "max_new_tokens": cfg.sampling.max_new_tokens,
+        "instruction": cfg.prompt.instruction.math,
+        **weights,
+    }
 
 
 def shaping_terms(cfg: Config) -> list[RewardEntry]:
@@ -147,8 +157,13 @@ def with_overrides(cfg: Config, overrides: Mapping[str, object]) -> Config:
     sampling = cfg.sampling.model_copy(update={k: v for k, v in overrides.items() if k in SAMPLING_KNOBS})
     prompt = cfg.prompt
     if "instruction" in overrides:
-        prompt = prompt.model_copy(update={"instruction": prompt.instruction.model_copy(update={"math": overrides["instruction"]})})
-    rewards = [entry.model_copy(update={"weight": overrides.get(f"{WEIGHT}{entry.label}", entry.weight)}) for entry in cfg.rewards]
+        prompt = prompt.model_copy(
+            update={"instruction": prompt.instruction.model_copy(update={"math": overrides["instruction"]})}
+        )
+    rewards = [
+        entry.model_copy(update={"weight": overrides.get(f"{WEIGHT}{entry.label}", entry.weight)})
+        for entry in cfg.rewards
+    ]
     return cfg.model_copy(update={"sampling": sampling, "prompt": prompt, "rewards": rewards})
 
 
@@ -183,7 +198,11 @@ class Harness(NoCoEvolver):
             share, threshold = evidence[failure.symptom], getattr(p, failure.threshold)
             if share < threshold:
                 continue
-            fresh = [(knob, v) for knob, v in self.ladder(failure.knob, current) if iteration - self.rejected_at.get(f"{knob}={v}", -(10**9)) >= p.retry_after]
+            fresh = [
+                (knob, v)
+                for knob, v in self.ladder(failure.knob, current)
+                if iteration - self.rejected_at.get(f"{knob}={v}", -(10**9)) >= p.retry_after
+            ]
             if fresh:
                 knob, value = fresh[0]
                 return {"knob": knob, "value": value, "why": f"{failure.symptom} {share:.2f} >= {threshold}"}
@@ -193,7 +212,12 @@ class Harness(NoCoEvolver):
         """The (knob, value) changes a fix of `knob` may make, in the order they are tried."""
         p, sampling = self.params, current.sampling
         if knob == "temperature":
-            return [(knob, v) for v in _ladder(max(sampling.temperature, 0.05), p.temperature_step, p.max_temperature, sampling.temperature)]
+            return [
+                (knob, v)
+                for v in _ladder(
+                    max(sampling.temperature, 0.05), p.temperature_step, p.max_temperature, sampling.temperature
+                )
+            ]
         if knob == "max_new_tokens":
             return [(knob, int(v)) for v in _ladder(sampling.max_new_tokens, 2, p.max_tokens, sampling.max_new_tokens)]
         if knob == WEIGHT:
@@ -202,7 +226,15 @@ class Harness(NoCoEvolver):
             return []  # the plain layout shows no instruction
         return [(knob, text) for text in p.instructions if text != current.prompt.instruction.math]
 
-    def revise(self, iteration: int, rollouts: pd.DataFrame, rewards: pd.DataFrame, train: pd.DataFrame, cfg: Config, sample: Sampler) -> dict:
+    def revise(
+        self,
+        iteration: int,
+        rollouts: pd.DataFrame,
+        rewards: pd.DataFrame,
+        train: pd.DataFrame,
+        cfg: Config,
+        sample: Sampler,
+    ) -> dict:
         """Diagnose this iteration's rollouts, backtest the change they call for, keep it if it helps."""
         current = self.apply(cfg)
         evidence = group_evidence(rollouts, rewards, train)
@@ -212,12 +244,25 @@ class Harness(NoCoEvolver):
             return report
         slice_ = self.backtest_slice(train)
         candidate = {**self.overrides, change["knob"]: change["value"]}
-        before, after = (group_evidence(*sample(slice_, setting), train) for setting in (current, with_overrides(cfg, candidate)))
+        before, after = (
+            group_evidence(*sample(slice_, setting), train) for setting in (current, with_overrides(cfg, candidate))
+        )
         measure = failure_of(change["knob"]).measure
         room = 1.0 - before[measure]  # a share cannot gain more
         needed = min(self.params.min_gain, room / 2) if room > 0 else self.params.min_gain
-        accepted = after[measure] - before[measure] >= needed and after["pass_rate"] >= before["pass_rate"] - self.params.max_pass_drop
-        entry = {"iteration": iteration, **change, "from": report["in_force"][change["knob"]], "measure": measure, "before": before, "after": after, "accepted": accepted}
+        accepted = (
+            after[measure] - before[measure] >= needed
+            and after["pass_rate"] >= before["pass_rate"] - self.params.max_pass_drop
+        )
+        entry = {
+            "iteration": iteration,
+            **change,
+            "from": report["in_force"][change["knob"]],
+            "measure": measure,
+            "before": before,
+            "after": after,
+            "accepted": accepted,
+        }
         self.entries.append(entry)
         if accepted:
             self.overrides = candidate
@@ -246,9 +291,15 @@ class Harness(NoCoEvolver):
         state = json.loads(files[HARNESS])
         unknown = {knob for knob in state["overrides"] if knob not in KNOBS and not knob.startswith(WEIGHT)}
         if unknown:
-            raise CoevolverDirError(f"{Path(directory) / HARNESS}: field 'overrides': unknown knobs {sorted(unknown)} (known: {list(KNOBS)} and {WEIGHT}<name of a rewards: entry>)")
+            raise CoevolverDirError(
+                f"{Path(directory) / HARNESS}: field 'overrides': unknown knobs {sorted(unknown)} (known: {list(KNOBS)} and {WEIGHT}<name of a rewards: entry>)"
+            )
         harness = cls(cfg, seed)
-        harness.overrides, harness.entries, harness.rejected_at = dict(state["overrides"]), list(state["entries"]), dict(state["rejected_at"])
+        harness.overrides, harness.entries, harness.rejected_at = (
+            dict(state["overrides"]),
+            list(state["entries"]),
+            dict(state["rejected_at"]),
+        )
         return harness
 
     def __eq__(self, other: object) -> bool:

@@ -68,7 +68,9 @@ class PolicyReflector:
 
     def reflect(self, prompts: list[str]) -> list[str]:
         if self.generate is None:
-            raise ValueError("memory.reflector='policy' needs the policy's text generator (the co-evolution stage passes it)")
+            raise ValueError(
+                "memory.reflector='policy' needs the policy's text generator (the co-evolution stage passes it)"
+            )
         texts = self.generate(prompts, self.max_chars) if prompts else []
         return [(text.strip().splitlines() or [""])[0].strip()[: self.max_chars] for text in texts]
 
@@ -111,7 +113,11 @@ class ProceduralMemory(SkillBank):
     def teacher_context(self, problem: Mapping) -> list[str]:
         """Up to `top_k` admitted entries of each written level, most similar first, level by level."""
         retrieved = self.retrieve(problem, len(self.skills), own_key=True)
-        return [s.text for level in sorted(self.memory.levels) for s in [s for s in retrieved if s.level == level][: self.memory.top_k]]
+        return [
+            s.text
+            for level in sorted(self.memory.levels)
+            for s in [s for s in retrieved if s.level == level][: self.memory.top_k]
+        ]
 
     def context_for(self, problem: Mapping) -> list[str]:
         return self.teacher_context(problem)

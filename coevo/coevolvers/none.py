@@ -51,6 +51,8 @@ class NoCoEvolver:
         return save_artifact(directory, self.kind, files={})
 
     @classmethod
-    def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> NoCoEvolver:
+    def load(
+        cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None
+    ) -> NoCoEvolver:
         read_artifact(directory, cls.kind)
         return cls(cfg, seed)

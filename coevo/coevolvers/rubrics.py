@@ -38,7 +38,14 @@ from typing import Protocol
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact, uniform_batch
+from coevo.coevolvers.base import (
+    CoevolverDirError,
+    TextGenerator,
+    read_artifact,
+    register_coevolver,
+    save_artifact,
+    uniform_batch,
+)
 from coevo.coevolvers.composite import member_dir
 from coevo.coevolvers.writers import ChatEndpoint
 from coevo.config import CoevolverConfig, WriterConfig
@@ -73,7 +80,9 @@ class Criterion(BaseModel):
     weight: float = Field(gt=0, allow_inf_nan=False, description="Weight in the rubric's weighted mean.")
     born: int = Field(ge=0, description="Iteration whose update wrote it (0 = initial).")
     source: str = Field(description="'seed' or the writer kind that drafted it.")
-    discrimination: float | None = Field(None, description="Its discrimination at the last update (None: not measured yet).")
+    discrimination: float | None = Field(
+        None, description="Its discrimination at the last update (None: not measured yet)."
+    )
 
 
 class RubricFile(BaseModel):
@@ -130,7 +139,11 @@ class EndpointWriter:
 
 
 def build_criterion_writer(kind: str, writer_cfg: WriterConfig) -> CriterionWriter:
-    return EndpointWriter(ChatEndpoint.from_config(writer_cfg, "coevolver.rubrics.writer='endpoint'")) if kind == "endpoint" else SeedWriter()
+    return (
+        EndpointWriter(ChatEndpoint.from_config(writer_cfg, "coevolver.rubrics.writer='endpoint'"))
+        if kind == "endpoint"
+        else SeedWriter()
+    )
 
 
 def load_rubric(directory: str | Path) -> RubricFile:
@@ -151,11 +164,20 @@ class RubricsCoEvolver:
     kind: str
     roles: frozenset[str] = frozenset({"reward"})  # the `rubric` reward judges by its criteria
 
-    def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None, writer: CriterionWriter | None = None):
+    def __init__(
+        self,
+        cfg: CoevolverConfig,
+        seed: int,
+        generate: TextGenerator | None = None,
+        writer: CriterionWriter | None = None,
+    ):
         self.cfg, self.params, self.seed = cfg, cfg.rubrics, seed
         self.frozen = cfg.frozen
         self.writer = writer
-        seeds = [Criterion(id=criterion_id(DEFAULT, t), text=t, weight=1.0, born=0, source="seed") for t in SEED_POOL[: self.params.n_criteria]]
+        seeds = [
+            Criterion(id=criterion_id(DEFAULT, t), text=t, weight=1.0, born=0, source="seed")
+            for t in SEED_POOL[: self.params.n_criteria]
+        ]
         self.rubric = RubricFile(iteration=0, families={DEFAULT: seeds})
 
     def criteria(self, family: str) -> list[Criterion]:
@@ -181,13 +203,24 @@ class RubricsCoEvolver:
         co-evolver reports and keeps its rubric exactly as loaded."""
         scores = criterion_scores(rollouts, rewards)
         evolve = self.params.variant == "evolving" and not self.frozen
-        report = {"iteration": iteration, "variant": self.params.variant, "frozen": self.frozen, "criteria": [], "measured": [], "retired": [], "new_candidates": []}
+        report = {
+            "iteration": iteration,
+            "variant": self.params.variant,
+            "frozen": self.frozen,
+            "criteria": [],
+            "measured": [],
+            "retired": [],
+            "new_candidates": [],
+        }
         report["judge_parse_fail"] = int(scores["score"].isna().sum()) if not scores.empty else 0
         families = dict(self.rubric.families)
         for family in sorted(scores["family"].unique()) if not scores.empty else []:
             rows = scores[scores["family"] == family]
             # scored under the ids in force; a family's own copy of the seed rubric gets ids of its own
-            measured = [c.model_copy(update={"discrimination": discrimination(rows, c.id), "id": criterion_id(family, c.text)}) for c in self.criteria(family)]
+            measured = [
+                c.model_copy(update={"discrimination": discrimination(rows, c.id), "id": criterion_id(family, c.text)})
+                for c in self.criteria(family)
+            ]
             report["measured"] += [
                 {"id": c.id, "problem_id": family, "gap": c.discrimination, "utility": c.weight, "reason": MEASURED}
                 for c in measured if c.discrimination is not None
@@ -204,11 +237,19 @@ class RubricsCoEvolver:
         report["counts"] = {"criteria": sum(len(cs) for f, cs in families.items() if f != DEFAULT)}
         return report
 
-    def _evolve(self, family: str, measured: list[Criterion], rows: pd.DataFrame, iteration: int, report: dict) -> list[Criterion]:
+    def _evolve(
+        self, family: str, measured: list[Criterion], rows: pd.DataFrame, iteration: int, report: dict
+    ) -> list[Criterion]:
         """Prune the criteria whose discrimination is at or below prune_below (with min_groups measured
         groups) and add the writer's replacements; a family keeps its old criteria if nothing new came."""
         groups = rows["problem_id"].nunique()
-        pruned = [c for c in measured if groups >= self.params.min_groups and c.discrimination is not None and c.discrimination <= self.params.prune_below]
+        pruned = [
+            c
+            for c in measured
+            if groups >= self.params.min_groups
+            and c.discrimination is not None
+            and c.discrimination <= self.params.prune_below
+        ]
         kept = [c for c in measured if c not in pruned]
         room = self.params.n_criteria - len(kept)
         if not pruned or room <= 0:
@@ -216,20 +257,37 @@ class RubricsCoEvolver:
         best, worst = extremes(rows, self.params.shown)
         writer = self.writer or build_criterion_writer(self.params.writer, self.cfg.writer)
         texts = writer.write(family, best, worst, [c.text for c in measured], room)
-        new = [Criterion(id=criterion_id(family, t), text=t, weight=1.0, born=iteration, source=writer.kind) for t in texts]
+        new = [
+            Criterion(id=criterion_id(family, t), text=t, weight=1.0, born=iteration, source=writer.kind) for t in texts
+        ]
         if not new:
             return measured
-        report["retired"] += [{"id": c.id, "family": family, "utility": c.weight, "reason": f"discrimination {c.discrimination:.3g} <= prune_below"} for c in pruned]
+        report["retired"] += [
+            {
+                "id": c.id,
+                "family": family,
+                "utility": c.weight,
+                "reason": f"discrimination {c.discrimination:.3g} <= prune_below",
+            }
+            for c in pruned
+        ]
         report["new_candidates"] += [c.id for c in new]
         return kept + new
 
     # ---- persistence ----
     def save(self, directory: Path) -> str:
         data = self.rubric.model_dump_json(indent=1).encode() + b"\n"
-        return save_artifact(directory, self.kind, files={RUBRIC_FILE: data}, extra={"iteration": self.rubric.iteration, "variant": self.params.variant})
+        return save_artifact(
+            directory,
+            self.kind,
+            files={RUBRIC_FILE: data},
+            extra={"iteration": self.rubric.iteration, "variant": self.params.variant},
+        )
 
     @classmethod
-    def load(cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None) -> RubricsCoEvolver:
+    def load(
+        cls, directory: Path, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None
+    ) -> RubricsCoEvolver:
         evolver = cls(cfg, seed, generate)
         evolver.rubric = load_rubric(directory)
         if DEFAULT not in evolver.rubric.families:
@@ -240,7 +298,9 @@ class RubricsCoEvolver:
 def criterion_scores(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
     """Long frame (rollout_id, problem_id, family, prompt, response, rubric, criterion, score) from the
     rewards' details (`c.<id>=<score>|na`, `rubric=<score>`); score NaN for a parse failure."""
-    joined = rollouts[["rollout_id", "problem_id", "family", "completion"]].merge(rewards[["rollout_id", "details"]], on="rollout_id")
+    joined = rollouts[["rollout_id", "problem_id", "family", "completion"]].merge(
+        rewards[["rollout_id", "details"]], on="rollout_id"
+    )
     column = "question" if "question" in rollouts.columns else "prompt"  # the bare question, as the judge saw it
     prompts = rollouts.set_index("rollout_id")[column] if column in rollouts.columns else None
     records = []
@@ -270,13 +330,18 @@ def discrimination(rows: pd.DataFrame, cid: str) -> float | None:
 def extremes(rows: pd.DataFrame, shown: int) -> tuple[list[dict], list[dict]]:
     """The `shown` best and worst responses of a family by rubric score (ties: rollout id)."""
     per = rows.drop_duplicates("rollout_id").dropna(subset=["rubric"])
-    pick = lambda part: [{"prompt": r.prompt, "response": r.response, "score": r.rubric} for r in part.head(shown).itertuples()]  # noqa: E731
+    pick = lambda part: [
+        {"prompt": r.prompt, "response": r.response, "score": r.rubric} for r in part.head(shown).itertuples()
+    ]  # noqa: E731
     best = per.assign(key=-per["rubric"]).sort_values(["key", "rollout_id"])
     return pick(best), pick(per.sort_values(["rubric", "rollout_id"]))
 
 
 def rubric_details(total: float | None, ids: list[str], scores: list[float | None]) -> str:
-    parts = [f"rubric={'na' if total is None else f'{total:.4f}'}", f"judge_parse_fail={sum(s is None for s in scores)}"]
+    parts = [
+        f"rubric={'na' if total is None else f'{total:.4f}'}",
+        f"judge_parse_fail={sum(s is None for s in scores)}",
+    ]
     return " ".join(parts + [f"c.{cid}={'na' if s is None else f'{s:.4f}'}" for cid, s in zip(ids, scores)])
 
 
@@ -289,13 +354,17 @@ def rubric_reward(cfg):
         raise ValueError(f"the 'rubric' reward needs a rubrics co-evolver (got {[e.kind for e in cfg.coevolver_list]})")
     params = entry.rubrics
     endpoint = ChatEndpoint.from_config(entry.writer, "the 'rubric' reward (its judge)")
-    judge = Judge(endpoint, JudgeCache(cfg.run.out_dir / "judge" / "cache.jsonl"), params.judge_workers, params.judge_scoring)
+    judge = Judge(
+        endpoint, JudgeCache(cfg.run.out_dir / "judge" / "cache.jsonl"), params.judge_workers, params.judge_scoring
+    )
 
     def score(rows: pd.DataFrame, completions: list[str]) -> list[Reward]:
         iteration = rows.attrs.get("iteration")
         if iteration is None:
             return [Reward(None, False, "rubric", "rubric=na (not a training rollout)") for _ in completions]
-        rubric = load_rubric(member_dir(cfg, cfg.run.out_dir / "coevolver" / f"iter_{int(iteration) - 1:04d}", "rubrics"))
+        rubric = load_rubric(
+            member_dir(cfg, cfg.run.out_dir / "coevolver" / f"iter_{int(iteration) - 1:04d}", "rubrics")
+        )
         evolver = RubricsCoEvolver(entry, cfg.seed)
         evolver.rubric = rubric
         per_row = [evolver.criteria(str(family)) for family in rows["family"]]

@@ -96,7 +96,15 @@ from coevo.types import ContextVariant
 STATUSES = ("trial", "active", "stable", "retired")
 IDENTITY = ("id", "text", "family", "key", "source", "status", "created_iter", "level")  # skills.jsonl
 STATS = ("gaps", "utility", "history", "evidence")  # stats.json, for the skills not retired (departure 8)
-EVIDENCE = {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0, "recent_score": 0.0, "recent_variance": 0.0}
+EVIDENCE = {
+    "score": 0.0,
+    "variance": 0.0,
+    "groups": 0,
+    "spent": 0.0,
+    "looked": 0,
+    "recent_score": 0.0,
+    "recent_variance": 0.0,
+}
 RATES = "rates.json"  # the last pass rate of each question (by hash), for skip_saturated
 
 
@@ -130,7 +138,9 @@ class Skill:
     # recent_*: the same sums discounted per informative group (retire_z)
     evidence: dict = field(default_factory=lambda: dict(EVIDENCE))
 
-    def record(self, gap: float, decay: float, score: float = 0.0, variance: float = 0.0, recent_decay: float = 1.0) -> None:
+    def record(
+        self, gap: float, decay: float, score: float = 0.0, variance: float = 0.0, recent_decay: float = 1.0
+    ) -> None:
         """Append a measured gap and update the running utility (the first gap initialises it) and the
         test's sums (`score`, `variance`: the group's probe sum minus its permutation mean, and its variance)."""
         self.utility = gap if not self.gaps else decay * self.utility + (1 - decay) * gap
@@ -172,7 +182,9 @@ class SkillBank:
     kind: str
     roles: frozenset[str] = frozenset({"context"})  # plans the probes, gives evaluation and teacher their context
 
-    def __init__(self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None, writer: SkillWriter | None = None):
+    def __init__(
+        self, cfg: CoevolverConfig, seed: int, generate: TextGenerator | None = None, writer: SkillWriter | None = None
+    ):
         self.cfg = cfg
         self.params = cfg.skill_bank
         self.seed = seed  # the bank draws no random numbers: plan and update are deterministic
@@ -188,7 +200,13 @@ class SkillBank:
         if sid in self.skills:
             return None
         skill = Skill(
-            id=sid, text=draft.text, family=draft.family, key=draft.key, source=draft.source, created_iter=iteration, level=draft.level
+            id=sid,
+            text=draft.text,
+            family=draft.family,
+            key=draft.key,
+            source=draft.source,
+            created_iter=iteration,
+            level=draft.level,
         )
         skill.move("trial", iteration, "written")
         self.skills[sid] = skill
@@ -210,7 +228,11 @@ class SkillBank:
         to the skill's key (ties: higher utility, then id); a skill induced from this very question
         only with `own_key`."""
         question = str(problem["prompt"])
-        pool = [s for s in self._with_status("active", "stable") if self.applies(s, problem) and (own_key or s.key != question)]
+        pool = [
+            s
+            for s in self._with_status("active", "stable")
+            if self.applies(s, problem) and (own_key or s.key != question)
+        ]
         pool.sort(key=lambda s: (-bigram_similarity(question, s.key), -s.utility, s.id))
         return pool[:k]
 
@@ -243,7 +265,9 @@ class SkillBank:
         """With skip_saturated: whether the question's previous group passed all or none of its rollouts."""
         return self.params.skip_saturated and self.rates.get(skill_id(str(problem["prompt"]))) in (0.0, 1.0)
 
-    def _choose_probe(self, problem: Mapping, retrieved: list[Skill], trials: list[Skill], turn: dict[str, int]) -> Skill | None:
+    def _choose_probe(
+        self, problem: Mapping, retrieved: list[Skill], trials: list[Skill], turn: dict[str, int]
+    ) -> Skill | None:
         family, question = _family(problem), str(problem["prompt"])
         candidates = [s for s in trials if self.applies(s, problem) and s.key != question]
         if candidates:
@@ -342,7 +366,10 @@ class SkillBank:
         ordered = [self.skills[sid] for sid in sorted(self.skills)]
         skills = "".join(json.dumps({k: getattr(s, k) for k in IDENTITY}, sort_keys=True) + "\n" for s in ordered)
         stats = {s.id: {k: getattr(s, k) for k in STATS} for s in ordered if s.status != "retired"}  # departure 8
-        files = {"skills.jsonl": skills.encode(), "stats.json": (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode()}
+        files = {
+            "skills.jsonl": skills.encode(),
+            "stats.json": (json.dumps(stats, indent=2, sort_keys=True) + "\n").encode(),
+        }
         if self.rates:
             files[RATES] = (json.dumps(self.rates, sort_keys=True) + "\n").encode()
         return save_artifact(directory, self.kind, files, extra={"counts": self.counts()})
@@ -390,7 +417,9 @@ def _variant(problem_id: str, variant: str, skills: list[Skill], probe_id: str, 
 
 def _join(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
     """Rollouts with their reward and passed columns; every rollout must have exactly one reward."""
-    frame = rollouts.merge(rewards[["rollout_id", "reward", "passed"]], on="rollout_id", how="left", validate="one_to_one")
+    frame = rollouts.merge(
+        rewards[["rollout_id", "reward", "passed"]], on="rollout_id", how="left", validate="one_to_one"
+    )
     if frame["reward"].isna().any():
         missing = frame.loc[frame["reward"].isna(), "rollout_id"].head(5).tolist()
         raise ValueError(f"rollouts without a reward, e.g. {missing}")

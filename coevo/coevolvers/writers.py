@@ -142,12 +142,19 @@ class ChatEndpoint:
     def first_token_logprobs(self, system: str, prompt: str, top: int, **sampling: float | int) -> dict[str, float]:
         """The `top` most likely first tokens of the reply and their log-probabilities (one token is
         generated); a reply without them is garbage, retried like `ask`'s."""
-        return self._retried(self._first_logprobs, system, prompt, {**sampling, "max_tokens": 1, "logprobs": True, "top_logprobs": top})
+        return self._retried(
+            self._first_logprobs, system, prompt, {**sampling, "max_tokens": 1, "logprobs": True, "top_logprobs": top}
+        )
 
     def _retried(self, extract, system: str, prompt: str, sampling: dict):
         import openai
 
-        transient = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
+        transient = (
+            openai.APIConnectionError,
+            openai.APITimeoutError,
+            openai.RateLimitError,
+            openai.InternalServerError,
+        )
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         retrying = Retrying(
             stop=stop_after_attempt(ATTEMPTS),
@@ -159,14 +166,18 @@ class ChatEndpoint:
             return retrying(lambda: extract(self._choice(messages, sampling)))
         except (openai.OpenAIError, GarbageReply) as exc:
             tries = retrying.statistics.get("attempt_number", 1)  # transient errors are retried, others fail at once
-            raise EndpointError(f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient errors and garbage replies retried with backoff): {exc}") from exc
+            raise EndpointError(
+                f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient errors and garbage replies retried with backoff): {exc}"
+            ) from exc
 
     def _choice(self, messages: list[dict], sampling: dict):
         try:
             reply = self.client.chat.completions.create(model=self.model, messages=messages, **sampling)
         except ValueError as exc:  # a 200 whose body is not JSON (json.JSONDecodeError)
             raise GarbageReply(f"the reply is not JSON: {exc}") from exc
-        choices = getattr(reply, "choices", None)  # the client does not validate: a str, a list or any JSON object comes back as is
+        choices = getattr(
+            reply, "choices", None
+        )  # the client does not validate: a str, a list or any JSON object comes back as is
         if not isinstance(choices, list) or not choices:
             raise GarbageReply(f"the reply is not a chat completion with choices: {str(reply)[:200]!r}")
         return choices[0]
@@ -184,7 +195,9 @@ class ChatEndpoint:
         content = getattr(getattr(choice, "logprobs", None), "content", None)
         top = getattr(content[0], "top_logprobs", None) if isinstance(content, list) and content else None
         if not top:
-            raise GarbageReply(f"the reply has no top_logprobs in choices[0].logprobs.content[0]: {str(choice)[:200]!r}")
+            raise GarbageReply(
+                f"the reply has no top_logprobs in choices[0].logprobs.content[0]: {str(choice)[:200]!r}"
+            )
         return {str(t.token): float(t.logprob) for t in top}
 
 
@@ -203,7 +216,9 @@ class OpenAIChatWriter:
     def write(self, examples: list[dict], n: int) -> list[SkillDraft]:
         by_family = [
             (family, _hardest_first(list(group))[:MAX_EXAMPLES])
-            for family, group in groupby(sorted(examples, key=lambda ex: str(ex["family"])), key=lambda ex: str(ex["family"]))
+            for family, group in groupby(
+                sorted(examples, key=lambda ex: str(ex["family"])), key=lambda ex: str(ex["family"])
+            )
         ]
         by_family.sort(key=lambda item: (fmean(float(ex["pass_rate"]) for ex in item[1]), item[0]))
         drafts: list[SkillDraft] = []

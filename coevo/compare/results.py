@@ -39,11 +39,17 @@ def finished_runs(spec: Spec, dirs: list[Path]) -> dict[tuple[str, int], dict]:
             marker = read_marker(path.parent)
             cell = (marker["arm"], marker["seed"])
             if marker["arm"] not in arms or marker["seed"] not in spec.seeds:
-                raise InputError(f"{path}: arm {marker['arm']!r} seed {marker['seed']} is not in {spec.path} (arms {sorted(arms)}, seeds {spec.seeds})")
+                raise InputError(
+                    f"{path}: arm {marker['arm']!r} seed {marker['seed']} is not in {spec.path} (arms {sorted(arms)}, seeds {spec.seeds})"
+                )
             if marker["identity"] != expected_identity(spec, *cell):
-                raise InputError(f"{path}: this run of arm {marker['arm']!r} seed {marker['seed']} computed other params than {spec.path} gives that arm now; it cannot enter this comparison")
+                raise InputError(
+                    f"{path}: this run of arm {marker['arm']!r} seed {marker['seed']} computed other params than {spec.path} gives that arm now; it cannot enter this comparison"
+                )
             if cell in found and found[cell][0]["record"] != marker["record"]:
-                raise InputError(f"{path}: arm {cell[0]!r} seed {cell[1]} is also in {found[cell][1]} with other results; merge one of them")
+                raise InputError(
+                    f"{path}: arm {cell[0]!r} seed {cell[1]} is also in {found[cell][1]} with other results; merge one of them"
+                )
             found.setdefault(cell, (marker, path))
     return {cell: marker for cell, (marker, _) in found.items()}
 
@@ -58,8 +64,19 @@ class ParentRun:
         from coevo.tracking.mlflow_tracker import Tracker
 
         self.tracker = Tracker(TrackingConfig(**reference_tracking(spec)), root)
-        budget = {"iterations": spec.iterations} if spec.iterations is not None else {"train_seconds": spec.train_seconds, "max_iterations": spec.max_iterations}
-        params = {"spec": str(spec.path), "arms": [a.name for a in spec.arms], "seeds": spec.seeds, "reference": spec.reference, "eval_every": spec.eval_every, **budget}
+        budget = (
+            {"iterations": spec.iterations}
+            if spec.iterations is not None
+            else {"train_seconds": spec.train_seconds, "max_iterations": spec.max_iterations}
+        )
+        params = {
+            "spec": str(spec.path),
+            "arms": [a.name for a in spec.arms],
+            "seeds": spec.seeds,
+            "reference": spec.reference,
+            "eval_every": spec.eval_every,
+            **budget,
+        }
         self.run_id = self.tracker.start(params, run_name=f"compare-{spec.name}")
 
     def nest(self, run_dir: Path, arm: str, seed: int) -> bool:
@@ -95,7 +112,13 @@ class ParentRun:
             metrics[f"compare/{arm['arm']}/acc_mean"] = arm["acc_mean"]
             if "vs_reference" in arm:
                 vs = arm["vs_reference"]
-                metrics.update({f"compare/{arm['arm']}/diff": vs["mean_diff"], f"compare/{arm['arm']}/diff_ci_low": vs["ci95"][0], f"compare/{arm['arm']}/diff_ci_high": vs["ci95"][1]})
+                metrics.update(
+                    {
+                        f"compare/{arm['arm']}/diff": vs["mean_diff"],
+                        f"compare/{arm['arm']}/diff_ci_low": vs["ci95"][0],
+                        f"compare/{arm['arm']}/diff_ci_high": vs["ci95"][1],
+                    }
+                )
         for key, value in metrics.items():
             client.log_metric(self.run_id, metric_name(key), float(value))
         for path in files.values():

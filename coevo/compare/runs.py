@@ -58,7 +58,9 @@ def mlflow_seconds(cfg: Config) -> dict[int, dict[str, float]]:
 
 def steps_of(cfg: Config) -> list[dict]:
     """Per iteration: the measured stage seconds (MLflow's, else metrics.jsonl's) and the zero-variance share."""
-    rows = [json.loads(line) for line in (Path(cfg.run.out_dir) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line) for line in (Path(cfg.run.out_dir) / "metrics.jsonl").read_text().splitlines() if line.strip()
+    ]
     logged = mlflow_seconds(cfg)
     steps = []
     for row in rows:
@@ -70,7 +72,11 @@ def steps_of(cfg: Config) -> list[dict]:
 
 def curve_of(cfg: Config, steps: list[dict]) -> list[dict]:
     """Every evaluation of the run with its cumulative measured training seconds and verdicts."""
-    evals, clock, elapsed = Path(cfg.run.out_dir) / "evals", {0: 0.0}, 0.0  # coevo.stages.RunLayout.evals (not imported: it loads torch)
+    evals, clock, elapsed = (
+        Path(cfg.run.out_dir) / "evals",
+        {0: 0.0},
+        0.0,
+    )  # coevo.stages.RunLayout.evals (not imported: it loads torch)
     for step in steps:
         elapsed += sum(step["seconds"][phase] for phase in TRAIN_PHASES)
         clock[step["iteration"]] = elapsed
@@ -79,8 +85,17 @@ def curve_of(cfg: Config, steps: list[dict]) -> list[dict]:
         record = json.loads(path.read_text())
         it = int(record["iteration"])
         if "verdicts" not in record:
-            raise ValueError(f"{path}: no per-problem verdicts (written before `coevo compare` existed?); rerun the arm in a fresh directory")
-        curve.append({"iteration": it, "train_seconds": clock.get(it, elapsed), "acc": record["metrics"]["eval/acc"], "verdicts": record["verdicts"]})
+            raise ValueError(
+                f"{path}: no per-problem verdicts (written before `coevo compare` existed?); rerun the arm in a fresh directory"
+            )
+        curve.append(
+            {
+                "iteration": it,
+                "train_seconds": clock.get(it, elapsed),
+                "acc": record["metrics"]["eval/acc"],
+                "verdicts": record["verdicts"],
+            }
+        )
     return curve
 
 

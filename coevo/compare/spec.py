@@ -36,7 +36,19 @@ from coevo.config import Config, ConfigError, TrackingConfig, deep_merge
 from coevo.errors import InputError
 from coevo.io import hash_bytes
 
-TOP_KEYS = {"name", "params", "seeds", "iterations", "train_seconds", "max_iterations", "eval_every", "reference", "set", "tracking", "arms"}
+TOP_KEYS = {
+    "name",
+    "params",
+    "seeds",
+    "iterations",
+    "train_seconds",
+    "max_iterations",
+    "eval_every",
+    "reference",
+    "set",
+    "tracking",
+    "arms",
+}
 ARM_KEYS = {"name", "params", "set"}
 TRACKING_KEYS = {"mlflow_uri", "experiment"}
 # what the comparison sets in every arm run: an override of one of them is refused
@@ -154,7 +166,10 @@ class _Reader:
             self.fail(at, "`set` is a mapping of dotted params keys to values, e.g. {coevolver.kind: none}")
         for key in raw:
             if any(str(key) == d or str(key).startswith(d + ".") for d in DECIDED):
-                self.fail((*at, key), f"{key!r} is set by the comparison itself (seed, run directory, iterations, data directory, evaluation schedule, tracking); leave it out")
+                self.fail(
+                    (*at, key),
+                    f"{key!r} is set by the comparison itself (seed, run directory, iterations, data directory, evaluation schedule, tracking); leave it out",
+                )
         return nested(raw, f"{self.path}:{self.lines.get(at, 1)}")
 
 
@@ -162,7 +177,12 @@ def _positive(reader: _Reader, key: str, kind: type) -> int | float | None:
     value = reader.data.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (kind is int and not isinstance(value, int))
+        or value <= 0
+    ):
         reader.fail((key,), f"{key} must be a positive {'integer' if kind is int else 'number'}, got {value!r}")
     return value
 
@@ -170,7 +190,9 @@ def _positive(reader: _Reader, key: str, kind: type) -> int | float | None:
 def _seeds(reader: _Reader) -> list[int]:
     seeds = reader.data.get("seeds")
     if not seeds:
-        reader.fail(("seeds",) if "seeds" in reader.data else (), "no seeds: list at least one, e.g. `seeds: [0, 1, 2]`")
+        reader.fail(
+            ("seeds",) if "seeds" in reader.data else (), "no seeds: list at least one, e.g. `seeds: [0, 1, 2]`"
+        )
     if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         reader.fail(("seeds",), f"seeds must be a list of integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
@@ -182,13 +204,25 @@ def _budget(reader: _Reader) -> tuple[int | None, float | None, int | None]:
     iterations, seconds = _positive(reader, "iterations", int), _positive(reader, "train_seconds", float)
     cap = _positive(reader, "max_iterations", int)
     if iterations is not None and seconds is not None:
-        reader.fail(("train_seconds",), "both budgets given: set `iterations` (equal iterations) or `train_seconds` (equal measured training seconds), not both")
+        reader.fail(
+            ("train_seconds",),
+            "both budgets given: set `iterations` (equal iterations) or `train_seconds` (equal measured training seconds), not both",
+        )
     if iterations is None and seconds is None:
-        reader.fail((), "no budget: set `iterations: N` (equal iterations) or `train_seconds: S` (equal measured training seconds)")
+        reader.fail(
+            (),
+            "no budget: set `iterations: N` (equal iterations) or `train_seconds: S` (equal measured training seconds)",
+        )
     if seconds is not None and cap is None:
-        reader.fail(("train_seconds",), "train_seconds needs max_iterations: the iterations every arm runs, long enough for its measured training seconds to pass train_seconds")
+        reader.fail(
+            ("train_seconds",),
+            "train_seconds needs max_iterations: the iterations every arm runs, long enough for its measured training seconds to pass train_seconds",
+        )
     if iterations is not None and cap is not None:
-        reader.fail(("max_iterations",), "max_iterations goes with train_seconds; under `iterations` every arm runs exactly that many")
+        reader.fail(
+            ("max_iterations",),
+            "max_iterations goes with train_seconds; under `iterations` every arm runs exactly that many",
+        )
     return iterations, seconds, cap
 
 
@@ -203,11 +237,19 @@ def _arms(reader: _Reader, default_params: Path) -> list[Arm]:
         reader.unknown(raw, ARM_KEYS, ("arms", i), "arm")
         name = raw.get("name")
         if not isinstance(name, str) or not name or any(c in name for c in "/\\ ") or name.startswith("."):
-            reader.fail(("arms", i, "name") if "name" in raw else ("arms", i), f"each arm needs a name (no '/', '\\' or spaces), got {name!r}")
+            reader.fail(
+                ("arms", i, "name") if "name" in raw else ("arms", i),
+                f"each arm needs a name (no '/', '\\' or spaces), got {name!r}",
+            )
         if any(a.name == name for a in out):
-            reader.fail(("arms", i, "name"), f"two arms are named {name!r} (the first at line {next(a.line for a in out if a.name == name)}); arm names must differ")
+            reader.fail(
+                ("arms", i, "name"),
+                f"two arms are named {name!r} (the first at line {next(a.line for a in out if a.name == name)}); arm names must differ",
+            )
         params = Path(raw["params"]) if raw.get("params") else default_params
-        out.append(Arm(name, params, reader.overrides(("arms", i, "set")) if "set" in raw else {}, reader.lines[("arms", i)]))
+        out.append(
+            Arm(name, params, reader.overrides(("arms", i, "set")) if "set" in raw else {}, reader.lines[("arms", i)])
+        )
     return out
 
 
@@ -228,8 +270,17 @@ def load_spec(path: str | Path) -> Spec:
     if reference not in [a.name for a in arms]:
         reader.fail(("reference",), f"reference {reference!r} is not an arm (arms: {', '.join(a.name for a in arms)})")
     spec = Spec(
-        Path(path), str(data.get("name") or Path(path).stem), seeds, arms, reference, iterations, seconds, cap, eval_every,
-        reader.overrides(("set",)) if "set" in data else {}, tracking,
+        Path(path),
+        str(data.get("name") or Path(path).stem),
+        seeds,
+        arms,
+        reference,
+        iterations,
+        seconds,
+        cap,
+        eval_every,
+        reader.overrides(("set",)) if "set" in data else {},
+        tracking,
     )
     for i, arm in enumerate(spec.arms):
         for seed in seeds:
@@ -240,7 +291,10 @@ def load_spec(path: str | Path) -> Spec:
 def check_arm(reader: _Reader, spec: Spec, arm: Arm, index: int, seed: int) -> None:
     """Validate the arm's params for `seed`; an error names the line of the override it concerns."""
     if not arm.params.is_file():
-        reader.fail(("arms", index, "params") if ("arms", index, "params") in reader.lines else ("params",), f"arm {arm.name!r}: params file {arm.params} not found")
+        reader.fail(
+            ("arms", index, "params") if ("arms", index, "params") in reader.lines else ("params",),
+            f"arm {arm.name!r}: params file {arm.params} not found",
+        )
     try:
         arm_config(spec, arm, seed, Path("compare-check"))
     except ConfigError as exc:

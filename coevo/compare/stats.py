@@ -41,7 +41,9 @@ def problem_differences(arm: Mapping[str, bool], ref: Mapping[str, bool]) -> np.
     ids); ValueError when the two verdict sets name different problems (not a paired comparison)."""
     if set(arm) != set(ref):
         only = sorted(set(arm) ^ set(ref))
-        raise ValueError(f"the arms were judged on different test problems ({len(only)} not shared, e.g. {only[:3]}); a paired comparison needs the same test split")
+        raise ValueError(
+            f"the arms were judged on different test problems ({len(only)} not shared, e.g. {only[:3]}); a paired comparison needs the same test split"
+        )
     ids = sorted(ref)
     return np.array([int(bool(arm[i])) - int(bool(ref[i])) for i in ids], dtype=np.int64)  # [n]
 
@@ -80,16 +82,29 @@ def seed_interval(diffs: np.ndarray, seed: int = 0) -> list[float]:
     def mean_difference(a, r, axis=-1):
         return np.mean(a - r, axis=axis)
 
-    result = sp.bootstrap((arm, ref), mean_difference, paired=True, n_resamples=DRAWS, confidence_level=LEVEL, method="percentile", random_state=np.random.default_rng(seed), vectorized=True)
+    result = sp.bootstrap(
+        (arm, ref),
+        mean_difference,
+        paired=True,
+        n_resamples=DRAWS,
+        confidence_level=LEVEL,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+        vectorized=True,
+    )
     return [float(result.confidence_interval.low), float(result.confidence_interval.high)]
 
 
-def paired_difference(arm: Mapping[int, Mapping[str, bool]], ref: Mapping[int, Mapping[str, bool]], seed: int = 0) -> dict:
+def paired_difference(
+    arm: Mapping[int, Mapping[str, bool]], ref: Mapping[int, Mapping[str, bool]], seed: int = 0
+) -> dict:
     """arm vs reference from their verdicts per seed ({seed: {problem id: passed}}): per-seed
     accuracies, differences and intervals, the mean difference and its nested-bootstrap interval."""
     seeds = sorted(ref)
     if sorted(arm) != seeds:
-        raise ValueError(f"the arm ran seeds {sorted(arm)}, the reference {seeds}: a paired comparison needs the same seeds")
+        raise ValueError(
+            f"the arm ran seeds {sorted(arm)}, the reference {seeds}: a paired comparison needs the same seeds"
+        )
     per_seed = [problem_differences(arm[s], ref[s]) for s in seeds]
     rows = [
         {
@@ -122,12 +137,24 @@ def timing_ratio(arm: Sequence[float], ref: Sequence[float], seed: int = 0) -> d
     """median(arm step seconds) / median(ref step seconds) with a 95% percentile interval (scipy,
     independent resamples of each arm's steps); {"ratio": None, "why": ...} with fewer than MIN_STEPS."""
     if min(len(arm), len(ref)) < MIN_STEPS:
-        return {"ratio": None, "ci95": None, "why": f"fewer than {MIN_STEPS} measured steps (arm {len(arm)}, reference {len(ref)})"}
+        return {
+            "ratio": None,
+            "ci95": None,
+            "why": f"fewer than {MIN_STEPS} measured steps (arm {len(arm)}, reference {len(ref)})",
+        }
     a, r = np.asarray(arm, dtype=float), np.asarray(ref, dtype=float)
 
     def ratio(x, y, axis=-1):
         return np.median(x, axis=axis) / np.median(y, axis=axis)
 
-    result = sp.bootstrap((a, r), ratio, n_resamples=DRAWS, confidence_level=LEVEL, method="percentile", random_state=np.random.default_rng(seed), vectorized=True)
+    result = sp.bootstrap(
+        (a, r),
+        ratio,
+        n_resamples=DRAWS,
+        confidence_level=LEVEL,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+        vectorized=True,
+    )
     interval = [float(result.confidence_interval.low), float(result.confidence_interval.high)]
     return {"ratio": float(ratio(a, r)), "ci95": interval}

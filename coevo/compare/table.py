@@ -47,7 +47,9 @@ def run_row(spec: Spec, marker: dict) -> dict:
         "budget_reached": spec.train_seconds is None or total >= spec.train_seconds,
         "zero_var_share": statistics.fmean(shares) if shares else None,
         "stage_seconds": {stage: sum(s["seconds"][stage] for s in steps) for stage in STAGES},
-        "curve": [{"iteration": p["iteration"], "train_seconds": p["train_seconds"], "acc": p["acc"]} for p in record["curve"]],
+        "curve": [
+            {"iteration": p["iteration"], "train_seconds": p["train_seconds"], "acc": p["acc"]} for p in record["curve"]
+        ],
     }
 
 
@@ -73,8 +75,17 @@ def build_table(spec: Spec, markers: list[dict]) -> dict:
         mine = [r for r in rows if r["arm"] == arm.name]
         if not mine:
             continue
-        summary = {"arm": arm.name, "seeds": [r["seed"] for r in mine], "acc_mean": statistics.fmean(r["final_acc"] for r in mine)}
-        step_seconds = [sum(s["seconds"][p] for p in TRAIN_PHASES) for m in markers if m["arm"] == arm.name for s in m["record"]["steps"]]
+        summary = {
+            "arm": arm.name,
+            "seeds": [r["seed"] for r in mine],
+            "acc_mean": statistics.fmean(r["final_acc"] for r in mine),
+        }
+        step_seconds = [
+            sum(s["seconds"][p] for p in TRAIN_PHASES)
+            for m in markers
+            if m["arm"] == arm.name
+            for s in m["record"]["steps"]
+        ]
         summary["step_seconds"] = stats.step_summary(step_seconds) if step_seconds else None
         summary["gain"] = gain_over_start(spec, [cells[(arm.name, s)] for s in summary["seeds"]])
         shared = [s for s in summary["seeds"] if s in ref_seeds]
@@ -82,12 +93,29 @@ def build_table(spec: Spec, markers: list[dict]) -> dict:
             verdicts = {s: readout(spec, cells[(arm.name, s)]["record"]["curve"])["verdicts"] for s in shared}
             ref = {s: readout(spec, cells[(spec.reference, s)]["record"]["curve"])["verdicts"] for s in shared}
             summary["vs_reference"] = stats.paired_difference(verdicts, ref)
-            ref_steps = [sum(s["seconds"][p] for p in TRAIN_PHASES) for m in markers if m["arm"] == spec.reference for s in m["record"]["steps"]]
+            ref_steps = [
+                sum(s["seconds"][p] for p in TRAIN_PHASES)
+                for m in markers
+                if m["arm"] == spec.reference
+                for s in m["record"]["steps"]
+            ]
             summary["time_ratio"] = stats.timing_ratio(step_seconds, ref_steps)
         arms.append(summary)
-    budget = {"iterations": spec.iterations} if spec.iterations is not None else {"train_seconds": spec.train_seconds, "max_iterations": spec.max_iterations}
+    budget = (
+        {"iterations": spec.iterations}
+        if spec.iterations is not None
+        else {"train_seconds": spec.train_seconds, "max_iterations": spec.max_iterations}
+    )
     complete = all((a.name, s) in cells for a in spec.arms for s in spec.seeds)
-    return {"name": spec.name, "budget": budget, "reference": spec.reference, "seeds": spec.seeds, "complete": complete, "arms": arms, "runs": rows}
+    return {
+        "name": spec.name,
+        "budget": budget,
+        "reference": spec.reference,
+        "seeds": spec.seeds,
+        "complete": complete,
+        "arms": arms,
+        "runs": rows,
+    }
 
 
 def _pct(x: float) -> str:
@@ -96,23 +124,51 @@ def _pct(x: float) -> str:
 
 def markdown(table: dict) -> str:
     budget = ", ".join(f"{k} {v}" for k, v in table["budget"].items())
-    out = [f"# {table['name']}: {budget}; reference {table['reference']}; seeds {table['seeds']}" + ("" if table["complete"] else " (partial)"), ""]
-    out += ["| arm | seeds | acc (mean) | gain over iteration 0, points [95% CI] | diff vs reference, points [95% CI] | per-seed diff | step s (median [q25, q75], n) | time ratio [95% CI] |", "|---|---|---|---|---|---|---|---|"]
+    out = [
+        f"# {table['name']}: {budget}; reference {table['reference']}; seeds {table['seeds']}"
+        + ("" if table["complete"] else " (partial)"),
+        "",
+    ]
+    out += [
+        "| arm | seeds | acc (mean) | gain over iteration 0, points [95% CI] | diff vs reference, points [95% CI] | per-seed diff | step s (median [q25, q75], n) | time ratio [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for a in table["arms"]:
         vs, ratio, st = a.get("vs_reference"), a.get("time_ratio"), a["step_seconds"]
         diff = "reference" if vs is None else f"{_pct(vs['mean_diff'])} [{_pct(vs['ci95'][0])}, {_pct(vs['ci95'][1])}]"
         per_seed = "" if vs is None else " ".join(f"s{r['seed']}:{_pct(r['diff'])}" for r in vs["seeds"])
         step = "-" if st is None else f"{st['median_s']:.3f} [{st['q25_s']:.3f}, {st['q75_s']:.3f}], {st['steps']}"
-        rat = "-" if not ratio else (ratio["why"] if ratio["ratio"] is None else f"{ratio['ratio']:.2f} [{ratio['ci95'][0]:.2f}, {ratio['ci95'][1]:.2f}]")
-        gain = "-" if a.get("gain") is None else f"{_pct(a['gain']['mean_diff'])} [{_pct(a['gain']['ci95'][0])}, {_pct(a['gain']['ci95'][1])}]"
-        out.append(f"| {a['arm']} | {len(a['seeds'])} | {a['acc_mean']:.3f} | {gain} | {diff} | {per_seed} | {step} | {rat} |")
-    out += ["", "| arm | seed | read at iteration | train s | acc ± 95% half-width (n) | zero-var share | " + " | ".join(f"{s} s" for s in STAGES) + " |"]
+        rat = (
+            "-"
+            if not ratio
+            else (
+                ratio["why"]
+                if ratio["ratio"] is None
+                else f"{ratio['ratio']:.2f} [{ratio['ci95'][0]:.2f}, {ratio['ci95'][1]:.2f}]"
+            )
+        )
+        gain = (
+            "-"
+            if a.get("gain") is None
+            else f"{_pct(a['gain']['mean_diff'])} [{_pct(a['gain']['ci95'][0])}, {_pct(a['gain']['ci95'][1])}]"
+        )
+        out.append(
+            f"| {a['arm']} | {len(a['seeds'])} | {a['acc_mean']:.3f} | {gain} | {diff} | {per_seed} | {step} | {rat} |"
+        )
+    out += [
+        "",
+        "| arm | seed | read at iteration | train s | acc ± 95% half-width (n) | zero-var share | "
+        + " | ".join(f"{s} s" for s in STAGES)
+        + " |",
+    ]
     out.append("|---" * (6 + len(STAGES)) + "|")
     for r in table["runs"]:
         zv = "-" if r["zero_var_share"] is None else f"{r['zero_var_share']:.3f}"
         flag = "" if r["budget_reached"] else " (budget not reached)"
         stages = " | ".join(f"{r['stage_seconds'][s]:.2f}" for s in STAGES)
-        out.append(f"| {r['arm']} | {r['seed']} | {r['readout_iteration']}{flag} | {r['readout_train_seconds']:.2f} | {r['final_acc']:.3f} ± {r['half_width']:.3f} ({r['n_test']}) | {zv} | {stages} |")
+        out.append(
+            f"| {r['arm']} | {r['seed']} | {r['readout_iteration']}{flag} | {r['readout_train_seconds']:.2f} | {r['final_acc']:.3f} ± {r['half_width']:.3f} ({r['n_test']}) | {zv} | {stages} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -138,7 +194,9 @@ def plot(table: dict, path: Path) -> Path:
         _band(by_iter, curves, "iteration", f"C{i}", arm)
         _band(by_secs, curves, "train_seconds", f"C{i}", arm)
     by_iter.set(xlabel="iteration", ylabel="held-out greedy accuracy", title="at equal iterations")
-    by_secs.set(xlabel="measured training seconds", ylabel="held-out greedy accuracy", title="at equal training seconds")
+    by_secs.set(
+        xlabel="measured training seconds", ylabel="held-out greedy accuracy", title="at equal training seconds"
+    )
     by_iter.legend(fontsize=8)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100, bbox_inches="tight")

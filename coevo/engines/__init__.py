@@ -50,10 +50,14 @@ def check_parallelism(config: EngineConfig, gpus: int, task_runner: str) -> None
     (the Ray task runner fans the shards out; the local runner runs one engine and refuses > 1)."""
     tp, dp = config.tensor_parallel_size, config.data_parallel_size
     if tp > 1 and config.kind != "vllm":
-        raise ValueError(f"engine.tensor_parallel_size={tp}: tensor parallelism is vLLM's (engine.kind: vllm), not the {config.kind!r} engine's")
+        raise ValueError(
+            f"engine.tensor_parallel_size={tp}: tensor parallelism is vLLM's (engine.kind: vllm), not the {config.kind!r} engine's"
+        )
     if tp > 1 and gpus < tp:
         where = "no GPU (CPU only)" if gpus == 0 else f"only {gpus} GPU(s)"
-        raise ValueError(f"engine.tensor_parallel_size={tp} needs {tp} GPUs on the engine's node; this node has {where}: set it to 1")
+        raise ValueError(
+            f"engine.tensor_parallel_size={tp} needs {tp} GPUs on the engine's node; this node has {where}: set it to 1"
+        )
     if dp > 1 and task_runner != "ray":
         raise ValueError(
             f"engine.data_parallel_size={dp}: one engine per worker needs the Ray task runner (pipeline.task_runner: ray); "

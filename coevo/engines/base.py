@@ -13,8 +13,12 @@ from coevo.types import Generation
 
 
 class Engine(Protocol):
-    tokenizer: object  # the served model's tokenizer (prompts are rendered with its chat template under prompt.format: chat)
-    add_special_tokens: bool  # whether prompts are encoded with the tokenizer's special tokens (False for chat-templated text)
+    tokenizer: (
+        object  # the served model's tokenizer (prompts are rendered with its chat template under prompt.format: chat)
+    )
+    add_special_tokens: (
+        bool  # whether prompts are encoded with the tokenizer's special tokens (False for chat-templated text)
+    )
 
     def generate(
         self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False

@@ -58,7 +58,9 @@ class HFEngine:
         self.model.load_state_dict(weights)
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False) -> list[list[Generation]]:
+    def generate(
+        self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False
+    ) -> list[list[Generation]]:
         generator = torch.Generator(device=self.model.device).manual_seed(seed)
         encoded = encode_prompts(self.policy.tokenizer, prompts, self.add_special_tokens)
         flat = [ids for ids in encoded for _ in range(n)]
@@ -81,7 +83,9 @@ class HFEngine:
             self._newline_ids = _NEWLINE_IDS[vocabulary]
         return self._newline_ids
 
-    def _generate_batch(self, prompt_ids: list[list[int]], sampling: SamplingConfig, generator: torch.Generator, stops: list[int]) -> list[Generation]:
+    def _generate_batch(
+        self, prompt_ids: list[list[int]], sampling: SamplingConfig, generator: torch.Generator, stops: list[int]
+    ) -> list[Generation]:
         tok, model = self.policy.tokenizer, self.model
         stop_ids = torch.tensor(stops, device=model.device)
         packed = pack_prompts(prompt_ids, tok.pad_token_id, model.device)  # the distinct prompts, prefilled once
@@ -99,11 +103,19 @@ class HFEngine:
                 break
             attention = torch.cat([attention, torch.ones_like(token).unsqueeze(-1)], dim=-1)  # [B, P+t]
             positions = positions + 1  # [B, 1]
-            out = model(input_ids=token.unsqueeze(-1), attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True)
+            out = model(
+                input_ids=token.unsqueeze(-1),
+                attention_mask=attention,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+            )
             cache, logits = out.past_key_values, out.logits[:, -1, :].float()
         return self._collect(prompt_ids, torch.stack(tokens, 1), torch.stack(logprobs, 1), set(stops))
 
-    def _collect(self, prompt_ids: list[list[int]], tokens: Tensor, logprobs: Tensor, stops: set[int]) -> list[Generation]:
+    def _collect(
+        self, prompt_ids: list[list[int]], tokens: Tensor, logprobs: Tensor, stops: set[int]
+    ) -> list[Generation]:
         """Cut each row after its first stop token (EOS, kept: the policy learns to stop; or a line
         break when asked) and decode it; `finished` = it ended at a stop, not at max_new_tokens."""
         tok = self.policy.tokenizer

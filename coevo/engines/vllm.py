@@ -124,7 +124,9 @@ class VLLMEngine:
         )
 
     # ---- generation ----
-    def generate(self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False) -> list[list[Generation]]:
+    def generate(
+        self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False
+    ) -> list[list[Generation]]:
         from vllm import SamplingParams, TokensPrompt
 
         if sampling.top_p < 1.0 and sampling.temperature > 0 and not self._warned_top_p:

@@ -44,7 +44,10 @@ class PolicyBatch:
         for key, tensor in named.items():
             if tuple(tensor.shape) != shape:
                 raise ValueError(f"PolicyBatch.{key} must be {shape} like logprobs, got {tuple(tensor.shape)}")
-        for key, tensor in {"distributions": self.distributions, "teacher_distributions": self.teacher_distributions}.items():
+        for key, tensor in {
+            "distributions": self.distributions,
+            "teacher_distributions": self.teacher_distributions,
+        }.items():
             if tensor is not None and tuple(tensor.shape[:2]) != shape:
                 raise ValueError(f"PolicyBatch.{key} must be {shape} + (V,), got {tuple(tensor.shape)}")
         for key, tensor in {"advantages": self.advantages, "passed": self.passed}.items():

@@ -88,7 +88,11 @@ class GRPO:
         clipped = ratio.clamp(1.0 - cfg.clip_low, 1.0 + cfg.clip_high)  # [B, T]
         pg = -torch.minimum(ratio * adv, clipped * adv) * tis  # [B, T]
 
-        kl = reference_kl(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator) if self.needs_reference else torch.zeros_like(pg)  # [B, T]
+        kl = (
+            reference_kl(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator)
+            if self.needs_reference
+            else torch.zeros_like(pg)
+        )  # [B, T]
 
         pg_loss = aggregate(pg, batch.mask, cfg.aggregation, batch.max_len)
         kl_loss = aggregate(kl, batch.mask, cfg.aggregation, batch.max_len)

@@ -47,5 +47,10 @@ class OPSA(GRPO):
         negative = self.cfg.opsa_coef * entropy / mean_entropy.clamp(min=1e-8)  # [B, T]
         advantages = self.cfg.grpo_weight * batch.advantages[:, None] - negative  # [B, T]
         loss, stats = self.token_loss(batch, advantages)
-        stats.update({"policy/entropy": token_mean(entropy, batch.mask), "policy/negative_adv_mean": -token_mean(negative, batch.mask)})
+        stats.update(
+            {
+                "policy/entropy": token_mean(entropy, batch.mask),
+                "policy/negative_adv_mean": -token_mean(negative, batch.mask),
+            }
+        )
         return loss, stats

@@ -131,7 +131,13 @@ class SDAR(SelfDistillation):
         distill = aggregate(gate * divergence, mask, self.cfg.aggregation, batch.max_len)
         loss = grpo_loss + self.teacher.coef * distill
         stats.update(self.distill_stats(batch, divergence, mask))
-        stats.update({"policy/gate_mean": token_mean(gate, mask), "policy/distill_loss": distill.item(), "policy/loss": loss.item()})
+        stats.update(
+            {
+                "policy/gate_mean": token_mean(gate, mask),
+                "policy/distill_loss": distill.item(),
+                "policy/loss": loss.item(),
+            }
+        )
         return loss, stats
 
 
@@ -148,7 +154,12 @@ class RLSD(SelfDistillation):
     def loss(self, batch: PolicyBatch) -> tuple[Tensor, dict[str, float]]:
         weights = self.magnitudes(batch)  # [B, T]
         loss, stats = self.grpo.token_loss(batch, batch.advantages[:, None] * weights)
-        stats.update({"policy/teacher_gap": token_mean(teacher_gap(batch), batch.mask), "policy/magnitude_max": float(weights.max())})
+        stats.update(
+            {
+                "policy/teacher_gap": token_mean(teacher_gap(batch), batch.mask),
+                "policy/magnitude_max": float(weights.max()),
+            }
+        )
         return loss, stats
 
     def magnitudes(self, batch: PolicyBatch) -> Tensor:

@@ -76,11 +76,15 @@ def check_targets(cfg: Config) -> None:
         model = build_tiny_policy(cfg).model
     else:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.policy.checkpoint, local_files_only=True))
+            model = AutoModelForCausalLM.from_config(
+                AutoConfig.from_pretrained(cfg.policy.checkpoint, local_files_only=True)
+            )
     check_target_modules(model, cfg.policy.lora.target_modules)
 
 
-def demonstration_sequences(pool: pd.DataFrame, cfg: Config, rng: np.random.Generator, tokenizer) -> tuple[list[list[int]], list[list[float]]]:
+def demonstration_sequences(
+    pool: pd.DataFrame, cfg: Config, rng: np.random.Generator, tokenizer
+) -> tuple[list[list[int]], list[list[float]]]:
     """Token ids and loss masks of a batch of demonstrations.
 
     A sequence is <bos>, then 0..max_context worked examples of the same family ("q=a\n", laid out
@@ -93,14 +97,19 @@ def demonstration_sequences(pool: pd.DataFrame, cfg: Config, rng: np.random.Gene
     boot = cfg.bootstrap
     with_context = rng.random(boot.batch_size) < boot.context_prob
     recall = rng.random(boot.batch_size) < boot.recall_prob
-    lines = rng.integers(1, boot.max_context + 1, boot.batch_size) if boot.max_context else np.zeros(boot.batch_size, int)
+    lines = (
+        rng.integers(1, boot.max_context + 1, boot.batch_size) if boot.max_context else np.zeros(boot.batch_size, int)
+    )
     by_family = {family: group for family, group in pool.groupby("family")}
     operators = [SYMBOLS[family] for family in cfg.problems.families]
     final_rows = pool.iloc[rng.integers(0, len(pool), boot.batch_size)]
     sequences, masks = [], []
     for row, has_context, n_lines, recalled in zip(final_rows.itertuples(), with_context, lines, recall):
         family_pool = by_family[row.family]
-        examples = [(e.prompt, e.answer, 1.0) for e in family_pool.iloc[rng.integers(0, len(family_pool), n_lines if has_context else 0)].itertuples()]
+        examples = [
+            (e.prompt, e.answer, 1.0)
+            for e in family_pool.iloc[rng.integers(0, len(family_pool), n_lines if has_context else 0)].itertuples()
+        ]
         prompt, answer = row.prompt, row.answer
         if recalled:
             a, b, r = rng.integers(0, 10, 2).tolist() + [int(rng.integers(0, 100))]
@@ -128,7 +137,14 @@ def arithmetic_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> B
     boot, tok, model = cfg.bootstrap, policy.tokenizer, policy.model
     rng = np.random.default_rng(cfg.seed)
     step, loss_value, seconds = supervised_steps(
-        model, lambda: demonstration_sequences(pool, cfg, rng, tok), tok.pad_token_id, boot.lr, boot.steps, max(1, boot.steps // 20), boot.time_budget_s, boot.replay_steps
+        model,
+        lambda: demonstration_sequences(pool, cfg, rng, tok),
+        tok.pad_token_id,
+        boot.lr,
+        boot.steps,
+        max(1, boot.steps // 20),
+        boot.time_budget_s,
+        boot.replay_steps,
     )
     stopped_by = "steps" if step >= boot.steps else ("replay_steps" if boot.replay_steps is not None else "time_budget")
     return BootstrapReport(
@@ -178,7 +194,9 @@ def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None =
     if cfg.policy.checkpoint is not None:
         policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype)
         meta = {"iteration": 0, "source": str(cfg.policy.checkpoint), "parent": None}
-        linked = linkable_weights(cfg.policy.checkpoint, policy.model)  # hard-linked, not copied, when it is the model as loaded
+        linked = linkable_weights(
+            cfg.policy.checkpoint, policy.model
+        )  # hard-linked, not copied, when it is the model as loaded
     else:
         policy = build_tiny_policy(cfg)
         report = warm_start_for(cfg).run(policy, train, cfg)

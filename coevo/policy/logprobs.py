@@ -28,7 +28,9 @@ class PackedBatch:
     completion_mask: Tensor  # [B, T] 1.0 on real completion tokens
 
 
-def pack_prompts(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device, share: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+def pack_prompts(
+    prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device, share: bool = True
+) -> tuple[Tensor, Tensor, Tensor]:
     """The distinct prompts left-padded, ids [U, P] and mask [U, P], and each row's index among them [B].
     `share=False`: every row keeps its own copy (U = B), the plain per-sequence pass."""
     index: dict[tuple[int, ...], int] = {}
@@ -43,7 +45,13 @@ def pack_prompts(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.de
     return ids.to(device), mask.to(device), torch.tensor(prompt_of, device=device)
 
 
-def pack(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int, device: torch.device, share: bool = True) -> PackedBatch:
+def pack(
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    pad_id: int,
+    device: torch.device,
+    share: bool = True,
+) -> PackedBatch:
     """Rows of prompt + completion; `share`: rows with the same prompt share one prefill (see module doc)."""
     prompt_ids, prompt_mask, prompt_of = pack_prompts(prompts, pad_id, device, share)
     width = max(1, max(len(c) for c in completions))
@@ -55,7 +63,9 @@ def pack(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
     return PackedBatch(prompt_ids, prompt_mask, prompt_of, completion_ids.to(device), completion_mask.to(device))
 
 
-def shared_prefill(model: PreTrainedModel, prompt_ids: Tensor, prompt_mask: Tensor, prompt_of: Tensor) -> tuple[Tensor, object, Tensor, Tensor]:
+def shared_prefill(
+    model: PreTrainedModel, prompt_ids: Tensor, prompt_mask: Tensor, prompt_of: Tensor
+) -> tuple[Tensor, object, Tensor, Tensor]:
     """One forward pass over the distinct prompts [U, P], expanded to the B rows: each row's
     next-token logits [B, V], the KV cache (B rows), the attention mask [B, P] and each row's last
     position [B, 1]. Differentiable when grad is on: the rows' gradients reach the shared pass."""
@@ -65,7 +75,9 @@ def shared_prefill(model: PreTrainedModel, prompt_ids: Tensor, prompt_mask: Tens
     # matmul's result depends on the weights' memory alignment (weights read from safetensors are
     # not 64-byte aligned), which would break bit-identical resume.
     last = torch.tensor([prompt_ids.size(1) - 1], device=prompt_ids.device)  # [1]
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True, logits_to_keep=last)
+    out = model(
+        input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True, logits_to_keep=last
+    )
     out.past_key_values.batch_select_indices(prompt_of)
     return out.logits[:, -1, :][prompt_of], out.past_key_values, prompt_mask[prompt_of], positions[prompt_of, -1:]
 
@@ -73,13 +85,21 @@ def shared_prefill(model: PreTrainedModel, prompt_ids: Tensor, prompt_mask: Tens
 def completion_distributions(model: PreTrainedModel, batch: PackedBatch, temperature: float = 1.0) -> Tensor:
     """Log-probabilities over the vocabulary [B, T, V] at each completion position (the distribution
     each completion token was drawn from; rows of padding are whatever the model predicts there)."""
-    first, cache, attention, last = shared_prefill(model, batch.prompt_ids, batch.prompt_mask, batch.prompt_of)  # [B, V], cache, [B, P], [B, 1]
+    first, cache, attention, last = shared_prefill(
+        model, batch.prompt_ids, batch.prompt_mask, batch.prompt_of
+    )  # [B, V], cache, [B, P], [B, 1]
     logits = first.unsqueeze(1)  # [B, 1, V] scores completion token 0
     steps = batch.completion_ids.size(1) - 1
     if steps:  # completion tokens 0 .. T-2 score tokens 1 .. T-1
         attention = torch.cat([attention, batch.completion_mask[:, :steps].long()], dim=-1)  # [B, P+T-1]
         positions = last + 1 + torch.arange(steps, device=last.device)  # [B, T-1]
-        rest = model(input_ids=batch.completion_ids[:, :steps], attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True).logits
+        rest = model(
+            input_ids=batch.completion_ids[:, :steps],
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).logits
         logits = torch.cat([logits, rest], dim=1)  # [B, T, V]
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature

@@ -70,8 +70,12 @@ def check_target_modules(model: torch.nn.Module, targets: list[str] | str) -> No
     names = [name for name, _ in model.named_modules()]
     unmatched = [t for t in targets if not any(name == t or name.endswith("." + t) for name in names)]
     if unmatched:
-        linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
-        raise LoraTargetError(f"policy.lora.target_modules: {unmatched} match no module of the model; its linear layers are {linear}")
+        linear = sorted(
+            {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+        )
+        raise LoraTargetError(
+            f"policy.lora.target_modules: {unmatched} match no module of the model; its linear layers are {linear}"
+        )
 
 
 def load_adapter(base: PreTrainedModel, directory: str | Path, trainable: bool = True) -> PeftModel:

@@ -76,7 +76,14 @@ def rank_rows(idx: list[int], rank: int, world: int, mode: str) -> list[int]:
 
 
 @torch.no_grad()
-def teacher_pass(model: PreTrainedModel, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int, temperature: float, share: bool) -> Tensor:
+def teacher_pass(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    pad_id: int,
+    temperature: float,
+    share: bool,
+) -> Tensor:
     """The self-teacher's log-distributions [b, T', V] over the given rows, without grad."""
     packed = pack(prompts, completions, pad_id, model.device, share)
     return completion_distributions(model, packed, temperature)  # [b, T', V]
@@ -101,7 +108,9 @@ def teacher_view(
     distributions = student.detach()  # [b, T, V]
     if differ:
         distributions = distributions.clone()  # [b, T, V]
-        scored = teacher_pass(model, [teacher_prompts[i] for i in differ], [completions[i] for i in differ], pad_id, temperature, share)  # [d, T', V]
+        scored = teacher_pass(
+            model, [teacher_prompts[i] for i in differ], [completions[i] for i in differ], pad_id, temperature, share
+        )  # [d, T', V]
         rows = torch.tensor(differ, device=distributions.device)  # [d]
         distributions[rows, : scored.size(1)] = scored
     reused = 1.0 - len(differ) / max(1, len(teacher_prompts))

@@ -53,16 +53,28 @@ PRUNABLE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")  # weights (also sha
 # most of what a LoRA run's pruned checkpoint keeps per iteration; nothing reads it from a pruned one.
 PRUNABLE_NAMES = ("tokenizer.json",)
 
-__all__ = ["PRUNED", "PrunedCheckpointError", "disk_bound_checkpoints", "keep_set", "prune_checkpoint", "prune_coevolver", "read_pruned"]
+__all__ = [
+    "PRUNED",
+    "PrunedCheckpointError",
+    "disk_bound_checkpoints",
+    "keep_set",
+    "prune_checkpoint",
+    "prune_coevolver",
+    "read_pruned",
+]
 
 
-def keep_set(iterations: list[int], accs: dict[int, float], keep_last: int | None, keep_every: int, keep_best: bool) -> set[int]:
+def keep_set(
+    iterations: list[int], accs: dict[int, float], keep_last: int | None, keep_every: int, keep_best: bool
+) -> set[int]:
     """The iterations among `iterations` (checkpoints 0 .. newest that exist) whose weights are kept.
 
     `accs`: held-out accuracy of the evaluated iterations. keep_last None keeps every checkpoint.
     """
     if keep_last is not None and keep_last < 1:
-        raise ValueError(f"run.retention.keep_last must be >= 1 (the newest checkpoint is the one a resume needs), got {keep_last}")
+        raise ValueError(
+            f"run.retention.keep_last must be >= 1 (the newest checkpoint is the one a resume needs), got {keep_last}"
+        )
     if keep_every < 1:
         raise ValueError(f"run.retention.keep_every must be >= 1, got {keep_every}")
     if keep_last is None:
@@ -85,7 +97,11 @@ def disk_bound_checkpoints(iterations: int, keep_last: int, keep_every: int, kee
 
 def prunable_files(checkpoint: Path) -> list[Path]:
     """The weight, optimizer and vocabulary files in a checkpoint directory (recursively: adapters may sit in subdirs)."""
-    return sorted(p for p in Path(checkpoint).rglob("*") if p.is_file() and (p.name.endswith(PRUNABLE_SUFFIXES) or p.name in PRUNABLE_NAMES))
+    return sorted(
+        p
+        for p in Path(checkpoint).rglob("*")
+        if p.is_file() and (p.name.endswith(PRUNABLE_SUFFIXES) or p.name in PRUNABLE_NAMES)
+    )
 
 
 def prune_checkpoint(checkpoint: Path, iteration: int) -> list[str]:
@@ -122,14 +138,20 @@ def prune_coevolver(directory: Path, iteration: int) -> list[str]:
     root = directory.resolve()
     for name in listed:
         if name == MANIFEST or name == PRUNED or not (root / name).resolve().is_relative_to(root):
-            raise ValueError(f"{directory / MANIFEST}: lists {name!r}, not a file inside the version; refusing to prune it")
+            raise ValueError(
+                f"{directory / MANIFEST}: lists {name!r}, not a file inside the version; refusing to prune it"
+            )
     present = sorted(name for name in listed if (directory / name).is_file())
     if present:
         marker = read_pruned(directory) or {"iteration": iteration, "files": {}}
-        write_json(directory / PRUNED, {**marker, "files": {**marker["files"], **{name: listed[name] for name in present}}})
+        write_json(
+            directory / PRUNED, {**marker, "files": {**marker["files"], **{name: listed[name] for name in present}}}
+        )
     for name in present:
         (directory / name).unlink(missing_ok=True)
-    for sub in sorted({p for name in listed for p in Path(name).parents if p != Path(".")}, key=lambda p: -len(p.parts)):
+    for sub in sorted(
+        {p for name in listed for p in Path(name).parents if p != Path(".")}, key=lambda p: -len(p.parts)
+    ):
         if (directory / sub).is_dir() and not any((directory / sub).iterdir()):
             (directory / sub).rmdir()  # deepest first, so a parent emptied by its children goes too
     return present

@@ -63,7 +63,10 @@ def supervised_steps(
     last = steps if stop_after is None else min(steps, stop_after)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / max(steps, 1), 1.0))))
+        optimizer,
+        lambda s: (
+            min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / max(steps, 1), 1.0))))
+        ),
     )
     model.train()
     start, step, loss_value = time.perf_counter(), 0, float("nan")

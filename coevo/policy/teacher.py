@@ -47,7 +47,12 @@ def _feedback(row: Mapping, coevolver: CoEvolver | None) -> list[str]:
 
 
 def _coevolver(row: Mapping, coevolver: CoEvolver | None) -> list[str]:
-    problem = {"id": row["problem_id"], "prompt": row["question"], "family": row.get("family"), "answer": row.get("answer")}
+    problem = {
+        "id": row["problem_id"],
+        "prompt": row["question"],
+        "family": row.get("family"),
+        "answer": row.get("answer"),
+    }
     return list(coevolver.teacher_context(problem)) if coevolver is not None else []
 
 

@@ -58,7 +58,9 @@ from coevo.prompting import prompt_renderer
 class RankShare(Protocol):
     """This process as one rank of a distributed update (`Ranks`, coevo/policy/distributed.py)."""
 
-    def share_loss(self, model, objective: Objective, data: TrainingSet, idx: list[int], old, ref, cfg: Config, pad_id: int) -> tuple[Tensor, dict]:
+    def share_loss(
+        self, model, objective: Objective, data: TrainingSet, idx: list[int], old, ref, cfg: Config, pad_id: int
+    ) -> tuple[Tensor, dict]:
         """This rank's loss on its share of the minibatch `idx`, scaled for DDP's mean over ranks."""
 
     def mean_stats(self, stats: dict[str, float]) -> dict[str, float]:
@@ -89,7 +91,9 @@ def build_training_set(
 ) -> tuple[TrainingSet, dict]:
     """The rows the update trains on. `keep_all_groups` keeps zero-variance groups; `teacher` (with
     the problems' `answers` by problem id, for the "answer" source) adds the teacher prompts."""
-    joined = rollouts.merge(rewards[["rollout_id", "reward", "passed", "details"]], on="rollout_id", validate="one_to_one")
+    joined = rollouts.merge(
+        rewards[["rollout_id", "reward", "passed", "details"]], on="rollout_id", validate="one_to_one"
+    )
     group_size = cfg.rollout.group_size
     groups = [g for _, g in joined.groupby("problem_id", sort=True)]
     if any(len(g) != group_size for g in groups):
@@ -101,9 +105,18 @@ def build_training_set(
     kept = pd.concat([g for g, k in zip(groups, keep.tolist()) if k]) if bool(keep.any()) else joined.iloc[:0]
     strip = cfg.update_context == "strip"
     renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering (coevo/prompting.py)
-    bare_of = dict(zip(joined["rollout_id"], renderer.render_all([{"prompt": q, "family": f} for q, f in zip(joined["question"], joined["family"])])))
+    bare_of = dict(
+        zip(
+            joined["rollout_id"],
+            renderer.render_all([{"prompt": q, "family": f} for q, f in zip(joined["question"], joined["family"])]),
+        )
+    )
     sampled_bare = {rid for rid, prompt in zip(joined["rollout_id"], joined["prompt"]) if prompt == bare_of[rid]}
-    prompts = renderer.encode([bare_of[rid] for rid in kept["rollout_id"]]) if strip else [list(ids) for ids in kept["prompt_ids"]]
+    prompts = (
+        renderer.encode([bare_of[rid] for rid in kept["rollout_id"]])
+        if strip
+        else [list(ids) for ids in kept["prompt_ids"]]
+    )
     as_sampled = [rid in sampled_bare for rid in kept["rollout_id"]] if strip else [True] * len(kept)
     stats = {
         "policy/groups_total": float(len(groups)),
@@ -126,20 +139,32 @@ def build_training_set(
     )
 
 
-def _teacher_prompts(policy: Policy, kept: pd.DataFrame, teacher: TeacherContext, answers: pd.Series | None, cfg: Config) -> list[list[int]]:
+def _teacher_prompts(
+    policy: Policy, kept: pd.DataFrame, teacher: TeacherContext, answers: pd.Series | None, cfg: Config
+) -> list[list[int]]:
     rows = kept.assign(answer=kept["problem_id"].map(answers) if answers is not None else None).to_dict("records")
     renderer = prompt_renderer(cfg.prompt, policy.tokenizer)
-    texts = [renderer.render({"prompt": str(row["question"]), "family": row.get("family")}, teacher(row)) for row in rows]
+    texts = [
+        renderer.render({"prompt": str(row["question"]), "family": row.get("family")}, teacher(row)) for row in rows
+    ]
     return renderer.encode(texts)
 
 
 @torch.no_grad()
-def frozen_logprobs(model: PreTrainedModel, prompts: list[list[int]], completions: list[list[int]], cfg: Config, pad_id: int) -> list[Tensor]:
+def frozen_logprobs(
+    model: PreTrainedModel, prompts: list[list[int]], completions: list[list[int]], cfg: Config, pad_id: int
+) -> list[Tensor]:
     """Per-sequence logprobs under a model without grad (pi_old or the reference), chunked."""
     out: list[Tensor] = []
     step = cfg.optim.minibatch_size
     for start in range(0, len(prompts), step):
-        packed = pack(prompts[start : start + step], completions[start : start + step], pad_id, model.device, shares(cfg.policy.shared_prefix))
+        packed = pack(
+            prompts[start : start + step],
+            completions[start : start + step],
+            pad_id,
+            model.device,
+            shares(cfg.policy.shared_prefix),
+        )
         logprobs = completion_logprobs(model, packed, cfg.sampling.temperature)  # [b, T]
         out.extend(row[: len(c)].cpu() for row, c in zip(logprobs, completions[start : start + step]))
     return out
@@ -159,14 +184,19 @@ def old_logprobs(
     if engine_is_trainer:
         old = [torch.as_tensor(lp, dtype=torch.float32) for lp in data.sampling_logprobs]
         stripped = [i for i, same in enumerate(data.as_sampled) if not same]
-        scored = frozen_logprobs(model, [data.prompts[i] for i in stripped], [data.completions[i] for i in stripped], cfg, pad_id)
+        scored = frozen_logprobs(
+            model, [data.prompts[i] for i in stripped], [data.completions[i] for i in stripped], cfg, pad_id
+        )
         for i, logprobs in zip(stripped, scored):
             old[i] = logprobs
         return old, {}
     measured = measured_rows(rollouts, data.sampled_bare)
     trained_as_sampled = {rid for rid, same in zip(data.rollout_ids, data.as_sampled) if same}
     extra = measured[~measured["rollout_id"].isin(trained_as_sampled)]
-    prompts, completions = data.prompts + [list(p) for p in extra["prompt_ids"]], data.completions + [list(c) for c in extra["completion_ids"]]
+    prompts, completions = (
+        data.prompts + [list(p) for p in extra["prompt_ids"]],
+        data.completions + [list(c) for c in extra["completion_ids"]],
+    )
     scored = frozen_logprobs(model, prompts, completions, cfg, pad_id)
     old = scored[: len(data.prompts)]
     trainer = dict(zip([*data.rollout_ids, *extra["rollout_id"]], scored))
@@ -225,7 +255,9 @@ def policy_update(
                 loss, step_stats = ranks.share_loss(model, objective, data, idx, old, ref, cfg, pad_id)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # DDP (ranks): the all-reduce leaves the global gradient on every rank
-            trained = [p for group in optimizer.param_groups for p in group["params"]]  # LoRA: adapters only (frozen base grads never count)
+            trained = [
+                p for group in optimizer.param_groups for p in group["params"]
+            ]  # LoRA: adapters only (frozen base grads never count)
             grad_norm = torch.nn.utils.clip_grad_norm_(trained, cfg.optim.grad_clip)
             optimizer.step()
             for key, value in {**step_stats, "policy/grad_norm": float(grad_norm)}.items():
@@ -250,14 +282,22 @@ def minibatch_loss(
     the pass with grad (the model itself, or its DDP wrapper); the no-grad teacher pass uses `model`.
     The single-process update and every rank of the distributed one (coevo/policy/distributed.py)
     call this, so the objective math exists once."""
-    completions, prompts, share = [data.completions[i] for i in idx], [data.prompts[i] for i in idx], shares(cfg.policy.shared_prefix)
+    completions, prompts, share = (
+        [data.completions[i] for i in idx],
+        [data.prompts[i] for i in idx],
+        shares(cfg.policy.shared_prefix),
+    )
     packed = pack(prompts, completions, pad_id, model.device, share)
     width = packed.completion_mask.size(1)
-    logprobs, distributions = student_view(forward, packed, objective, cfg.sampling.temperature)  # [b, T], [b, T, V] | None
+    logprobs, distributions = student_view(
+        forward, packed, objective, cfg.sampling.temperature
+    )  # [b, T], [b, T, V] | None
     teacher, reused = None, None
     if data.teacher_prompts is not None and distributions is not None:  # a teacher implies the student's distributions
         teachers = [data.teacher_prompts[i] for i in idx]
-        *teacher, reused = teacher_view(model, teachers, prompts, completions, distributions, packed, pad_id, cfg.sampling.temperature, share)
+        *teacher, reused = teacher_view(
+            model, teachers, prompts, completions, distributions, packed, pad_id, cfg.sampling.temperature, share
+        )
     batch = PolicyBatch(
         logprobs=logprobs,  # [b, T]
         old_logprobs=_pad([old[i] for i in idx], width, model.device),  # [b, T]
@@ -277,7 +317,9 @@ def minibatch_loss(
     return loss, step_stats, batch
 
 
-def student_view(model: PreTrainedModel, packed: PackedBatch, objective: Objective, temperature: float) -> tuple[Tensor, Tensor | None]:
+def student_view(
+    model: PreTrainedModel, packed: PackedBatch, objective: Objective, temperature: float
+) -> tuple[Tensor, Tensor | None]:
     """The trainer's logprobs of the sampled tokens (with grad) and, when the objective reads whole
     distributions or a teacher, its log-distributions over the vocabulary."""
     if not (objective.needs_distributions or objective.needs_teacher):

@@ -77,7 +77,10 @@ def arithmetic_splits(
     val_quota = _fill_evenly(n_val, [cap - k for cap, k in zip(caps, test_quota)])
     for name, quota, asked in (("test", test_quota, n_test), ("val", val_quota, n_val)):
         if sum(quota) < asked:
-            warnings.warn(f"arithmetic: only {sum(quota)} of n_{name}={asked} distinct {name} problems fit in the held-out cells of {cells}", stacklevel=2)
+            warnings.warn(
+                f"arithmetic: only {sum(quota)} of n_{name}={asked} distinct {name} problems fit in the held-out cells of {cells}",
+                stacklevel=2,
+            )
     parts: dict[str, list[pd.DataFrame]] = {"train": [], "val": [], "test": []}
     for (family, level), k_test, k_val, k_train in zip(cells, test_quota, val_quota, train_quota):
         rng = np.random.default_rng([seed & (2**64 - 1), _FAMILY_CODE[family], level])
@@ -96,7 +99,9 @@ def train_only_cells(families: list[str], levels: list[int], n_train: int) -> li
     return [(f, lv) for (f, lv), k in zip(cells, quota) if _space(f, lv) <= k]
 
 
-def write_splits(data_dir: str | Path, train: pd.DataFrame, test: pd.DataFrame, val: pd.DataFrame | None = None) -> dict[str, str]:
+def write_splits(
+    data_dir: str | Path, train: pd.DataFrame, test: pd.DataFrame, val: pd.DataFrame | None = None
+) -> dict[str, str]:
     """Validate and atomically write train.parquet, test.parquet (and val.parquet) under `data_dir`."""
     names = {"train": train, "test": test} | ({"val": val} if val is not None else {})
     paths = {name: str(Path(data_dir) / f"{name}.parquet") for name in names}
@@ -115,7 +120,9 @@ def arity(family: str) -> int:
     return len(COMBINATIONS[family][0]) + 1 if family in COMBINATIONS else 2
 
 
-def sample_cell(family: str, level: int, size: int, rng: np.random.Generator, prefix: str, style: str = "equation") -> pd.DataFrame:
+def sample_cell(
+    family: str, level: int, size: int, rng: np.random.Generator, prefix: str, style: str = "equation"
+) -> pd.DataFrame:
     """`size` problems of one cell drawn uniformly with replacement (ids `{prefix}{family}-{level}-NNNNNN`)."""
     _check_args([family], [level], size, 0)
     return _concat([_frame(family, level, rng.integers(0, _space(family, level), size=size), prefix, style)])
@@ -125,7 +132,9 @@ def _check_args(families: list[str], levels: list[int], n_train: int, n_test: in
     known = sorted(FAMILIES) + sorted(COMBINATIONS)
     unknown = [f for f in families if f not in known]
     if not families or unknown:
-        raise ValueError(f"arithmetic families must be a non-empty subset of {sorted(FAMILIES)}; got {families} (combinations also allowed: {sorted(COMBINATIONS)})")
+        raise ValueError(
+            f"arithmetic families must be a non-empty subset of {sorted(FAMILIES)}; got {families} (combinations also allowed: {sorted(COMBINATIONS)})"
+        )
     if not levels or any(not 1 <= int(level) <= MAX_LEVEL for level in levels):
         raise ValueError(f"arithmetic levels must be non-empty and within 1..{MAX_LEVEL}; got {levels}")
     too_high = [(f, int(level)) for f in families for level in levels if int(level) > max_level(f)]

@@ -84,7 +84,11 @@ def _lowercase(text: str, spec: dict) -> bool:
 
 
 KINDS: dict[str, tuple[str, Callable[[np.random.Generator], dict], Callable[[str, dict], bool]]] = {
-    "include_word": ('Write about {topic}. Use the word "{word}".', lambda rng: {"word": str(rng.choice(WORDS))}, _include_word),
+    "include_word": (
+        'Write about {topic}. Use the word "{word}".',
+        lambda rng: {"word": str(rng.choice(WORDS))},
+        _include_word,
+    ),
     "n_sentences": ("Write {n} sentences about {topic}.", lambda rng: {"n": int(rng.integers(1, 4))}, _n_sentences),
     "end_question": ("Write about {topic}. End with a question.", lambda rng: {}, _end_question),
     "no_commas": ("Write about {topic}. Use no commas.", lambda rng: {}, _no_commas),
@@ -103,9 +107,13 @@ def parse_spec(answer: str, problem_id: str = "?") -> dict:
     try:
         spec = json.loads(answer)
     except (TypeError, json.JSONDecodeError) as exc:
-        raise ConstraintSpecError(f"problem {problem_id!r}: answer {answer!r} is not a constraint spec (JSON): {exc}") from exc
+        raise ConstraintSpecError(
+            f"problem {problem_id!r}: answer {answer!r} is not a constraint spec (JSON): {exc}"
+        ) from exc
     if not isinstance(spec, dict) or spec.get("kind") not in KINDS:
-        raise ConstraintSpecError(f"problem {problem_id!r}: answer {answer!r} has no known 'kind' (known: {sorted(KINDS)})")
+        raise ConstraintSpecError(
+            f"problem {problem_id!r}: answer {answer!r} has no known 'kind' (known: {sorted(KINDS)})"
+        )
     return spec
 
 
@@ -128,7 +136,11 @@ def constraint_splits(kinds: list[str], n_train: int, n_test: int, n_val: int, s
         raise ValueError(f"constraint kinds must be a non-empty, non-repeating subset of {sorted(KINDS)}; got {kinds}")
     order = [TOPICS[i] for i in np.random.default_rng([seed & (2**64 - 1), 7]).permutation(len(TOPICS))]
     n_held, n_val_topics = max(1, len(TOPICS) // 4), (max(1, len(TOPICS) // 8) if n_val > 0 else 0)
-    test_topics, val_topics, train_topics = order[:n_held], order[n_held : n_held + n_val_topics], order[n_held + n_val_topics :]
+    test_topics, val_topics, train_topics = (
+        order[:n_held],
+        order[n_held : n_held + n_val_topics],
+        order[n_held + n_val_topics :],
+    )
     return {
         "train": _split(kinds, train_topics, n_train, seed, ""),
         "val": _split(kinds, val_topics, n_val, seed, "v-"),

@@ -38,7 +38,7 @@ def code_key(prompt: str, entry_point: str) -> str:
     match = re.search(rf"def\s+{re.escape(entry_point)}\s*\(.*?\)\s*(->[^:]*)?:", prompt, flags=re.S)
     if match is None:
         return "prompt:" + normalise(prompt)
-    doc = re.match(r'\s*(\'\'\'|""")(.*?)\1', prompt[match.end():], flags=re.S)
+    doc = re.match(r'\s*(\'\'\'|""")(.*?)\1', prompt[match.end() :], flags=re.S)
     if doc is not None:
         spec = doc.group(2)
     else:
@@ -98,4 +98,6 @@ def check_unseen(splits: dict[str, pd.DataFrame], source: str) -> None:
         hits = overlap(splits[a], splits[b])
         if len(hits):
             shown = ", ".join(f"{h.id} = {a} {h.train_id}" for h in hits.head(5).itertuples())
-            raise ValueError(f"{source}: {len(hits)} {b} problems are {a} problems ({shown}); held-out splits must be unseen")
+            raise ValueError(
+                f"{source}: {len(hits)} {b} problems are {a} problems ({shown}); held-out splits must be unseen"
+            )

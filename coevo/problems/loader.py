@@ -36,7 +36,14 @@ from schemas.problems import EXTRA, MESSAGES, validate_problems
 REQUIRED = ("id", "prompt", "answer")
 DEFAULTS = {"family": "math", "level": 0}
 KNOWN = {*REQUIRED, *DEFAULTS, MESSAGES}  # fields of the problems table; the others go to its `user_fields` column
-RESERVED = {"completions", "prompts", "completion_ids", "trainer_state", "log_metric", "log_extra"}  # reward plugins' own arguments (coevo/reward_calls.py)
+RESERVED = {
+    "completions",
+    "prompts",
+    "completion_ids",
+    "trainer_state",
+    "log_metric",
+    "log_extra",
+}  # reward plugins' own arguments (coevo/reward_calls.py)
 MAX_LINES = 50  # errors listed in one message; the rest are counted
 HF_STATE, HF_DICT = "state.json", "dataset_dict.json"  # what `save_to_disk` writes (a Dataset, a DatasetDict)
 
@@ -66,7 +73,9 @@ def load_problem_file(path: str | Path) -> pd.DataFrame:
     if any(extra != "{}" for extra in extras):
         frame[EXTRA] = extras
     if any(MESSAGES in record for record in records):
-        frame[MESSAGES] = [json.dumps(record[MESSAGES], ensure_ascii=False) if MESSAGES in record else "" for record in records]
+        frame[MESSAGES] = [
+            json.dumps(record[MESSAGES], ensure_ascii=False) if MESSAGES in record else "" for record in records
+        ]
     return validate_problems(frame, source=str(path))
 
 
@@ -81,7 +90,9 @@ def read_records(path: Path) -> tuple[list[dict], list[str], list[str]]:
         return _read_parquet(path)
     if not path.exists():
         raise ProblemsFileError(f"{path}: no such file or directory (problems.path)")
-    raise ProblemsFileError(f"{path}: unsupported extension {path.suffix!r} (expected .jsonl or .parquet, or a dataset directory)")
+    raise ProblemsFileError(
+        f"{path}: unsupported extension {path.suffix!r} (expected .jsonl or .parquet, or a dataset directory)"
+    )
 
 
 def split_problems(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -90,7 +101,9 @@ def split_problems(frame: pd.DataFrame, test_fraction: float, seed: int) -> tupl
     return splits["train"], splits["test"]
 
 
-def split_held_out(frame: pd.DataFrame, test_fraction: float, val_fraction: float, seed: int) -> dict[str, pd.DataFrame]:
+def split_held_out(
+    frame: pd.DataFrame, test_fraction: float, val_fraction: float, seed: int
+) -> dict[str, pd.DataFrame]:
     """{"train", "val", "test"}: round(groups * fraction) content groups held out for test (at least
     1) and for validation, at least one group left for training, by seed.
 
@@ -99,7 +112,9 @@ def split_held_out(frame: pd.DataFrame, test_fraction: float, val_fraction: floa
     twice in the file lands in one split only. Every split keeps the file's row order.
     """
     if not 0 < test_fraction < 1 or not 0 <= val_fraction < 1 or test_fraction + val_fraction >= 1:
-        raise ValueError(f"test_fraction must be in (0, 1), val_fraction in [0, 1) and their sum < 1; got {test_fraction}, {val_fraction}")
+        raise ValueError(
+            f"test_fraction must be in (0, 1), val_fraction in [0, 1) and their sum < 1; got {test_fraction}, {val_fraction}"
+        )
     group = pd.factorize(pd.Series(keys_of(frame), dtype=object))[0]  # [rows] content group of each row
     n_groups = int(group.max()) + 1 if len(frame) else 0
     if n_groups < 2:
@@ -120,7 +135,9 @@ def drop_seen(train: pd.DataFrame, held: pd.DataFrame, source: str) -> tuple[pd.
     held_keys = set(keys_of(held))
     seen = np.array([key in held_keys for key in keys_of(train)], dtype=bool)
     if seen.all():
-        raise ValueError(f"{source}: every training problem ({len(train)}) is also in the held-out file; nothing left to train on")
+        raise ValueError(
+            f"{source}: every training problem ({len(train)}) is also in the held-out file; nothing left to train on"
+        )
     return train[~seen].reset_index(drop=True), int(seen.sum())
 
 
@@ -187,11 +204,15 @@ def _read_saved_dataset(path: Path) -> tuple[list[dict], list[str], list[str]]:
     try:
         loaded = datasets.load_from_disk(str(path))
     except Exception as exc:
-        raise ProblemsFileError(f"{path}: cannot load the dataset saved with save_to_disk ({type(exc).__name__}: {exc})") from exc
+        raise ProblemsFileError(
+            f"{path}: cannot load the dataset saved with save_to_disk ({type(exc).__name__}: {exc})"
+        ) from exc
     label = ""
     if isinstance(loaded, datasets.DatasetDict):
         if "train" not in loaded:
-            raise ProblemsFileError(f"{path}: a DatasetDict without a 'train' split (splits: {sorted(loaded)}); save the split to use with save_to_disk, or name it 'train'")
+            raise ProblemsFileError(
+                f"{path}: a DatasetDict without a 'train' split (splits: {sorted(loaded)}); save the split to use with save_to_disk, or name it 'train'"
+            )
         loaded, label = loaded["train"], "split 'train' "
     records = [_without_nulls(record) for record in loaded.to_list()]
     return records, [f"{label}row {i} (0-based)" for i in range(len(records))], []
@@ -214,7 +235,9 @@ def _conversation_columns(records: list[dict], rows: list[str]) -> list[str]:
     """One error when no row has a question column: `prompt` or `messages`."""
     if records and not any("prompt" in record or MESSAGES in record for record in records):
         found = sorted(dict.fromkeys(key for record in records for key in record))
-        return [f"field 'prompt': missing column (no question column: expected 'prompt', a string or a conversation in TRL's format, or 'messages', a list of {{role, content}} ending in the user's question; columns found: {found})"]
+        return [
+            f"field 'prompt': missing column (no question column: expected 'prompt', a string or a conversation in TRL's format, or 'messages', a list of {{role, content}} ending in the user's question; columns found: {found})"
+        ]
     return []
 
 
@@ -231,7 +254,11 @@ def _missing_columns(records: list[dict], rows: list[str]) -> list[str]:
     for field in REQUIRED:
         if field == "prompt" and records and not any("prompt" in record or MESSAGES in record for record in records):
             continue  # no question column at all: one error (_conversation_columns)
-        lacking = [row for record, row in zip(records, rows) if field not in record and not (field == "prompt" and MESSAGES in record)]
+        lacking = [
+            row
+            for record, row in zip(records, rows)
+            if field not in record and not (field == "prompt" and MESSAGES in record)
+        ]
         if records and len(lacking) == len(records):
             errors.append(f"field '{field}': missing column (absent from every row)")
         else:
@@ -245,7 +272,10 @@ def _extras(records: list[dict], rows: list[str]) -> tuple[list[str], list[str]]
     extras, errors = [], []
     for record, row in zip(records, rows):
         extra = {key: value for key, value in record.items() if key not in KNOWN}
-        errors += [f"{row}, field '{key}': reserved (reward functions receive their own {key} under this name)" for key in RESERVED & set(extra)]
+        errors += [
+            f"{row}, field '{key}': reserved (reward functions receive their own {key} under this name)"
+            for key in RESERVED & set(extra)
+        ]
         try:
             extras.append(json.dumps(extra, ensure_ascii=False))
         except (TypeError, ValueError) as exc:

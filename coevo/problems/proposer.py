@@ -215,12 +215,25 @@ def propose(
         for round_ in range(ROUNDS if quota else 0):
             if got >= quota:
                 break
-            draw = sample_cell(target.family, target.level, 2 * (quota - got) + 8, rng, f"c{iteration}.{round_}-", style)
+            draw = sample_cell(
+                target.family, target.level, 2 * (quota - got) + 8, rng, f"c{iteration}.{round_}-", style
+            )
             ok, bad = index.validate(draw, limit=quota - got)
-            accepted.append(ok.assign(id=[f"p{iteration}-{target.family}-{target.level}-{got + i:04d}" for i in range(len(ok))]))
+            accepted.append(
+                ok.assign(id=[f"p{iteration}-{target.family}-{target.level}-{got + i:04d}" for i in range(len(ok))])
+            )
             rejected.append(bad)
             got += len(ok)
-        rows.append({"family": target.family, "level": target.level, "why": target.why, "pass_rate": target.pass_rate, "quota": quota, "accepted": got})
+        rows.append(
+            {
+                "family": target.family,
+                "level": target.level,
+                "why": target.why,
+                "pass_rate": target.pass_rate,
+                "quota": quota,
+                "accepted": got,
+            }
+        )
     frame = validate_problems(problems_frame(accepted), f"proposer iteration {iteration}")
     bad = pd.concat(rejected, ignore_index=True) if rejected else pd.DataFrame(columns=[*COLUMNS, "reason"])
     report = {
@@ -255,7 +268,9 @@ def _check_ids(frame: pd.DataFrame, source: str) -> None:
         bad = [(label, i) for label, i in frame["id"].items() if not re.fullmatch(r"p\d+-.+", str(i))]
         if bad:
             label, value = bad[0]
-            raise SchemaError(f"{source}: row {label}, field 'id': not a proposal id 'p<iteration>-...' (got {value!r}; {len(bad)} such rows)")
+            raise SchemaError(
+                f"{source}: row {label}, field 'id': not a proposal id 'p<iteration>-...' (got {value!r}; {len(bad)} such rows)"
+            )
 
 
 def _in_range(family: str, level: int, operands: tuple[int, ...]) -> bool:

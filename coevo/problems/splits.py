@@ -29,7 +29,10 @@ def user_splits(frame: pd.DataFrame, test: pd.DataFrame | None, cfg: Config, rep
     train, dropped = drop_seen(frame, test, str(problems.path))
     report["train_dropped_as_in_test_path"] = dropped
     if dropped:
-        warnings.warn(f"{problems.path}: {dropped} training rows repeat a problem of {problems.test_path}; dropped from training", stacklevel=2)
+        warnings.warn(
+            f"{problems.path}: {dropped} training rows repeat a problem of {problems.test_path}; dropped from training",
+            stacklevel=2,
+        )
     if problems.val_fraction == 0 or len(train) < 2:
         return {"train": train, "val": train.iloc[:0], "test": test}
     held = split_held_out(train, problems.val_fraction, 0.0, cfg.seed)

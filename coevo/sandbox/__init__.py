@@ -76,4 +76,14 @@ RLIMIT_NPROC counts all processes of the sandbox user across parallel samples.
 from coevo.sandbox.isolation import Isolation
 from coevo.sandbox.runner import STATUSES, Job, Limits, Verdict, isolation_for, namespaces_available, run_job, run_jobs
 
-__all__ = ["STATUSES", "Isolation", "Job", "Limits", "Verdict", "isolation_for", "namespaces_available", "run_job", "run_jobs"]
+__all__ = [
+    "STATUSES",
+    "Isolation",
+    "Job",
+    "Limits",
+    "Verdict",
+    "isolation_for",
+    "namespaces_available",
+    "run_job",
+    "run_jobs",
+]

@@ -60,9 +60,14 @@ exec(marshal.loads(read_exactly(int(read_exactly(10)))))
 @functools.cache
 def compiled() -> tuple[bytes, str]:
     """(the supervisor's code, marshalled; the program's process's code, marshalled as hex)."""
-    return marshal.dumps(compile(HARNESS, "harness", "exec")), marshal.dumps(compile(WORKER_SOURCE, "worker", "exec")).hex()
+    return marshal.dumps(compile(HARNESS, "harness", "exec")), marshal.dumps(
+        compile(WORKER_SOURCE, "worker", "exec")
+    ).hex()
 
-HARNESS = WIRE + r'''
+
+HARNESS = (
+    WIRE
+    + r'''
 import builtins, json, marshal, os, resource, signal, sys, time
 
 
@@ -465,3 +470,4 @@ try:
 finally:
     os._exit(0)
 '''
+)

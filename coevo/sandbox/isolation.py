@@ -40,7 +40,9 @@ class Isolation:
     scrub_env: bool
     ro_binds: tuple[str, ...] = ()
     drop_to: int | None = None  # uid/gid the confined child switches to
-    seccomp: bytes = field(default=b"", repr=False)  # classic BPF the harness installs before the program runs (seccomp.py); b"": none
+    seccomp: bytes = field(
+        default=b"", repr=False
+    )  # classic BPF the harness installs before the program runs (seccomp.py); b"": none
 
     def promises(self) -> set[str]:
         """What this mode contains, as the hostile-program tests check it."""

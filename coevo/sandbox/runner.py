@@ -31,10 +31,20 @@ from dataclasses import dataclass, field
 from coevo.sandbox.harness import BOOT, compiled
 from coevo.sandbox.isolation import MODES, NOBODY, Isolation
 
-STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "invalid", "spoofed")  # spoofed: the program tried to fake a pass (coevo/sandbox/__init__.py)
+STATUSES = (
+    "passed",
+    "failed",
+    "timeout",
+    "memory",
+    "crashed",
+    "invalid",
+    "spoofed",
+)  # spoofed: the program tried to fake a pass (coevo/sandbox/__init__.py)
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the child's whole environment: nothing of the parent's
 GRACE_S = 0.2  # after the child exits, how long to drain pipes held open by stray descendants
-CPU_SLACK_S = 0.1  # rusage samples CPU time at tick granularity: a child killed at RLIMIT_CPU can show slightly under it
+CPU_SLACK_S = (
+    0.1  # rusage samples CPU time at tick granularity: a child killed at RLIMIT_CPU can show slightly under it
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,9 @@ class Verdict:
         """One line for the rewards table's details column."""
         where = f" test={self.failed_test}" if self.failed_test is not None else ""
         passed = sum(self.pass_vector())
-        return f"verdict={self.status}{where} passed={passed}/{len(self.outcomes)} mode={self.mode} {self.detail}".strip()
+        return (
+            f"verdict={self.status}{where} passed={passed}/{len(self.outcomes)} mode={self.mode} {self.detail}".strip()
+        )
 
 
 @functools.cache
@@ -102,7 +114,9 @@ def isolation_for(mode: str) -> Isolation:
         raise ValueError(f"unknown sandbox mode {mode!r}; known: auto, {', '.join(MODES)}")
     iso = MODES[mode]()
     if iso is None or (mode == "namespaces" and not namespaces_available()):
-        raise RuntimeError("sandbox mode 'namespaces' is unavailable here (no unshare, or user namespaces are disabled); use 'auto' or 'rlimits'")
+        raise RuntimeError(
+            "sandbox mode 'namespaces' is unavailable here (no unshare, or user namespaces are disabled); use 'auto' or 'rlimits'"
+        )
     return iso
 
 
@@ -126,7 +140,14 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
             "program": job.program,
             "per_test_s": limits.per_test_s,
             "limits": _rlimits(limits) if iso.limits else None,
-            "confine": {"root": os.path.join(box, "root"), "work": work, "ro_binds": iso.ro_binds, "drop_to": iso.drop_to} if iso.confine else None,
+            "confine": {
+                "root": os.path.join(box, "root"),
+                "work": work,
+                "ro_binds": iso.ro_binds,
+                "drop_to": iso.drop_to,
+            }
+            if iso.confine
+            else None,
             "report_fd": write_report,
             "seccomp": iso.seccomp.hex() if iso.seccomp else None,
             "worker": compiled()[1],
@@ -151,10 +172,19 @@ def run_job_with(iso: Isolation, job: Job, limits: Limits) -> Verdict:
                 os.close(fd)
         shutil.rmtree(box, ignore_errors=True)
     verdict = classify(report, nonce, len(job.tests), output, proc.returncode, ended)
-    return Verdict(**{**verdict.__dict__, "mode": iso.name, "seconds": time.perf_counter() - start, "output": output.decode(errors="replace")})
+    return Verdict(
+        **{
+            **verdict.__dict__,
+            "mode": iso.name,
+            "seconds": time.perf_counter() - start,
+            "output": output.decode(errors="replace"),
+        }
+    )
 
 
-def run_jobs(jobs: Sequence[Job], limits: Limits = Limits(), mode: str = "auto", workers: int | None = None) -> list[Verdict]:
+def run_jobs(
+    jobs: Sequence[Job], limits: Limits = Limits(), mode: str = "auto", workers: int | None = None
+) -> list[Verdict]:
     """Verdicts of many jobs, in order, `workers` sandboxes at a time (default: one per core)."""
     isolation_for(mode)  # probe once before the threads start
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
@@ -257,7 +287,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode: int | None, ended: str) -> Verdict:
     """The verdict from the report lines that carry the nonce, how the process ended and its output."""
-    events = [line.split(" ", 3)[1:] for line in report.decode(errors="replace").splitlines() if line.startswith(nonce + " ")]
+    events = [
+        line.split(" ", 3)[1:] for line in report.decode(errors="replace").splitlines() if line.startswith(nonce + " ")
+    ]
     outcomes = ["not-run"] * n_tests
     details: dict[int, str] = {}
     load = None
@@ -269,14 +301,19 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
     text = output.decode(errors="replace")
     if ended == "output":
         return Verdict("crashed", tuple(outcomes), detail="output limit exceeded")
-    spoof = next((e for e in events if e[0] == "spoofed" or (e[0] == "test" and len(e) >= 3 and e[2].startswith("spoofed"))), None)
+    spoof = next(
+        (e for e in events if e[0] == "spoofed" or (e[0] == "test" and len(e) >= 3 and e[2].startswith("spoofed"))),
+        None,
+    )
     if spoof is not None:
         first = next((i for i, o in enumerate(outcomes) if o != "pass"), None)
         return Verdict("spoofed", tuple(outcomes), failed_test=first, detail=" ".join(spoof)[:200])
     done = any(e[0] == "done" for e in events)
     if not done and load is None and ended == "exit" and returncode == 0 and n_tests:
         first = next((i for i, o in enumerate(outcomes) if o != "pass"), 0)
-        return Verdict("spoofed", tuple(outcomes), failed_test=first, detail="exited cleanly before the harness finished its tests")
+        return Verdict(
+            "spoofed", tuple(outcomes), failed_test=first, detail="exited cleanly before the harness finished its tests"
+        )
     if load is not None:
         return _load_verdict(load, tuple(outcomes))
     ran_out = ended in ("wall", "cpu") or _signal_of(returncode) in (signal.SIGXCPU, signal.SIGKILL)
@@ -292,7 +329,11 @@ def classify(report: bytes, nonce: str, n_tests: int, output: bytes, returncode:
             return Verdict("crashed", tuple(outcomes), failed_test=i, detail=details.get(i, "")[:200])
         outcomes[i] = "timeout" if ran_out else ("memory" if "MemoryError" in text else "not-run")
         status = "timeout" if ran_out else ("memory" if "MemoryError" in text else "crashed")
-        sigsys = " SIGSYS: the seccomp filter killed it (a syscall through a foreign ABI)" if _signal_of(returncode) == signal.SIGSYS else ""
+        sigsys = (
+            " SIGSYS: the seccomp filter killed it (a syscall through a foreign ABI)"
+            if _signal_of(returncode) == signal.SIGSYS
+            else ""
+        )
         return Verdict(status, tuple(outcomes), failed_test=i, detail=f"{ended} rc={returncode}{sigsys}")
     return Verdict("passed", tuple(outcomes))
 

@@ -65,7 +65,9 @@ def filter_bpf() -> bytes:
         flt.add_rule(deny, name, sc.Arg(0, sc.NE, AF_UNIX))
     for flag in CLONE_NEW.values():
         flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
-    flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags sit in memory BPF cannot read; ENOSYS makes libc fall back to clone
+    flt.add_rule(
+        sc.ERRNO(errno.ENOSYS), "clone3"
+    )  # its flags sit in memory BPF cannot read; ENOSYS makes libc fall back to clone
     with tempfile.TemporaryFile() as out:
         flt.export_bpf(out)
         out.seek(0)

@@ -70,8 +70,23 @@ from schemas.rewards import REWARDS_ARROW
 from schemas.rollouts import ROLLOUTS_ARROW
 
 TABLES = ("rollouts", "rewards", "skill_events", "curriculum_arms")
-ARM_DTYPES = {"iteration": "int64", "category": "str", "value": "float64", "count": "int64", "reward": "float64", "prob": "float64"}
-EVENT_DTYPES = {"iteration": "int64", "skill_id": "str", "event": "str", "problem_id": "str", "gap": "float64", "utility": "float64", "reason": "str"}
+ARM_DTYPES = {
+    "iteration": "int64",
+    "category": "str",
+    "value": "float64",
+    "count": "int64",
+    "reward": "float64",
+    "prob": "float64",
+}
+EVENT_DTYPES = {
+    "iteration": "int64",
+    "skill_id": "str",
+    "event": "str",
+    "problem_id": "str",
+    "gap": "float64",
+    "utility": "float64",
+    "reason": "str",
+}
 _EVENT_LIST = "[" + ", ".join(f"'{event}'" for event in EVENTS) + "]"  # constants, never user input
 
 _TABLES_DDL = f"""
@@ -221,7 +236,9 @@ class Catalog:
                 try:
                     self._con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
                 except duckdb.ConstraintException as exc:
-                    raise SchemaError(f"{group.sources[table]}: conflicts with rows already in {self.path} ({table}): {exc}") from exc
+                    raise SchemaError(
+                        f"{group.sources[table]}: conflicts with rows already in {self.path} ({table}): {exc}"
+                    ) from exc
                 self._con.unregister("incoming")
 
     def _in_transaction(self, work: Callable[[], object], commit: bool = True) -> None:
@@ -263,7 +280,9 @@ class Catalog:
 
     def curriculum_values(self) -> pd.DataFrame:
         """iteration, category, value, count, reward, prob of every curriculum arm; ordered by iteration, category."""
-        return self._query("SELECT iteration, category, value, count, reward, prob FROM curriculum_values ORDER BY iteration, category")
+        return self._query(
+            "SELECT iteration, category, value, count, reward, prob FROM curriculum_values ORDER BY iteration, category"
+        )
 
     def counts(self) -> dict[str, int]:
         return {table: int(self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]) for table in TABLES}
@@ -283,7 +302,9 @@ class Catalog:
         self.close()
 
 
-def read_shard(reader: Callable[[str | Path], pd.DataFrame], schema: pyarrow.Schema, path: str | Path, validated_sha256: str | None) -> pyarrow.Table:
+def read_shard(
+    reader: Callable[[str | Path], pd.DataFrame], schema: pyarrow.Schema, path: str | Path, validated_sha256: str | None
+) -> pyarrow.Table:
     """A shard as an arrow table with its table's fixed schema: read through its validating reader,
     or read as is when its content hash equals `validated_sha256` (content validated when it was
     written). Arrow, not pandas, goes into DuckDB: list columns then insert without a Python loop
@@ -303,7 +324,10 @@ def check_iteration(frame: pd.DataFrame, iteration: int, source: str) -> None:
     wrong = frame.loc[frame["iteration"] != iteration, "iteration"]
     if wrong.empty:
         return
-    lines = [f"{source}: row {index}, field 'iteration': expected {iteration} (got {value})" for index, value in wrong.head(MAX_LINES).items()]
+    lines = [
+        f"{source}: row {index}, field 'iteration': expected {iteration} (got {value})"
+        for index, value in wrong.head(MAX_LINES).items()
+    ]
     if len(wrong) > MAX_LINES:
         lines.append(f"{source}: ... and {len(wrong) - MAX_LINES} more rows of another iteration")
     raise SchemaError("\n".join(lines))
@@ -323,9 +347,13 @@ def check_pairing(rollouts: pyarrow.Table, rewards: pyarrow.Table, rollouts_sour
         )
     theirs = rollouts.select(["rollout_id", "problem_id"]).rename_columns(["rollout_id", "problem_id_rollout"])
     joined = rewards.select(["rollout_id", "problem_id"]).join(theirs, "rollout_id")
-    differ = pc.filter(joined["rollout_id"], pc.not_equal(joined["problem_id"], joined["problem_id_rollout"])).to_pylist()
+    differ = pc.filter(
+        joined["rollout_id"], pc.not_equal(joined["problem_id"], joined["problem_id_rollout"])
+    ).to_pylist()
     if differ:
-        raise SchemaError(f"{rewards_source}: problem_id differs from {rollouts_source} for {len(differ)} rollouts (e.g. {differ[:5]})")
+        raise SchemaError(
+            f"{rewards_source}: problem_id differs from {rollouts_source} for {len(differ)} rollouts (e.g. {differ[:5]})"
+        )
 
 
 def load_iteration(files: IterationFiles) -> LoadedIteration:
@@ -342,11 +370,21 @@ def load_iteration(files: IterationFiles) -> LoadedIteration:
         members = member_reports(report)  # a list of co-evolvers reports each member's evolution
     except InputError as exc:
         raise SchemaError(f"{files.report}: {exc}") from exc
-    events = pd.concat([skill_events_from_report(member, files.iteration, str(files.report)) for member in members], ignore_index=True)
-    arms = pd.concat([curriculum_arms_from_report(member, files.iteration, str(files.report)) for member in members], ignore_index=True)
+    events = pd.concat(
+        [skill_events_from_report(member, files.iteration, str(files.report)) for member in members], ignore_index=True
+    )
+    arms = pd.concat(
+        [curriculum_arms_from_report(member, files.iteration, str(files.report)) for member in members],
+        ignore_index=True,
+    )
     return LoadedIteration(
         frames={"rollouts": rollouts, "rewards": rewards, "skill_events": events, "curriculum_arms": arms},
-        sources={"rollouts": str(files.rollouts), "rewards": str(files.rewards), "skill_events": str(files.report), "curriculum_arms": str(files.report)},
+        sources={
+            "rollouts": str(files.rollouts),
+            "rewards": str(files.rewards),
+            "skill_events": str(files.report),
+            "curriculum_arms": str(files.report),
+        },
     )
 
 
@@ -395,7 +433,10 @@ def curriculum_arms_from_report(report: Mapping, iteration: int, source: str) ->
     """Rows of `curriculum_arms` from a `Curriculum.update` report's "arms", typed but not validated;
     a report without them (other co-evolvers) adds none."""
     try:
-        rows = [{column: arm.get(column) for column in ARM_DTYPES if column != "iteration"} | {"iteration": iteration} for arm in report.get("arms", [])]
+        rows = [
+            {column: arm.get(column) for column in ARM_DTYPES if column != "iteration"} | {"iteration": iteration}
+            for arm in report.get("arms", [])
+        ]
         return pd.DataFrame(rows, columns=list(ARM_DTYPES)).astype(ARM_DTYPES)
     except (AttributeError, TypeError, ValueError) as exc:
         raise SchemaError(f"{source}: malformed curriculum report: {exc}") from exc
@@ -406,16 +447,44 @@ def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd
     does that for a whole batch); keys a report lacks (other co-evolvers) add none."""
     try:
         rows = [_event(iteration, sid, "created") for sid in report.get("new_candidates", [])]
-        rows += [_event(iteration, e.get("id"), "measured", e.get("problem_id", ""), gap=e.get("gap"), utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get("measured", [])]
+        rows += [
+            _event(
+                iteration,
+                e.get("id"),
+                "measured",
+                e.get("problem_id", ""),
+                gap=e.get("gap"),
+                utility=e.get("utility"),
+                reason=e.get("reason", ""),
+            )
+            for e in report.get("measured", [])
+        ]
         for event in ("admitted", "rejected", "promoted", "retired"):
-            rows += [_event(iteration, e.get("id"), event, utility=e.get("utility"), reason=e.get("reason", "")) for e in report.get(event, [])]
+            rows += [
+                _event(iteration, e.get("id"), event, utility=e.get("utility"), reason=e.get("reason", ""))
+                for e in report.get(event, [])
+            ]
         return pd.DataFrame(rows, columns=list(EVENT_DTYPES)).astype(EVENT_DTYPES)
     except (AttributeError, TypeError, ValueError) as exc:
         raise SchemaError(f"{source}: malformed evolution report: {exc}") from exc
 
 
 def _event(
-    iteration: int, skill_id: object, event: str, problem_id: object = "", gap: object = None, utility: object = None, reason: object = ""
+    iteration: int,
+    skill_id: object,
+    event: str,
+    problem_id: object = "",
+    gap: object = None,
+    utility: object = None,
+    reason: object = "",
 ) -> dict:
     """One row; the report's values go in unchecked, the schema judges them (with the report's file name)."""
-    return {"iteration": iteration, "skill_id": skill_id, "event": event, "problem_id": problem_id, "gap": gap, "utility": utility, "reason": reason}
+    return {
+        "iteration": iteration,
+        "skill_id": skill_id,
+        "event": event,
+        "problem_id": problem_id,
+        "gap": gap,
+        "utility": utility,
+        "reason": reason,
+    }

@@ -93,7 +93,9 @@ def lineage_record(
     return {
         "iteration": iteration,
         "run_dir": os.path.relpath(run_dir, target),
-        "parent": None if parent is None else {"path": _store(run_dir, parent), "weights_sha256": _weights_hash(Path(parent))},
+        "parent": None
+        if parent is None
+        else {"path": _store(run_dir, parent), "weights_sha256": _weights_hash(Path(parent))},
         "rollouts": _file_entry(run_dir, rollouts),
         "rewards": _file_entry(run_dir, rewards),
         "coevolver": _coevolver_entry(run_dir, coevolver),
@@ -101,8 +103,13 @@ def lineage_record(
         "params": {"sha256": params_hash(params), "values": params},
         "code": code_version(),
         "source": None if source is None else _source_entry(run_dir, Path(source)),
-        "reward_plugins": [{**plugin, "path": plugin["path"] and _store(run_dir, Path(plugin["path"]))} for plugin in reward_plugins or []],
-        "base": None if base is None else {"path": _store(run_dir, Path(base)), "weights_sha256": _weights_hash(Path(base))},
+        "reward_plugins": [
+            {**plugin, "path": plugin["path"] and _store(run_dir, Path(plugin["path"]))}
+            for plugin in reward_plugins or []
+        ],
+        "base": None
+        if base is None
+        else {"path": _store(run_dir, Path(base)), "weights_sha256": _weights_hash(Path(base))},
         "harness": None if harness is None else {**_coevolver_entry(run_dir, harness[0]), "in_force": harness[1]},
     }
 
@@ -147,7 +154,9 @@ def _coevolver_entry(run_dir: Path, directory: Path | None) -> dict | None:
     manifest = read_manifest(directory)
     entry = {"path": _store(run_dir, directory), "content_hash": manifest["content_hash"], "kind": manifest["kind"]}
     if "members" in manifest:  # a list of co-evolvers: each member's kind and version
-        entry["members"] = [{"kind": member["kind"], "content_hash": member["content_hash"]} for member in manifest["members"]]
+        entry["members"] = [
+            {"kind": member["kind"], "content_hash": member["content_hash"]} for member in manifest["members"]
+        ]
     return entry
 
 
@@ -197,7 +206,15 @@ def lineage_chain(checkpoint: Path) -> list[dict]:
     """
     head = Path(os.path.normpath(Path(checkpoint).resolve()))
     record = read_record(head)
-    chain = [{"checkpoint": str(head), "weights_sha256": _weights_hash(head), "lineage": record, "missing": False, "pruned": (head / PRUNED).is_file()}]
+    chain = [
+        {
+            "checkpoint": str(head),
+            "weights_sha256": _weights_hash(head),
+            "lineage": record,
+            "missing": False,
+            "pruned": (head / PRUNED).is_file(),
+        }
+    ]
     chain[0]["coevolver_pruned"] = _coevolver_pruned(head, record)
     while chain[-1]["lineage"] and chain[-1]["lineage"].get("parent"):
         child = chain[-1]
@@ -211,14 +228,28 @@ def lineage_chain(checkpoint: Path) -> list[dict]:
 
 def _parent_entry(path: Path, recorded_weights: str) -> dict:
     if not path.is_dir():
-        return {"checkpoint": str(path), "weights_sha256": recorded_weights, "lineage": None, "missing": True, "pruned": False, "coevolver_pruned": False}
+        return {
+            "checkpoint": str(path),
+            "weights_sha256": recorded_weights,
+            "lineage": None,
+            "missing": True,
+            "pruned": False,
+            "coevolver_pruned": False,
+        }
     try:
         meta = json.loads((path / META).read_text())
     except (OSError, json.JSONDecodeError):
         meta = {}
     lineage = meta.get("lineage") if isinstance(meta.get("lineage"), dict) else None
     pruned = (path / PRUNED).is_file()
-    return {"checkpoint": str(path), "weights_sha256": meta.get("weights_sha256"), "lineage": lineage, "missing": False, "pruned": pruned, "coevolver_pruned": _coevolver_pruned(path, lineage)}
+    return {
+        "checkpoint": str(path),
+        "weights_sha256": meta.get("weights_sha256"),
+        "lineage": lineage,
+        "missing": False,
+        "pruned": pruned,
+        "coevolver_pruned": _coevolver_pruned(path, lineage),
+    }
 
 
 def _coevolver_pruned(checkpoint: Path, record: dict | None) -> bool:
@@ -264,7 +295,9 @@ def _check_file(path: Path, expected: str, what: str, hashes: _Hashes) -> list[M
     return [] if actual == expected else [Mismatch(str(path), what, expected, actual)]
 
 
-def _check_listing(directory: Path, listed: dict, what: str, hashes: _Hashes, unlisted_ok: tuple[str, ...]) -> list[Mismatch]:
+def _check_listing(
+    directory: Path, listed: dict, what: str, hashes: _Hashes, unlisted_ok: tuple[str, ...]
+) -> list[Mismatch]:
     """Each listed file against its sha256 (the `unlisted_ok` may also be absent), and each file present
     but not listed, except the `unlisted_ok`."""
     present = {p.relative_to(directory).as_posix(): p for p in directory.rglob("*") if p.is_file()}
@@ -324,7 +357,9 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
             found.append(Mismatch(str(parent), "parent link", record["parent"]["weights_sha256"], actual))
     for key in ("rollouts", "rewards"):
         if record.get(key):
-            found += _check_file(locate(checkpoint, record, record[key]["path"]), record[key]["sha256"], f"{key} shard", hashes)
+            found += _check_file(
+                locate(checkpoint, record, record[key]["path"]), record[key]["sha256"], f"{key} shard", hashes
+            )
     for key in ("coevolver", "harness"):
         if record.get(key):
             found += _check_coevolver(locate(checkpoint, record, record[key]["path"]), record[key], hashes)
@@ -333,7 +368,12 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
     found += _check_base(checkpoint, record, hashes)
     for plugin in record.get("reward_plugins", []):
         if plugin["path"]:
-            found += _check_file(locate(checkpoint, record, plugin["path"]), plugin["sha256"], f"reward plugin {plugin['function']}", hashes)
+            found += _check_file(
+                locate(checkpoint, record, plugin["path"]),
+                plugin["sha256"],
+                f"reward plugin {plugin['function']}",
+                hashes,
+            )
     actual_params = params_hash(record["params"]["values"])
     if actual_params != record["params"]["sha256"]:
         found.append(Mismatch(str(checkpoint / META), "params", record["params"]["sha256"], actual_params))
@@ -359,7 +399,12 @@ def _check_source(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
     source = record.get("source") or {}
     if not source.get("import"):
         return []
-    return _check_file(locate(checkpoint, record, source["path"]) / WEIGHTS, source["import"]["weights_sha256"], "source checkpoint", hashes)
+    return _check_file(
+        locate(checkpoint, record, source["path"]) / WEIGHTS,
+        source["import"]["weights_sha256"],
+        "source checkpoint",
+        hashes,
+    )
 
 
 def _check_base(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Mismatch]:
@@ -367,7 +412,9 @@ def _check_base(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Mismatc
     base = record.get("base")
     if not base:
         return []
-    return _check_file(weights_file(locate(checkpoint, record, base["path"])), base["weights_sha256"], "base model", hashes)
+    return _check_file(
+        weights_file(locate(checkpoint, record, base["path"])), base["weights_sha256"], "base model", hashes
+    )
 
 
 def _check_coevolver(directory: Path, entry: dict, hashes: _Hashes) -> list[Mismatch]:
@@ -381,9 +428,18 @@ def _check_coevolver(directory: Path, entry: dict, hashes: _Hashes) -> list[Mism
     remaining = {name: sha for name, sha in listed.items() if name not in pruned or (directory / name).is_file()}
     found += _check_listing(directory, remaining, "co-evolver file", hashes, unlisted_ok=(MANIFEST, PRUNED))
     if content_hash(listed) != manifest.get("content_hash"):
-        found.append(Mismatch(str(directory / MANIFEST), "co-evolver manifest", str(manifest.get("content_hash")), content_hash(listed)))
+        found.append(
+            Mismatch(
+                str(directory / MANIFEST),
+                "co-evolver manifest",
+                str(manifest.get("content_hash")),
+                content_hash(listed),
+            )
+        )
     if manifest.get("content_hash") != entry["content_hash"]:
-        found.append(Mismatch(str(directory), "co-evolver version", entry["content_hash"], str(manifest.get("content_hash"))))
+        found.append(
+            Mismatch(str(directory), "co-evolver version", entry["content_hash"], str(manifest.get("content_hash")))
+        )
     if manifest.get("kind") != entry["kind"]:
         found.append(Mismatch(str(directory), "co-evolver kind", entry["kind"], str(manifest.get("kind"))))
     return found
@@ -425,7 +481,9 @@ def _model_version(ref: str, tracking_uri: str | None):
     where = tracking_uri or mlflow.get_tracking_uri()
     store = where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else None
     if store is not None and not Path(store).is_file():  # a lookup must not create an empty registry
-        raise InputError(f"{ref}: no model registry at {where} ({Path(store).resolve()} does not exist; set tracking.mlflow_uri, or --tracking-uri for coevo lineage)")
+        raise InputError(
+            f"{ref}: no model registry at {where} ({Path(store).resolve()} does not exist; set tracking.mlflow_uri, or --tracking-uri for coevo lineage)"
+        )
     client = mlflow.MlflowClient(tracking_uri)
     try:
         return client.get_model_version_by_alias(name, key) if at else client.get_model_version(name, key)

@@ -21,16 +21,26 @@ PREFIX = 12  # hex digits of a hash shown in the tree
 
 
 def lineage(
-    checkpoint: Annotated[str, typer.Argument(help="Checkpoint directory, or models:/NAME@ALIAS or models:/NAME/VERSION.")],
-    verify: Annotated[bool, typer.Option("--verify", help="Recompute every hash along the chain; exit 1 on any mismatch.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object {chain, mismatches} instead of a tree.")] = False,
-    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ refs.")] = None,
+    checkpoint: Annotated[
+        str, typer.Argument(help="Checkpoint directory, or models:/NAME@ALIAS or models:/NAME/VERSION.")
+    ],
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Recompute every hash along the chain; exit 1 on any mismatch.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object {chain, mismatches} instead of a tree.")
+    ] = False,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI for models:/ refs.")
+    ] = None,
 ) -> None:
     """Show a checkpoint's lineage back to the bootstrap and its data; --verify rechecks every hash."""
     from coevo.api import lineage as lineage_of  # transformers: ~7 s, only for this command
 
     try:
-        out = lineage_of(checkpoint, verify=verify, tracking_uri=tracking_uri)  # coevo.lineage() returns the same object
+        out = lineage_of(
+            checkpoint, verify=verify, tracking_uri=tracking_uri
+        )  # coevo.lineage() returns the same object
     except (ValueError, FileNotFoundError) as exc:
         errors.print(Text.assemble(("error: ", "red"), str(exc)))
         if as_json:
@@ -58,7 +68,9 @@ def chain_tree(ref: str, chain: list[dict]) -> Tree:
             tree.add(Text(f"{entry['checkpoint']}  {weights}  (no lineage record)", style="yellow"))
         else:
             pruned = "  (weights pruned by retention)" if entry.get("pruned") else ""
-            node = tree.add(Text(f"iter {entry['lineage']['iteration']}  {weights}{pruned}  {entry['checkpoint']}", style="bold"))
+            node = tree.add(
+                Text(f"iter {entry['lineage']['iteration']}  {weights}{pruned}  {entry['checkpoint']}", style="bold")
+            )
             for label, value in _details(entry["lineage"], entry.get("coevolver_pruned", False)):
                 node.add(Text(f"{label}: {value}"))
     return tree
@@ -67,7 +79,14 @@ def chain_tree(ref: str, chain: list[dict]) -> Tree:
 def _details(record: dict, coevolver_pruned: bool = False) -> list[tuple[str, str]]:
     coevolver, code = record.get("coevolver"), record["code"]
     pruned = "  (files pruned by retention)" if coevolver_pruned else ""
-    rows = [("co-evolver", f"{coevolver['kind']} {_short(coevolver['content_hash'])}{pruned}  {coevolver['path']}" if coevolver else "none")]
+    rows = [
+        (
+            "co-evolver",
+            f"{coevolver['kind']} {_short(coevolver['content_hash'])}{pruned}  {coevolver['path']}"
+            if coevolver
+            else "none",
+        )
+    ]
     for i, member in enumerate((coevolver or {}).get("members", [])):  # a list of co-evolvers
         rows.append((f"  member {i}", f"{member['kind']} {_short(member['content_hash'])}"))
     if record.get("harness"):  # the harness version trained under and the values it set
@@ -100,7 +119,9 @@ def print_mismatches(mismatches: list[dict], checked: int) -> None:
         return
     console.print(Text(f"{len(mismatches)} mismatch(es):", style="red"))
     for m in mismatches:
-        console.print(Text.assemble((m["what"], "bold"), f": {m['path']}\n  expected {m['expected']}\n  actual   {m['actual']}"))
+        console.print(
+            Text.assemble((m["what"], "bold"), f": {m['path']}\n  expected {m['expected']}\n  actual   {m['actual']}")
+        )
 
 
 def _source_line(source: dict) -> str:

@@ -36,7 +36,9 @@ DEFAULT_CATALOG = Path("runs/default/catalog.duckdb")
 def open_catalog(path: Path) -> Catalog:
     """The catalog, read-only; exit 2 with a clear message when it is missing or held by the writer."""
     if not path.is_file():
-        err_console.print(f"[red]error:[/] no catalog at {path} (a run's ingest step writes it; pass --catalog)", highlight=False)
+        err_console.print(
+            f"[red]error:[/] no catalog at {path} (a run's ingest step writes it; pass --catalog)", highlight=False
+        )
         raise typer.Exit(2)
     try:
         return Catalog(path, read_only=True)

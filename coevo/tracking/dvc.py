@@ -23,5 +23,7 @@ def _md5(path: Path) -> str:
 
 def dvc_dir_md5(directory: str | Path) -> str:
     root = Path(directory)
-    entries = [{"md5": _md5(p), "relpath": p.relative_to(root).as_posix()} for p in sorted(root.rglob("*")) if p.is_file()]
+    entries = [
+        {"md5": _md5(p), "relpath": p.relative_to(root).as_posix()} for p in sorted(root.rglob("*")) if p.is_file()
+    ]
     return hashlib.md5(json.dumps(entries, sort_keys=True).encode()).hexdigest() + ".dir"

@@ -162,7 +162,9 @@ class Tracker:
         run = self.client.create_run(experiment_id, run_name=run_name)
         self._run_id = run.info.run_id
         self._log_params(flat)
-        write_json(self.run_dir / RUN_FILE, {"run_id": self._run_id, "experiment_id": experiment_id, "tracking_uri": self.uri})
+        write_json(
+            self.run_dir / RUN_FILE, {"run_id": self._run_id, "experiment_id": experiment_id, "tracking_uri": self.uri}
+        )
         return self._run_id
 
     def end(self, status: str = "FINISHED") -> None:
@@ -207,26 +209,37 @@ class Tracker:
         metrics, and a batch whose marker is already logged is not logged again."""
         if int(self.client.get_run(self.run_id).data.tags.get(TAG_METRICS_STEP, -1)) >= iteration:
             return  # logged in full by a version that marked steps with a tag
-        done = {int(m.value) for m in self.client.get_metric_history(self.run_id, METRICS_MARKER) if m.step == int(iteration)}
+        done = {
+            int(m.value)
+            for m in self.client.get_metric_history(self.run_id, METRICS_MARKER)
+            if m.step == int(iteration)
+        }
         now = int(time.time() * 1000)
         batch = [Metric(metric_name(key), float(value), now, int(iteration)) for key, value in metrics.items()]
         for i, chunk in enumerate(list(_chunks(batch, MAX_METRICS_PER_BATCH - 1)) or [[]]):
             if i not in done:
-                self.client.log_batch(self.run_id, metrics=[*chunk, Metric(METRICS_MARKER, float(i), now, int(iteration))])
+                self.client.log_batch(
+                    self.run_id, metrics=[*chunk, Metric(METRICS_MARKER, float(i), now, int(iteration))]
+                )
 
     def log_dataset(self, train: Path, test: Path, digest: str, name: str = "problems") -> None:
         """Record the train and test splits as run inputs with the DVC hash as digest, once per run."""
         run = self.client.get_run(self.run_id)
         if any(item.dataset.digest == digest for item in run.inputs.dataset_inputs):
             return
-        inputs = [self._dataset_input(train, digest, name, "train"), self._dataset_input(test, digest, f"{name}-test", "test")]
+        inputs = [
+            self._dataset_input(train, digest, name, "train"),
+            self._dataset_input(test, digest, f"{name}-test", "test"),
+        ]
         self.client.log_inputs(self.run_id, datasets=inputs)
 
     @staticmethod
     def _dataset_input(path: Path, digest: str, name: str, context: str) -> DatasetInput:
         source = get_dataset_source_from_json(json.dumps({"uri": str(Path(path).resolve())}), source_type="local")
         dataset = mlflow.data.from_pandas(pd.read_parquet(path), source=source, name=name, digest=digest)
-        return DatasetInput(dataset=dataset._to_mlflow_entity(), tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)])
+        return DatasetInput(
+            dataset=dataset._to_mlflow_entity(), tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)]
+        )
 
     # ---- artifacts and registry ----
     def log_checkpoint(self, iteration: int, checkpoint: Path, eval_acc: float | None) -> str:
@@ -238,7 +251,9 @@ class Tracker:
             artifact_path = f"checkpoints/iter_{iteration:04d}"
             for file in sorted(p for p in checkpoint.rglob("*") if p.is_file() and p.name != TRAINER_STATE):
                 parent = file.relative_to(checkpoint).parent.as_posix()
-                self.client.log_artifact(self.run_id, str(file), artifact_path if parent == "." else f"{artifact_path}/{parent}")
+                self.client.log_artifact(
+                    self.run_id, str(file), artifact_path if parent == "." else f"{artifact_path}/{parent}"
+                )
             version = self._register(f"runs:/{self.run_id}/{artifact_path}", iteration, weights, checkpoint, eval_acc)
         elif eval_acc is not None:
             self.client.set_model_version_tag(self.cfg.model_name, version.version, TAG_EVAL, str(float(eval_acc)))
@@ -251,7 +266,9 @@ class Tracker:
         found = self.client.search_model_versions(query)
         return found[0] if found else None
 
-    def _register(self, source: str, iteration: int, weights: str, checkpoint: Path, eval_acc: float | None) -> ModelVersion:
+    def _register(
+        self, source: str, iteration: int, weights: str, checkpoint: Path, eval_acc: float | None
+    ) -> ModelVersion:
         try:
             self.client.create_registered_model(self.cfg.model_name)
         except MlflowException as exc:
@@ -266,7 +283,9 @@ class Tracker:
         """Point "best" at `version` when `eval_acc` (validation accuracy) beats the current best's coevo.val_acc (or none)."""
         name = self.cfg.model_name
         best = self.client.get_registered_model(name).aliases.get(ALIAS_BEST)
-        best_acc = float(self.client.get_model_version(name, best).tags.get(TAG_EVAL, "-inf")) if best else float("-inf")
+        best_acc = (
+            float(self.client.get_model_version(name, best).tags.get(TAG_EVAL, "-inf")) if best else float("-inf")
+        )
         if eval_acc > best_acc:
             self.client.set_registered_model_alias(name, ALIAS_BEST, str(version))
 

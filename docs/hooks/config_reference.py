@@ -152,9 +152,14 @@ def render() -> str:
         lines.append("")
     derived = [(name, member) for name, member in vars(root).items() if isinstance(member, property)]
     if derived:
-        lines += ["## Derived values", "",
-                  "Computed from several keys, in `Config` only (not settable):", "",
-                  "| name | description |", "|---|---|"]
+        lines += [
+            "## Derived values",
+            "",
+            "Computed from several keys, in `Config` only (not settable):",
+            "",
+            "| name | description |",
+            "|---|---|",
+        ]
         for name, prop in derived:
             lines.append(f"| `{name}` | {_cell(inspect.getdoc(prop) or '')} |")
         lines.append("")

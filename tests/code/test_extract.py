@@ -27,7 +27,9 @@ def test_fenced_function_replaces_the_stub_and_keeps_its_imports():
 
 
 def test_the_block_that_defines_the_function_wins_and_unclosed_fences_count():
-    completion = "```\nprint('usage')\n```\n```py\ndef total(xs):\n    return sum(xs)\n"  # second block cut at max tokens
+    completion = (
+        "```\nprint('usage')\n```\n```py\ndef total(xs):\n    return sum(xs)\n"  # second block cut at max tokens
+    )
     assert fenced_blocks(completion) == ["print('usage')\n", "def total(xs):\n    return sum(xs)\n"]
     assert passes(extract_program(STUB, completion))
 

@@ -42,8 +42,14 @@ def humaneval():
 
 def test_all_canonical_pass_and_every_derived_wrong_solution_fails(humaneval):
     assert len(humaneval) == 164 and humaneval["id"].is_unique
-    right = [Job(program_of(p, s), tuple(t)) for p, s, t in zip(humaneval["prompt"], humaneval["solution"], humaneval["tests"])]
-    wrong = [Job(program_of(p, s) + PERTURB.replace("{entry}", e), tuple(t)) for p, s, e, t in zip(humaneval["prompt"], humaneval["solution"], humaneval["entry_point"], humaneval["tests"])]
+    right = [
+        Job(program_of(p, s), tuple(t))
+        for p, s, t in zip(humaneval["prompt"], humaneval["solution"], humaneval["tests"])
+    ]
+    wrong = [
+        Job(program_of(p, s) + PERTURB.replace("{entry}", e), tuple(t))
+        for p, s, e, t in zip(humaneval["prompt"], humaneval["solution"], humaneval["entry_point"], humaneval["tests"])
+    ]
     verdicts = run_jobs(right + wrong, Limits(wall_s=20, cpu_s=10, per_test_s=10))
     canonical, derived = verdicts[:164], verdicts[164:]
     not_passing = {pid: v.summary() for pid, v in zip(humaneval["id"], canonical) if not v.passed}
@@ -55,7 +61,13 @@ def test_all_canonical_pass_and_every_derived_wrong_solution_fails(humaneval):
 
 
 def test_code_jsonl_errors_name_file_line_and_field(tmp_path):
-    good = {"task_id": "t/0", "prompt": "def f(x):\n", "entry_point": "f", "test": "def check(c):\n    assert c(1) == 2\n", "canonical_solution": "    return x + 1\n"}
+    good = {
+        "task_id": "t/0",
+        "prompt": "def f(x):\n",
+        "entry_point": "f",
+        "test": "def check(c):\n    assert c(1) == 2\n",
+        "canonical_solution": "    return x + 1\n",
+    }
     lines = [
         json.dumps(good),
         "{not json",

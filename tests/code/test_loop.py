@@ -20,7 +20,15 @@ def test_code_loop_runs_end_to_end(tmp_path):
         tmp_path,
         # 8 samples per role: enough testers for the bank to admit some whatever the float32 kernels
         # (with 4 it admitted none in a venv installed afresh on 2026-12-04: the margin was one seed's luck)
-        code={"iterations": 2, "problems_per_iter": 4, "group_size": 8, "warm_start_steps": 400, "warm_start_lr": 1e-2, "warm_start_batch": 16, "synth": {"n_train": 40, "n_test": 6}},
+        code={
+            "iterations": 2,
+            "problems_per_iter": 4,
+            "group_size": 8,
+            "warm_start_steps": 400,
+            "warm_start_lr": 1e-2,
+            "warm_start_batch": 16,
+            "synth": {"n_train": 40, "n_test": 6},
+        },
         sampling={"max_new_tokens": 8},
         policy={"shape": {"max_position": 96}},
         optim={"lr": 1e-3},
@@ -31,7 +39,10 @@ def test_code_loop_runs_end_to_end(tmp_path):
     after = load_file(out / "checkpoints" / "iter_0002" / "model.safetensors")
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the update changed the policy
     for it in (1, 2):
-        rollouts, rewards = read_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet"), read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
+        rollouts, rewards = (
+            read_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet"),
+            read_rewards(out / "rewards" / f"iter_{it:04d}.parquet"),
+        )
         assert len(rollouts) == len(rewards) == 4 * 2 * 8  # problems x roles x G
         roles = [parse_details(d)["role"] for d in rewards["details"]]
         assert roles.count("coder") == roles.count("tester") == 32
@@ -43,7 +54,9 @@ def test_code_loop_runs_end_to_end(tmp_path):
                 assert passed == (facts["verdict"] == "passed") and reward == k / n  # the ground-truth pass rate
             else:
                 assert passed == (facts["accurate"] == facts["decidable"] == "1")
-    banks = [TestBank.load(out / "test_bank" / f"iter_{it:04d}", CoevolverConfig(), 0) for it in (0, 1, 2)]  # every version validates
+    banks = [
+        TestBank.load(out / "test_bank" / f"iter_{it:04d}", CoevolverConfig(), 0) for it in (0, 1, 2)
+    ]  # every version validates
     assert_bank_grows(banks, summary, out)
     assert set(summary["before"]) == set(summary["after"]) == {"eval/coder_pass_rate", "eval/tester_accuracy"}
     assert len(summary["history"]) == 2 and summary["sandbox_mode"] in ("namespaces", "rlimits")
@@ -58,7 +71,10 @@ def assert_bank_grows(banks: list[TestBank], summary: dict, out) -> None:
     assert sizes[0] == 0 < sizes[2] and sizes[0] <= sizes[1] <= sizes[2], sizes
     assert [h["coevo/bank_size"] for h in summary["history"]] == sizes[1:] and summary["bank_size"] == sizes[2]
     for it in (1, 2):
-        rollouts, rewards = read_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet"), read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
+        rollouts, rewards = (
+            read_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet"),
+            read_rewards(out / "rewards" / f"iter_{it:04d}.parquet"),
+        )
         facts = dict(zip(rewards["rollout_id"], map(parse_details, rewards["details"])))
         admitted = {TESTER_CUE + r.completion for r in rollouts.itertuples() if r.problem_id.endswith(TESTER_SUFFIX)
                     and facts[r.rollout_id]["accurate"] == facts[r.rollout_id]["decidable"] == "1" and int(facts[r.rollout_id]["rejected"]) >= 1}  # fmt: skip

@@ -36,7 +36,12 @@ from tests.conftest import ROOT, TINY, tiny_config
 # code-synth at test size: 2 held-out problems per family, a short warm start that already solves some
 CODE = {
     "problems": {"source": "code-synth"},
-    "code": {"warm_start_steps": 120, "warm_start_lr": 1e-2, "warm_start_batch": 16, "synth": {"n_train": 40, "n_test": 6}},
+    "code": {
+        "warm_start_steps": 120,
+        "warm_start_lr": 1e-2,
+        "warm_start_batch": 16,
+        "synth": {"n_train": 40, "n_test": 6},
+    },
     "sampling": {"max_new_tokens": 6},  # "x*9" + <eos> fits; the longest prompt (49 tokens) + 6 fits max_position 64
 }
 FAMILIES = ("code-add", "code-sub", "code-mul")
@@ -61,7 +66,9 @@ def test_plain_driver_trains_on_code_problems(code_run):
             assert facts["verdict"] in ("passed", "failed", "timeout", "memory", "crashed", "invalid")
             assert facts["mode"] in ("namespaces", "rlimits") and passed == (facts["verdict"] == "passed")
     for point in summary["curve"]:  # the bootstrap and both iterations
-        assert {f"eval/{name}/{family}" for name in ("acc", "acc_skills", "pass@2") for family in FAMILIES} <= set(point)
+        assert {f"eval/{name}/{family}" for name in ("acc", "acc_skills", "pass@2") for family in FAMILIES} <= set(
+            point
+        )
 
 
 def test_evaluate_judges_code_rows_by_running_them(code_run):
@@ -86,9 +93,17 @@ def test_evaluate_judges_code_rows_by_running_them(code_run):
 def test_sandbox_settings_reach_the_verdicts(tmp_path):
     train_split, _ = generate_synthetic(["code-add"], 1, 1, 4, 4, seed=0)
     problem, solution = train_split.loc[0, "id"], train_split.loc[0, "solution"]
-    completions = [solution, "next(x for x in iter(int, 1) if x)", f"{solution} if bytearray(200 << 20) else 0"]  # right, endless, 200 MiB
-    rollouts = pd.DataFrame({"rollout_id": ["r0", "r1", "r2"], "iteration": 1, "problem_id": problem, "completion": completions})
-    tight = tiny_config(tmp_path, code={"sandbox": {"mode": "rlimits", "wall_s": 1.0, "per_test_s": 0.3, "memory_mb": 64}})
+    completions = [
+        solution,
+        "next(x for x in iter(int, 1) if x)",
+        f"{solution} if bytearray(200 << 20) else 0",
+    ]  # right, endless, 200 MiB
+    rollouts = pd.DataFrame(
+        {"rollout_id": ["r0", "r1", "r2"], "iteration": 1, "problem_id": problem, "completion": completions}
+    )
+    tight = tiny_config(
+        tmp_path, code={"sandbox": {"mode": "rlimits", "wall_s": 1.0, "per_test_s": 0.3, "memory_mb": 64}}
+    )
     verdicts = [parse_details(d) for d in verify_rollouts(rollouts, to_problems_frame(train_split), tight)["details"]]
     assert [v["verdict"] for v in verdicts] == ["passed", "timeout", "memory"]
     assert {v["mode"] for v in verdicts} == {"rlimits"}
@@ -130,7 +145,9 @@ def test_a_code_worked_example_renders_as_context_and_stays_out_of_the_program(t
     sid = bank.add(SkillDraft(text=solved["prompt"] + "x+1", family="code-add", key=solved["prompt"], source="test"), 0)
     bank.skills[sid].move("active", 1, "admitted")
     context = bank.context_for(other.to_dict())
-    assert context == [solved["prompt"] + "x+1"] and bank.context_for(solved.to_dict()) == []  # never on its own question
+    assert (
+        context == [solved["prompt"] + "x+1"] and bank.context_for(solved.to_dict()) == []
+    )  # never on its own question
     assert render_prompt(other["prompt"], context) == f"{solved['prompt']}x+1\n{other['prompt']}"
     answer = json.loads(other["answer"])["solution"]
     rollouts = pd.DataFrame({"rollout_id": ["r0"], "iteration": 1, "problem_id": other["id"], "completion": [answer]})
@@ -143,7 +160,11 @@ def test_prefect_flow_trains_on_code_problems(prefect_server, tmp_path):
         {
             "run": {"out_dir": str(tmp_path / "run")},
             "problems": {"data_dir": str(tmp_path / "data")},
-            "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "code", "model_name": "tiny-code"},
+            "tracking": {
+                "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+                "experiment": "code",
+                "model_name": "tiny-code",
+            },
             "pipeline": {"retries": 0},
         },
     )

@@ -30,9 +30,16 @@ def test_synthetic_family_is_deterministic_disjoint_and_solved_by_its_reference(
     row = train.iloc[0]
     assert row["prompt"].startswith("#f(0)=") and row["prompt"].endswith("def f(x): return ") and len(row["tests"]) == 4
     both = pd.concat([train, test])
-    verdicts = run_jobs([Job(program_of(p, s), tuple(t)) for p, s, t in zip(both["prompt"], both["solution"], both["tests"])])
+    verdicts = run_jobs(
+        [Job(program_of(p, s), tuple(t)) for p, s, t in zip(both["prompt"], both["solution"], both["tests"])]
+    )
     assert all(v.passed for v in verdicts)
-    wrong = run_jobs([Job(program_of(p, s + "+1"), tuple(t)) for p, s, t in zip(train["prompt"][:6], train["solution"][:6], train["tests"][:6])])
+    wrong = run_jobs(
+        [
+            Job(program_of(p, s + "+1"), tuple(t))
+            for p, s, t in zip(train["prompt"][:6], train["solution"][:6], train["tests"][:6])
+        ]
+    )
     assert all(v.status == "failed" and v.failed_test == 0 for v in wrong)
 
 

@@ -13,7 +13,13 @@ from coevo.config import CoevolverConfig, CureConfig
 def frames(rows: list[tuple[str, str, str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """rows: (problem id, tester completion, details)."""
     ids = [f"r{i}" for i in range(len(rows))]
-    rollouts = pd.DataFrame({"rollout_id": ids, "problem_id": [p + TESTER_SUFFIX for p, _, _ in rows], "completion": [c for _, c, _ in rows]})
+    rollouts = pd.DataFrame(
+        {
+            "rollout_id": ids,
+            "problem_id": [p + TESTER_SUFFIX for p, _, _ in rows],
+            "completion": [c for _, c, _ in rows],
+        }
+    )
     return rollouts, pd.DataFrame({"rollout_id": ids, "details": [d for _, _, d in rows]})
 
 

@@ -60,7 +60,9 @@ def test_td0_values_by_hand():
     assert report["zero_var_share"] == pytest.approx(1 / 3)
     assert {d["category"]: d["zero_var_share"] for d in report["drawn"]} == {"add/1": 0.5, "mul/2": 0.0}
     # softmax over (.09375, .25) / .2: e^(.78125) = 2.18420, p_add = 1/3.18420 = .314051; floor: .95*.314051 + .025 = .323348
-    assert arms["add/1"]["prob"] == pytest.approx(0.323348, abs=1e-6) and arms["mul/2"]["prob"] == pytest.approx(0.676652, abs=1e-6)
+    assert arms["add/1"]["prob"] == pytest.approx(0.323348, abs=1e-6) and arms["mul/2"]["prob"] == pytest.approx(
+        0.676652, abs=1e-6
+    )
     # add/1 again: [1,1,0,0] -> .5; value .5*.09375 + .5*.5 = .296875; mul/2 not drawn keeps .25
     report = curriculum.update(2, *frames({ADD1[2]: [1, 1, 0, 0]}, iteration=2))
     arms = {a["category"]: a for a in report["arms"]}
@@ -130,9 +132,13 @@ def test_tampered_state_rejected(tmp_path):
 def test_missing_category_column_names_setting_and_file():
     train = TRAIN.copy()
     train.attrs["path"] = "data/problems/train.parquet"
-    with pytest.raises(InputError, match=r"data/problems/train.parquet: coevolver.curriculum.category names column 'topic'"):
+    with pytest.raises(
+        InputError, match=r"data/problems/train.parquet: coevolver.curriculum.category names column 'topic'"
+    ):
         Curriculum(config(category=["topic"]), seed=0).choose(train, 4, 1)
-    train["user_fields"] = [json.dumps({"topic": "t" + str(i % 3)}) for i in range(len(train))]  # a user file's own field
+    train["user_fields"] = [
+        json.dumps({"topic": "t" + str(i % 3)}) for i in range(len(train))
+    ]  # a user file's own field
     assert categories(train, ["topic", "level"]).nunique() == 6
 
 
@@ -150,7 +156,17 @@ def test_plain_driver_runs_curriculum(tmp_path):
     assert sum(arm["cursor"] for arm in state["arms"].values()) == 2 * cfg.rollout.problems_per_iter
     out = cfg.run.out_dir
     with Catalog(tmp_path / "catalog.duckdb") as catalog:  # the report lands in the curriculum_values view
-        catalog.ingest([IterationFiles(it, out / "rollouts" / f"iter_{it:04d}.parquet", out / "rewards" / f"iter_{it:04d}.parquet", out / "reports" / f"iter_{it:04d}.json") for it in (1, 2)])
+        catalog.ingest(
+            [
+                IterationFiles(
+                    it,
+                    out / "rollouts" / f"iter_{it:04d}.parquet",
+                    out / "rewards" / f"iter_{it:04d}.parquet",
+                    out / "reports" / f"iter_{it:04d}.json",
+                )
+                for it in (1, 2)
+            ]
+        )
         values = catalog.curriculum_values()
     last = values[values["iteration"] == 2].set_index("category")
     assert last["value"].to_dict() == {a["category"]: a["value"] for a in report["arms"]}
@@ -159,7 +175,12 @@ def test_plain_driver_runs_curriculum(tmp_path):
     report["arms"][0]["count"] = "many"
     (out / "reports" / "iter_0002.json").write_text(json.dumps(report))
     with Catalog(tmp_path / "catalog.duckdb") as catalog, pytest.raises(SchemaError, match="iter_0002.json"):
-        catalog.ingest_iteration(2, out / "rollouts" / "iter_0002.parquet", out / "rewards" / "iter_0002.parquet", out / "reports" / "iter_0002.json")
+        catalog.ingest_iteration(
+            2,
+            out / "rollouts" / "iter_0002.parquet",
+            out / "rewards" / "iter_0002.parquet",
+            out / "reports" / "iter_0002.json",
+        )
 
 
 def test_zero_variance_share_counts_constant_groups():
@@ -189,22 +210,37 @@ def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
     # 30-step bootstrap's first batch of 4 passed 5% of a category was luck of the draw, and the unseen
     # splits drew one that does not
     proposing = {**PROPOSING, "band": 0.49, "promote_above": 0.99}
-    cfg = tiny_config(tmp_path, coevolver={"kind": "curriculum", "curriculum": {"proposer": proposing}}, rollout={"problems_per_iter": 16})
+    cfg = tiny_config(
+        tmp_path,
+        coevolver={"kind": "curriculum", "curriculum": {"proposer": proposing}},
+        rollout={"problems_per_iter": 16},
+    )
     train(cfg)
     layout, data = RunLayout(cfg.run.out_dir), cfg.problems.data_dir
     report = json.loads(layout.report(1).read_text())["proposer"]
-    assert report["accepted"] == report["total"] > 0 and sum(t["accepted"] for t in report["targets"]) == report["accepted"]
+    assert (
+        report["accepted"] == report["total"] > 0
+        and sum(t["accepted"] for t in report["targets"]) == report["accepted"]
+    )
     saved = load_coevolver(layout.coevolver(1), cfg.coevolver, cfg.seed).proposals
     assert len(saved) == report["total"] and saved["id"].str.startswith("p1-").all()
-    assert not set(saved["prompt"]) & set(problems(data / "test.parquet")["prompt"])  # the held-out split stays held out
+    assert not set(saved["prompt"]) & set(
+        problems(data / "test.parquet")["prompt"]
+    )  # the held-out split stays held out
     train_split = problems(data / "train.parquet")
-    assert len(training_split(cfg, 1, data / "train.parquet")) == len(train_split)  # iteration 1 draws from the bootstrap's version
+    assert len(training_split(cfg, 1, data / "train.parquet")) == len(
+        train_split
+    )  # iteration 1 draws from the bootstrap's version
     grown = training_split(cfg, 2, data / "train.parquet")
     assert len(grown) == len(train_split) + len(saved) and grown["id"].is_unique
     metrics = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
     assert metrics[0]["coevo/proposals_total"] == report["total"]
     # a rollout of a proposed problem is verified against the proposal's own answer
-    rollouts = pd.read_parquet(layout.rollouts(2)).head(1).assign(problem_id=saved["id"][0], completion=f"{saved['answer'][0]}")
+    rollouts = (
+        pd.read_parquet(layout.rollouts(2))
+        .head(1)
+        .assign(problem_id=saved["id"][0], completion=f"{saved['answer'][0]}")
+    )
     rollouts.to_parquet(tmp_path / "one.parquet")
     rewards = pd.read_parquet(verify_stage(cfg, 2, str(tmp_path / "one.parquet"), str(data / "train.parquet"))["path"])
     assert rewards["passed"].tolist() == [True]
@@ -216,4 +252,8 @@ def test_proposer_settings_need_a_curriculum_on_arithmetic(tmp_path):
     with pytest.raises(ConfigError, match="coevolver.curriculum.proposer.enabled needs kind: curriculum"):
         tiny_config(tmp_path, coevolver={"kind": "skill_bank", "curriculum": {"proposer": PROPOSING}})
     with pytest.raises(ConfigError, match="coevolvers\\[1\\].curriculum.proposer.enabled needs .*source 'constraints'"):
-        tiny_config(tmp_path, problems={"source": "constraints"}, coevolvers=[{"kind": "skill_bank"}, {"kind": "curriculum", "curriculum": {"proposer": PROPOSING}}])
+        tiny_config(
+            tmp_path,
+            problems={"source": "constraints"},
+            coevolvers=[{"kind": "skill_bank"}, {"kind": "curriculum", "curriculum": {"proposer": PROPOSING}}],
+        )

@@ -35,11 +35,18 @@ def batch(groups: dict[str, list[tuple[str, float, bool]]]) -> tuple[pd.DataFram
     return pd.DataFrame(rollouts), pd.DataFrame(rewards)
 
 
-COLLAPSED = batch({"a": [("7", 1.0, True)] * 4, "b": [("3", 0.0, True)] * 4, "c": [("1", 0.0, True), ("2", 1.0, True)] * 2})
+COLLAPSED = batch(
+    {"a": [("7", 1.0, True)] * 4, "b": [("3", 0.0, True)] * 4, "c": [("1", 0.0, True), ("2", 1.0, True)] * 2}
+)
 SPREAD = batch({"a": [("7", 1.0, True), ("8", 0.0, True)] * 2, "b": [("3", 0.0, True), ("4", 1.0, True)] * 2})
 CUT = batch({"a": [("77", 1.0, False), ("7", 1.0, True)] * 2, "b": [("3", 0.0, False), ("4", 1.0, True)] * 2})
 # failing completions: cut ("First, 3"), stating no number ("seven"), or readable and wrong ("8")
-WORDY = batch({"a": [("First, 3", 0.0, False), ("seven", 0.0, True), ("8", 0.0, True), ("7", 1.0, True)], "b": [("So 2 and", 0.0, False), ("4", 1.0, True)] * 2})
+WORDY = batch(
+    {
+        "a": [("First, 3", 0.0, False), ("seven", 0.0, True), ("8", 0.0, True), ("7", 1.0, True)],
+        "b": [("So 2 and", 0.0, False), ("4", 1.0, True)] * 2,
+    }
+)
 
 
 def harness(**params: object) -> Harness:
@@ -52,11 +59,19 @@ def test_evidence_shares_by_hand():
         "formatted_share": 1.0, "misranked_share": 0.0, "ranked_share": 1.0, "mean_reward": 0.5, "pass_rate": 0.5,
     }  # fmt: skip
     rollouts, rewards = SPREAD
-    shaped = rewards.assign(reward=[1.0, 1.5, 1.0, 1.5, 0.5, 1.0, 0.5, 1.0])  # a's failing "8" scored 1.5 > its passing 1.0
-    assert group_evidence(rollouts, shaped, PROBLEMS)["misranked_share"] == 4 / 8  # a: 2x2 pairs all wrong, b: 2x2 all right
+    shaped = rewards.assign(
+        reward=[1.0, 1.5, 1.0, 1.5, 0.5, 1.0, 0.5, 1.0]
+    )  # a's failing "8" scored 1.5 > its passing 1.0
+    assert (
+        group_evidence(rollouts, shaped, PROBLEMS)["misranked_share"] == 4 / 8
+    )  # a: 2x2 pairs all wrong, b: 2x2 all right
     assert group_evidence(*CUT, PROBLEMS)["finished_share"] == 0.5
-    assert group_evidence(*CUT, PROBLEMS)["format_failure_share"] == 2 / 8  # ("3", cut, failed) x2; a cut pass ("77") is no failure
-    assert group_evidence(*WORDY, PROBLEMS)["format_failure_share"] == 4 / 8  # "First, 3", "seven", "So 2 and" x2; not "8"
+    assert (
+        group_evidence(*CUT, PROBLEMS)["format_failure_share"] == 2 / 8
+    )  # ("3", cut, failed) x2; a cut pass ("77") is no failure
+    assert (
+        group_evidence(*WORDY, PROBLEMS)["format_failure_share"] == 4 / 8
+    )  # "First, 3", "seven", "So 2 and" x2; not "8"
     code = PROBLEMS.assign(family="humaneval")
     assert group_evidence(*WORDY, code)["format_failure_share"] == 0.0  # the math instruction does not apply to code
 
@@ -66,13 +81,17 @@ def test_diagnosis_walks_up_the_ladder_past_recent_rejections():
     h = harness()
     assert h.diagnose(group_evidence(*SPREAD, PROBLEMS), BASE, 1) is None  # every group varies, every completion ends
     change = h.diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 1)
-    assert change["knob"] == "temperature" and change["value"] == 0.1 and "collapsed_share 0.67 >= 0.25" in change["why"]
+    assert (
+        change["knob"] == "temperature" and change["value"] == 0.1 and "collapsed_share 0.67 >= 0.25" in change["why"]
+    )
     h.rejected_at = {"temperature=0.1": 1, "temperature=0.2": 2}
     assert h.diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 3)["value"] == 0.4
     assert h.diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 6)["value"] == 0.1  # retry_after 5 has passed for 0.1
     truncated = h.diagnose(group_evidence(*CUT, PROBLEMS), BASE, 1)
     assert (truncated["knob"], truncated["value"]) == ("max_new_tokens", 16)
-    assert harness(max_temperature=0.05).diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 1) is None  # nothing above the cap
+    assert (
+        harness(max_temperature=0.05).diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 1) is None
+    )  # nothing above the cap
 
 
 def test_a_format_failure_tries_the_instructions_in_order_then_falls_through_to_truncation():
@@ -90,7 +109,15 @@ def test_a_format_failure_tries_the_instructions_in_order_then_falls_through_to_
 
 
 def test_misranking_shaping_terms_are_zeroed_in_order_and_the_gold_verifier_never_touched():
-    shaped = BASE.model_copy(update={"rewards": [RewardEntry(function="verifier"), RewardEntry(function="format", weight=2.0), RewardEntry(function="m:len", name="length")]})
+    shaped = BASE.model_copy(
+        update={
+            "rewards": [
+                RewardEntry(function="verifier"),
+                RewardEntry(function="format", weight=2.0),
+                RewardEntry(function="m:len", name="length"),
+            ]
+        }
+    )
     h, rollouts = harness(), SPREAD[0]
     misranked = group_evidence(rollouts, SPREAD[1].assign(reward=[1.0, 1.5, 1.0, 1.5, 0.5, 1.0, 0.5, 1.0]), PROBLEMS)
     change = h.diagnose(misranked, shaped, 1)
@@ -106,7 +133,10 @@ def test_a_small_failure_needs_half_its_room_not_min_gain():
     """1 of 12 (passing, failing) pairs misranked: no fix can gain min_gain 0.1, so half the room
     (1/24) suffices; zeroing the term ranks every pair right (+1/12) and is kept. The pass rate
     is unchanged: the same completions pass in both arms."""
-    rows = {"a": [("7", 1.0, True), ("7", 2.0, True), ("7", 2.0, True), ("8", 1.0, True), ("8", 0.0, True)], "b": [("4", 1.0, True)] * 3 + [("3", 0.0, True)] * 2}
+    rows = {
+        "a": [("7", 1.0, True), ("7", 2.0, True), ("7", 2.0, True), ("8", 1.0, True), ("8", 0.0, True)],
+        "b": [("4", 1.0, True)] * 3 + [("3", 0.0, True)] * 2,
+    }
     rollouts, rewards = batch(rows)
     rewards["passed"] = rollouts["completion"].isin(["7", "4"]).to_numpy()
     shaped = BASE.model_copy(update={"rewards": [RewardEntry(function="verifier"), RewardEntry(function="format")]})
@@ -118,25 +148,41 @@ def test_a_small_failure_needs_half_its_room_not_min_gain():
     h = harness(misrank_share=0.05)
     report = h.revise(2, rollouts, rewards, PROBLEMS, shaped, sample)
     entry = report["entry"]
-    assert (entry["knob"], entry["value"], entry["before"]["misranked_share"], entry["after"]["misranked_share"]) == ("weight:format", 0.0, 1 / 12, 0.0)
+    assert (entry["knob"], entry["value"], entry["before"]["misranked_share"], entry["after"]["misranked_share"]) == (
+        "weight:format",
+        0.0,
+        1 / 12,
+        0.0,
+    )
     assert entry["accepted"] is True and h.overrides == {"weight:format": 0.0}
 
 
 def test_acceptance_needs_the_measure_to_gain_without_losing_passes():
     """The rule, on fixed evidence: a candidate arm whose groups vary but whose reward falls by more
     than max_pass_drop is rejected (a harmful change), one that gains with the reward kept is kept."""
-    arms = {0.05: COLLAPSED, 0.1: batch({"a": [("1", 0.0, True), ("2", 0.0, True)] * 2, "b": [("3", 0.0, True), ("4", 0.0, True)] * 2})}
+    arms = {
+        0.05: COLLAPSED,
+        0.1: batch({"a": [("1", 0.0, True), ("2", 0.0, True)] * 2, "b": [("3", 0.0, True), ("4", 0.0, True)] * 2}),
+    }
 
     def sample(problems: pd.DataFrame, trial: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
         return arms[trial.sampling.temperature]
 
-    h, train = harness(), pd.DataFrame({"id": [f"p{i}" for i in range(20)] + ["a", "b", "c"], "family": "add", "answer": "1"})
+    h, train = (
+        harness(),
+        pd.DataFrame({"id": [f"p{i}" for i in range(20)] + ["a", "b", "c"], "family": "add", "answer": "1"}),
+    )
     report = h.revise(1, *COLLAPSED, train, BASE, sample)
     assert report["entry"]["accepted"] is False and h.overrides == {} and h.rejected_at == {"temperature=0.1": 1}
     arms[0.2] = SPREAD  # all groups vary, mean reward 0.5 >= 0.5 - 0.05
     report = h.revise(2, *COLLAPSED, train, BASE, sample)
-    assert report["entry"]["value"] == 0.2 and report["entry"]["accepted"] is True and h.overrides == {"temperature": 0.2}
-    assert h.apply(BASE).sampling == SamplingConfig(temperature=0.2, max_new_tokens=8) and h.apply(BASE).prompt == BASE.prompt
+    assert (
+        report["entry"]["value"] == 0.2 and report["entry"]["accepted"] is True and h.overrides == {"temperature": 0.2}
+    )
+    assert (
+        h.apply(BASE).sampling == SamplingConfig(temperature=0.2, max_new_tokens=8)
+        and h.apply(BASE).prompt == BASE.prompt
+    )
     assert len(h.backtest_slice(train)) == 16 and h.backtest_slice(train).equals(h.backtest_slice(train.iloc[::-1]))
 
 
@@ -148,21 +194,42 @@ def test_a_wrong_instruction_is_backtested_through_the_chat_renderer_and_replace
     from coevo.prompting import prompt_renderer
 
     tokenizer = chat_tokenizer()
-    train = pd.DataFrame({"id": [f"p{i}" for i in range(4)], "family": "add", "prompt": ["1+2=", "2+2=", "3+4=", "1+1="], "answer": ["3", "4", "7", "2"]})
+    train = pd.DataFrame(
+        {
+            "id": [f"p{i}" for i in range(4)],
+            "family": "add",
+            "prompt": ["1+2=", "2+2=", "3+4=", "1+1="],
+            "answer": ["3", "4", "7", "2"],
+        }
+    )
     seen: list[str] = []
 
     def sample(problems: pd.DataFrame, trial: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
         prompts = prompt_renderer(trial.prompt, tokenizer).render_all(problems.to_dict("records"))
         seen.extend(prompts)
-        rows = {pid: [((f"\\boxed{{{answer}}}", 1.0, True) if BOXED in prompt else ("First we", 0.0, False))] * 4 for pid, answer, prompt in zip(problems["id"], problems["answer"], prompts)}
+        rows = {
+            pid: [((f"\\boxed{{{answer}}}", 1.0, True) if BOXED in prompt else ("First we", 0.0, False))] * 4
+            for pid, answer, prompt in zip(problems["id"], problems["answer"], prompts)
+        }
         return batch(rows)
 
     h = harness(backtest_problems=4)
     report = h.revise(1, *batch({"p0": [("First we", 0.0, False), ("So", 0.0, False)] * 2}), train, CHAT, sample)
     entry = report["entry"]
-    assert (entry["knob"], entry["from"], entry["value"], entry["measure"]) == ("instruction", "Explain your reasoning.", BOXED, "formatted_share")
-    assert (entry["before"]["formatted_share"], entry["after"]["formatted_share"], entry["accepted"]) == (0.0, 1.0, True)
-    assert all("Explain your reasoning." in p for p in seen[:4]) and all(BOXED in p and "Explain" not in p for p in seen[4:])
+    assert (entry["knob"], entry["from"], entry["value"], entry["measure"]) == (
+        "instruction",
+        "Explain your reasoning.",
+        BOXED,
+        "formatted_share",
+    )
+    assert (entry["before"]["formatted_share"], entry["after"]["formatted_share"], entry["accepted"]) == (
+        0.0,
+        1.0,
+        True,
+    )
+    assert all("Explain your reasoning." in p for p in seen[:4]) and all(
+        BOXED in p and "Explain" not in p for p in seen[4:]
+    )
     assert h.overrides == {"instruction": BOXED} and h.apply(CHAT).prompt.instruction.math == BOXED
     assert h.apply(CHAT).sampling == CHAT.sampling
 
@@ -173,16 +240,21 @@ def sampled_at(checkpoint, rollouts, temperature: float) -> bool:
     pass per row (no engine code), within float tolerance (other temperatures differ by far more)."""
     import torch
 
-    from schemas.rollouts import read_rollouts
-
     from coevo.policy.checkpoint import load_policy
+    from schemas.rollouts import read_rollouts
 
     model = load_policy(checkpoint, "cpu").model
     for row in read_rollouts(rollouts).itertuples():
         prompt, completion = list(row.prompt_ids), list(row.completion_ids)
         with torch.no_grad():
-            logits = model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1].float()  # [C, V]
-        logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(-1, torch.tensor(completion).unsqueeze(-1)).squeeze(-1)  # [C]
+            logits = (
+                model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1].float()
+            )  # [C, V]
+        logprobs = (
+            torch.log_softmax(logits / temperature, dim=-1)
+            .gather(-1, torch.tensor(completion).unsqueeze(-1))
+            .squeeze(-1)
+        )  # [C]
         if not torch.allclose(logprobs, torch.tensor(list(row.sampling_logprobs), dtype=torch.float32), atol=1e-3):
             return False
     return True
@@ -196,12 +268,21 @@ def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(t
     from coevo.stages import RunLayout
     from coevo.store.lineage import read_record
 
-    cfg = tiny_config(tmp_path, run={"iterations": 4, "retention": {"keep_last": None}}, sampling={"temperature": COLD}, coevolver={"kind": "harness", "harness": {"temperature_step": 4.0}})
+    cfg = tiny_config(
+        tmp_path,
+        run={"iterations": 4, "retention": {"keep_last": None}},
+        sampling={"temperature": COLD},
+        coevolver={"kind": "harness", "harness": {"temperature_step": 4.0}},
+    )
     train(cfg)
     out = cfg.run.out_dir
     reports = [json.loads((out / "reports" / f"iter_{it:04d}.json").read_text())["harness"] for it in range(1, 5)]
     first = reports[0]["entry"]
-    assert first["measure"] == "signal_share" and first["before"]["collapsed_share"] >= cfg.coevolver.harness.collapse_share and first["value"] == 0.2
+    assert (
+        first["measure"] == "signal_share"
+        and first["before"]["collapsed_share"] >= cfg.coevolver.harness.collapse_share
+        and first["value"] == 0.2
+    )
     saved = load_coevolver(out / "coevolver" / "iter_0004", cfg.coevolver, cfg.seed)
     accepted = [e for e in saved.entries if e["accepted"]]
     assert accepted, f"no backtest accepted a higher temperature: {saved.entries}"
@@ -211,7 +292,9 @@ def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(t
     assert reports[fixed_at]["in_force"]["temperature"] == accepted[0]["value"]
     for it in range(1, 5):  # read where the sampler used it: the logprobs it recorded are those at this temperature
         temperature = accepted[0]["value"] if it > fixed_at else COLD
-        assert sampled_at(RunLayout(out).checkpoint(it - 1), out / "rollouts" / f"iter_{it:04d}.parquet", temperature), f"iteration {it}"
+        assert sampled_at(
+            RunLayout(out).checkpoint(it - 1), out / "rollouts" / f"iter_{it:04d}.parquet", temperature
+        ), f"iteration {it}"
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["coevo/harness_accepted"] for m in metrics].index(1.0) + 1 == fixed_at
     assert read_record(out / "checkpoints" / "iter_0004")["coevolver"]["kind"] == "harness"  # the version trained under
@@ -222,15 +305,20 @@ def test_a_run_under_chat_samples_and_trains_with_the_accepted_instruction(tmp_p
     opened (min_gain 0, any pass-rate drop) so the first format diagnosis is accepted whatever the tiny
     policy does, and the plumbing is what is checked: iteration 1 samples with the wrong instruction,
     iteration 2 with the fix, and its update trains on those very tokens."""
-    from schemas.rollouts import read_rollouts
-
     from coevo.driver import train
     from coevo.store.lineage import read_record
+    from schemas.rollouts import read_rollouts
 
     from ..test_prompting import templated_copy
 
     checkpoint = templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")
-    opened = {"collapse_share": 1.0, "truncation_share": 1.0, "format_share": 0.01, "min_gain": 0.0, "max_pass_drop": 1.0}
+    opened = {
+        "collapse_share": 1.0,
+        "truncation_share": 1.0,
+        "format_share": 0.01,
+        "min_gain": 0.0,
+        "max_pass_drop": 1.0,
+    }
     cfg = tiny_config(
         tmp_path,
         prompt={"format": "chat", "instruction": {"math": "Explain your reasoning."}, "context_header": None},
@@ -243,13 +331,20 @@ def test_a_run_under_chat_samples_and_trains_with_the_accepted_instruction(tmp_p
     assert (entry["knob"], entry["value"], entry["accepted"]) == ("instruction", BOXED, True)
     first, second = (read_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet") for it in (1, 2))
     assert first["prompt"].str.contains("Explain your reasoning.", regex=False).all()
-    assert second["prompt"].str.contains(BOXED, regex=False).all() and not second["prompt"].str.contains("Explain", regex=False).any()
+    assert (
+        second["prompt"].str.contains(BOXED, regex=False).all()
+        and not second["prompt"].str.contains("Explain", regex=False).any()
+    )
     assert json.loads((out / "reports" / "iter_0002.json").read_text())["harness"]["in_force"]["instruction"] == BOXED
     asked = json.loads((out / "evals" / f"iter_{cfg.run.iterations:04d}.json").read_text())["instruction"]["math"]
     assert asked == BOXED  # the held-out evaluation asks with the instruction the checkpoint was trained under
     for it, version, instruction in ((1, "iter_0000", "Explain your reasoning."), (2, "iter_0001", BOXED)):
-        trained_under = read_record(out / "checkpoints" / f"iter_{it:04d}")["harness"]  # the version in force and its values
-        assert trained_under["path"] == f"coevolver/{version}" and trained_under["in_force"]["instruction"] == instruction
+        trained_under = read_record(out / "checkpoints" / f"iter_{it:04d}")[
+            "harness"
+        ]  # the version in force and its values
+        assert (
+            trained_under["path"] == f"coevolver/{version}" and trained_under["in_force"]["instruction"] == instruction
+        )
     from coevo.store.lineage import verify_lineage
     from coevo.store.lineage_cli import _details
 
@@ -269,21 +364,36 @@ def test_a_run_rescores_with_the_accepted_weight_of_a_misranking_shaping_term(tm
     zeroing a nonnegative term can only rank fewer pairs wrong on the same samples) so the plumbing
     is what is checked: the backtest re-scores the same samples, and from iteration 2 the
     verification stage sums the components with the new weight."""
+    from coevo.driver import train
     from schemas.rewards import COMPONENTS, read_rewards
 
-    from coevo.driver import train
-
     module = f"harness_shaping_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{module}.py").write_text("def even(completions, **columns):\n    return [float(c.strip()[-1:] in tuple('02468')) for c in completions]\n")
+    (tmp_path / f"{module}.py").write_text(
+        "def even(completions, **columns):\n    return [float(c.strip()[-1:] in tuple('02468')) for c in completions]\n"
+    )
     monkeypatch.chdir(tmp_path)
     opened = {"collapse_share": 1.0, "truncation_share": 1.0, "misrank_share": 0.01, "min_gain": 0.0}
     rewards = [{"function": "verifier"}, {"function": f"{module}:even"}]
-    cfg = tiny_config(tmp_path, rewards=rewards, coevolver={"kind": "harness", "harness": opened}, bootstrap={"steps": 300}, rollout={"problems_per_iter": 8, "group_size": 4})
+    cfg = tiny_config(
+        tmp_path,
+        rewards=rewards,
+        coevolver={"kind": "harness", "harness": opened},
+        bootstrap={"steps": 300},
+        rollout={"problems_per_iter": 8, "group_size": 4},
+    )
     train(cfg)
     out = cfg.run.out_dir
     entry = json.loads((out / "reports" / "iter_0001.json").read_text())["harness"].get("entry")
-    assert entry and (entry["knob"], entry["from"], entry["value"], entry["accepted"]) == ("weight:even", 1.0, 0.0, True), entry
-    assert entry["before"]["pass_rate"] == entry["after"]["pass_rate"] and entry["after"]["misranked_share"] < entry["before"]["misranked_share"]
+    assert entry and (entry["knob"], entry["from"], entry["value"], entry["accepted"]) == (
+        "weight:even",
+        1.0,
+        0.0,
+        True,
+    ), entry
+    assert (
+        entry["before"]["pass_rate"] == entry["after"]["pass_rate"]
+        and entry["after"]["misranked_share"] < entry["before"]["misranked_share"]
+    )
     for it, weight in ((1, 1.0), (2, 0.0)):
         scored = read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
         parts = scored[COMPONENTS].map(json.loads)

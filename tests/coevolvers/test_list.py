@@ -11,7 +11,7 @@ import json
 import pytest
 
 from coevo.coevolvers.base import CoevolverDirError, read_manifest
-from coevo.coevolvers.composite import CoevolverRoleError, CoEvolverList, build_coevolvers, load_coevolvers
+from coevo.coevolvers.composite import CoEvolverList, CoevolverRoleError, build_coevolvers, load_coevolvers
 from coevo.config import ConfigError
 from coevo.stages import prepare_stage
 from coevo.store.lineage import read_record, verify_lineage
@@ -25,8 +25,14 @@ PAIR = [{"kind": "curriculum"}, {"kind": "skill_bank"}]
     ("overrides", "message"),
     [
         ({"coevolvers": [{"kind": "skill_bank"}]}, r"coevolvers: list at least two"),
-        ({"coevolvers": [{"kind": "curriculum"}, {"kind": "none"}]}, r"coevolvers\[1\]\.kind: 'none' cannot be combined"),
-        ({"coevolvers": [{"kind": "skill_bank"}, {"kind": "curriculum"}, {"kind": "skill_bank"}]}, r"coevolvers\[2\]\.kind: 'skill_bank' is already coevolvers\[0\]"),
+        (
+            {"coevolvers": [{"kind": "curriculum"}, {"kind": "none"}]},
+            r"coevolvers\[1\]\.kind: 'none' cannot be combined",
+        ),
+        (
+            {"coevolvers": [{"kind": "skill_bank"}, {"kind": "curriculum"}, {"kind": "skill_bank"}]},
+            r"coevolvers\[2\]\.kind: 'skill_bank' is already coevolvers\[0\]",
+        ),
         ({"coevolvers": PAIR, "coevolver": {"kind": "memory"}}, r"set either `coevolver` .* or `coevolvers`"),
         ({"coevolvers": [{"kind": "curriculum"}, {"kind": "skil_bank"}]}, r"coevolvers\.1\.kind"),
     ],
@@ -44,7 +50,10 @@ def test_the_single_coevolver_params_keep_working(tmp_path):
 
 def test_two_members_of_one_role_stop_the_run_before_anything_is_written(tmp_path):
     cfg = tiny_config(tmp_path, coevolvers=[{"kind": "skill_bank"}, {"kind": "memory"}])
-    with pytest.raises(CoevolverRoleError, match=r"coevolvers\[0\] \(skill_bank\) and coevolvers\[1\] \(memory\) both play the 'context' role"):
+    with pytest.raises(
+        CoevolverRoleError,
+        match=r"coevolvers\[0\] \(skill_bank\) and coevolvers\[1\] \(memory\) both play the 'context' role",
+    ):
         prepare_stage(cfg)
     assert not cfg.problems.data_dir.exists()
 
@@ -64,7 +73,10 @@ def test_a_saved_list_round_trips_and_names_a_tampered_member_file(tmp_path):
     with pytest.raises(CoevolverDirError, match=rf"{member_file}: content does not match"):
         load_coevolvers(tmp_path / "v0", cfg)
     swapped = tiny_config(tmp_path, coevolvers=list(reversed(PAIR)))
-    with pytest.raises(CoevolverDirError, match=r"holds co-evolvers \['curriculum', 'skill_bank'\] but coevolvers lists \['skill_bank', 'curriculum'\]"):
+    with pytest.raises(
+        CoevolverDirError,
+        match=r"holds co-evolvers \['curriculum', 'skill_bank'\] but coevolvers lists \['skill_bank', 'curriculum'\]",
+    ):
         load_coevolvers(tmp_path / "v1", swapped)
 
 
@@ -72,14 +84,15 @@ def test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage(tmp_path
     """... and obeys both roles: the curriculum chooses the batch the rollouts draw, the skill bank
     plans the variants they sample (a stage that drew uniformly, or rolled out solo, fails here). A
     longer bootstrap makes some groups pass, so the bank writes a candidate iteration 2 probes."""
-    from schemas.rollouts import read_rollouts
-
     from coevo.driver import train
+    from schemas.rollouts import read_rollouts
 
     cfg = tiny_config(tmp_path, coevolvers=PAIR, bootstrap={"steps": 300}, run={"retention": {"keep_last": None}})
     summary = train(cfg)
     assert_roles_obeyed(cfg, 2)
-    assert "probe" in set(read_rollouts(cfg.run.out_dir / "rollouts" / "iter_0002.parquet")["variant"]), "no skill probed: the context check compared solo with solo"
+    assert "probe" in set(read_rollouts(cfg.run.out_dir / "rollouts" / "iter_0002.parquet")["variant"]), (
+        "no skill probed: the context check compared solo with solo"
+    )
     layout_root = cfg.run.out_dir
     record = read_record(layout_root / "checkpoints" / "iter_0002")
     members = record["coevolver"]["members"]
@@ -99,10 +112,9 @@ def assert_roles_obeyed(cfg, iterations: int) -> None:
     choice is used: the problems and variants actually sampled, not the co-evolver's own counts."""
     import pandas as pd
 
-    from schemas.rollouts import read_rollouts
-
     from coevo.coevolvers.base import uniform_batch
     from coevo.stages import RunLayout, coevolver_at, training_split
+    from schemas.rollouts import read_rollouts
 
     layout = RunLayout(cfg.run.out_dir)
     train = cfg.problems.data_dir / "train.parquet"
@@ -114,10 +126,24 @@ def assert_roles_obeyed(cfg, iterations: int) -> None:
         uniform = set(uniform_batch(split, n, cfg.seed, it)["id"])
         assert set(chosen["id"]) != uniform, "the check cannot tell the chooser from the uniform sampler here"
         drawn = read_rollouts(layout.rollouts(it))
-        assert sorted(drawn["problem_id"].unique()) == sorted(chosen["id"]), f"iteration {it} drew other problems than the chooser chose"
+        assert sorted(drawn["problem_id"].unique()) == sorted(chosen["id"]), (
+            f"iteration {it} drew other problems than the chooser chose"
+        )
         planner = evolver.player["context"] if isinstance(evolver, CoEvolverList) else evolver
-        planned = pd.DataFrame([{"problem_id": v.problem_id, "variant": v.variant, "probe_skill": v.probe_skill, "skills": list(v.skills)} for v in planner.plan(chosen, cfg.rollout.group_size) for _ in range(v.n)])
-        sampled = drawn[["problem_id", "variant", "probe_skill", "skills"]].assign(skills=lambda f: f["skills"].map(list))
+        planned = pd.DataFrame(
+            [
+                {
+                    "problem_id": v.problem_id,
+                    "variant": v.variant,
+                    "probe_skill": v.probe_skill,
+                    "skills": list(v.skills),
+                }
+                for v in planner.plan(chosen, cfg.rollout.group_size)
+                for _ in range(v.n)
+            ]
+        )
+        sampled = drawn[["problem_id", "variant", "probe_skill", "skills"]].assign(
+            skills=lambda f: f["skills"].map(list)
+        )
         key = lambda f: sorted(map(repr, f.to_dict("records")))  # noqa: E731
         assert key(sampled) == key(planned), f"iteration {it} sampled other context variants than the planner planned"
-

@@ -19,7 +19,11 @@ from .test_skill_bank import BY_ID, PROBLEMS, frames, matched
 
 
 def memory_config(**memory: object) -> CoevolverConfig:
-    return CoevolverConfig(kind="memory", skill_bank=SkillBankConfig(min_count=1, admission="threshold", retire_z=None, skip_saturated=False), memory=MemoryConfig(**memory))
+    return CoevolverConfig(
+        kind="memory",
+        skill_bank=SkillBankConfig(min_count=1, admission="threshold", retire_z=None, skip_saturated=False),
+        memory=MemoryConfig(**memory),
+    )
 
 
 def entry(memory: ProceduralMemory, text: str, key: str, family: str = "mul", level: int = 1, status: str = "active"):
@@ -40,8 +44,12 @@ def test_student_rollouts_are_memory_free_only_the_probe_half_sees_one_entry():
     by_problem = {(v.problem_id, v.variant): v for v in variants}
     assert by_problem[("m1", "base")].texts == () and by_problem[("m1", "probe")].texts == (trial.text,)
     assert by_problem[("a1", "solo")].texts == ()  # no trial of its family: one memory-free group
-    assert by_problem[("m3", "probe")].texts == ("7*9=63",)  # its own trial is never probed on it: an admitted entry is re-measured
-    assert all(v.texts == () for v in variants if v.variant != "probe") and all(len(v.texts) == 1 for v in variants if v.variant == "probe")
+    assert by_problem[("m3", "probe")].texts == (
+        "7*9=63",
+    )  # its own trial is never probed on it: an admitted entry is re-measured
+    assert all(v.texts == () for v in variants if v.variant != "probe") and all(
+        len(v.texts) == 1 for v in variants if v.variant == "probe"
+    )
 
 
 def test_teacher_sees_top_k_per_level_own_question_included_patterns_everywhere():
@@ -66,7 +74,11 @@ def test_a_pattern_on_trial_is_probed_on_any_family_and_admitted_by_its_gap():
     assert [a["id"] for a in report["admitted"]] == [pattern.id] and memory.skills[pattern.id].status == "active"
 
 
-REFLECTIONS = {"add": "Count on.\nmore", "mul": "Add tens.\nmore", "": "Check digits, then carry"}  # what the policy learns to write
+REFLECTIONS = {
+    "add": "Count on.\nmore",
+    "mul": "Add tens.\nmore",
+    "": "Check digits, then carry",
+}  # what the policy learns to write
 
 
 def reflector_policy(tiny_policy_dir, out_dir, prompts: dict[str, str]):
@@ -79,7 +91,10 @@ def reflector_policy(tiny_policy_dir, out_dir, prompts: dict[str, str]):
     tok = policy.tokenizer
     sequences, masks = [], []
     for family, prompt in prompts.items():
-        head, tail = tok(prompt)["input_ids"], tok(REFLECTIONS[family], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        head, tail = (
+            tok(prompt)["input_ids"],
+            tok(REFLECTIONS[family], add_special_tokens=False)["input_ids"] + [tok.eos_token_id],
+        )
         sequences.append(head + tail)
         masks.append([0.0] * len(head) + [1.0] * len(tail))
     torch.manual_seed(0)
@@ -113,7 +128,10 @@ def test_policy_reflector_writes_levels_two_and_three(tiny_cfg, tiny_policy_dir,
     memory = ProceduralMemory(cfg, seed=0, generate=generate)
     report = memory.update(2, PROBLEMS, *frames(groups, iteration=2))
     written = [memory.skills[sid] for sid in report["new_candidates"]]
-    assert {(s.level, s.family, s.key, s.text) for s in written if s.source == "worked_example"} == {(1, "mul", "7*8=", "7*8=56"), (1, "add", "3+4=", "3+4=7")}
+    assert {(s.level, s.family, s.key, s.text) for s in written if s.source == "worked_example"} == {
+        (1, "mul", "7*8=", "7*8=56"),
+        (1, "add", "3+4=", "3+4=7"),
+    }
     reflected = {(s.level, s.family, s.key, s.text) for s in written if s.source == "reflector:policy"}
     # first line only, cut to max_chars=12; a lesson keys on its family's question, a pattern on nothing
     assert reflected == {(2, "add", "3+4=", "Count on."), (2, "mul", "7*8=", "Add tens."), (3, "", "", "Check digits")}

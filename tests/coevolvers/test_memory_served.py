@@ -44,8 +44,26 @@ def served(tmp_path_factory) -> Iterator[str]:
     save_checkpoint(root / "ckpt", build_tiny_policy(tiny_config(root, policy={"shape": shape})), {"iteration": 0})
     (root / "chat.jinja").write_text(CHAT_TEMPLATE)
     port = free_port()
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(root / "ckpt"), "--served-model-name", "tiny"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "256", "--enforce-eager"]
+    command = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(root / "ckpt"),
+        "--served-model-name",
+        "tiny",
+    ]
+    command += [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "256",
+        "--enforce-eager",
+    ]
     command += ["--chat-template", str(root / "chat.jinja")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     log = (root / "server.log").open("w")
@@ -75,7 +93,9 @@ def served(tmp_path_factory) -> Iterator[str]:
 
 def test_endpoint_reflector_writes_lessons_and_patterns_from_a_served_model(served):
     writer = WriterConfig(base_url=served, model="tiny", timeout_s=120)
-    cfg = CoevolverConfig(kind="memory", writer=writer, memory=MemoryConfig(reflector="openai", levels=[2, 3], patterns_every=1))
+    cfg = CoevolverConfig(
+        kind="memory", writer=writer, memory=MemoryConfig(reflector="openai", levels=[2, 3], patterns_every=1)
+    )
     memory = ProceduralMemory(cfg, seed=0)
     assert isinstance(memory.reflector, EndpointReflector)
     groups = [("m1", "solo", "", [1, 0, 0, 0]), ("a1", "solo", "", [1, 1, 0, 0])]
@@ -87,6 +107,10 @@ def test_endpoint_reflector_writes_lessons_and_patterns_from_a_served_model(serv
 
 
 def test_endpoint_reflector_names_the_endpoint_when_the_model_is_unknown(served):
-    cfg = CoevolverConfig(kind="memory", writer=WriterConfig(base_url=served, model="no-such-model"), memory=MemoryConfig(reflector="openai"))
+    cfg = CoevolverConfig(
+        kind="memory",
+        writer=WriterConfig(base_url=served, model="no-such-model"),
+        memory=MemoryConfig(reflector="openai"),
+    )
     with pytest.raises(RuntimeError, match=served):
         ProceduralMemory(cfg, seed=0).reflector.reflect(["Lesson:"])

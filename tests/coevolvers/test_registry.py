@@ -44,7 +44,10 @@ def test_none_plans_solo_and_never_evolves(tmp_path):
     problem = PROBLEMS.iloc[0].to_dict()
     assert none.context_for(problem) == none.teacher_context(problem) == []
     rollouts = pd.DataFrame({"rollout_id": ["r0"], "problem_id": ["p1"], "variant": ["solo"], "completion": ["7"]})
-    assert none.update(1, PROBLEMS, rollouts, pd.DataFrame({"rollout_id": ["r0"], "reward": [1.0], "passed": [True]})) == {}
+    assert (
+        none.update(1, PROBLEMS, rollouts, pd.DataFrame({"rollout_id": ["r0"], "reward": [1.0], "passed": [True]}))
+        == {}
+    )
     digest = none.save(tmp_path / "none")
     assert sorted(p.name for p in (tmp_path / "none").iterdir()) == ["manifest.json"]
     assert json.loads((tmp_path / "none" / "manifest.json").read_text())["kind"] == "none"

@@ -12,14 +12,22 @@ import pytest
 from coevo.coevolvers import build_coevolver, load_coevolver
 from coevo.coevolvers.base import CoevolverDirError, save_artifact
 from coevo.coevolvers.composite import check_coevolvers, member_dir
-from coevo.coevolvers.rubrics import DEFAULT, SEED_POOL, RubricsCoEvolver, SeedWriter, criterion_id, criterion_scores, discrimination
+from coevo.coevolvers.rubrics import (
+    DEFAULT,
+    SEED_POOL,
+    RubricsCoEvolver,
+    SeedWriter,
+    criterion_id,
+    criterion_scores,
+    discrimination,
+)
 from coevo.config import CoevolverConfig, RubricsConfig
 from coevo.problems.constraints import generate_constraints
 from coevo.rewards import reward_terms
 from coevo.stages import reward_metrics
 from coevo.store.catalog import skill_events_from_report
-from schemas.skill_events import validate_skill_events
 from coevo.verify import verify_rollouts
+from schemas.skill_events import validate_skill_events
 
 from ..conftest import tiny_config
 from ..test_judge import GraderServer
@@ -32,7 +40,9 @@ def config(**rubrics: object) -> CoevolverConfig:
     return CoevolverConfig(kind="rubrics", rubrics=RubricsConfig(**{"writer": "seed", **rubrics}))
 
 
-def frames(scores: dict[str, dict[str, list[float | None]]], family: str = "no_commas") -> tuple[pd.DataFrame, pd.DataFrame]:
+def frames(
+    scores: dict[str, dict[str, list[float | None]]], family: str = "no_commas"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rollouts and rewards: scores[problem][criterion id] lists one score per rollout (None = parse
     failure); details carry them as the rubric reward writes them, `rubric=` their plain mean."""
     rollouts, rewards = [], []
@@ -42,8 +52,20 @@ def frames(scores: dict[str, dict[str, list[float | None]]], family: str = "no_c
             rid = f"{pid}-{k}"
             values = {cid: v[k] for cid, v in by_criterion.items()}
             known = [v for v in values.values() if v is not None]
-            details = f"rubric={sum(known) / len(known):.4f} " + " ".join(f"c.{cid}={'na' if v is None else v}" for cid, v in values.items())
-            rollouts.append({"rollout_id": rid, "iteration": 1, "problem_id": pid, "family": family, "question": f"Write about {pid}.", "prompt": f"Write about {pid}.", "completion": f"answer {k}"})
+            details = f"rubric={sum(known) / len(known):.4f} " + " ".join(
+                f"c.{cid}={'na' if v is None else v}" for cid, v in values.items()
+            )
+            rollouts.append(
+                {
+                    "rollout_id": rid,
+                    "iteration": 1,
+                    "problem_id": pid,
+                    "family": family,
+                    "question": f"Write about {pid}.",
+                    "prompt": f"Write about {pid}.",
+                    "completion": f"answer {k}",
+                }
+            )
             rewards.append({"rollout_id": rid, "reward": 0.0, "passed": False, "details": details})
     return pd.DataFrame(rollouts), pd.DataFrame(rewards)
 
@@ -53,7 +75,12 @@ def frames(scores: dict[str, dict[str, list[float | None]]], family: str = "no_c
 #   c1: (0 + 0) / 2 = 0;  c2: var(1,0,1,0) = 0.25, var(.5 x4) = 0 -> 0.125
 #   c3: var(0,0,0) = 0 (the na left out), 0 -> 0;  c4: var(.2,.4,.2,.4) = 0.01, 0 -> 0.005
 SCORES = {
-    "p1": {SEED_IDS[0]: [1, 1, 1, 1], SEED_IDS[1]: [1, 0, 1, 0], SEED_IDS[2]: [0, None, 0, 0], SEED_IDS[3]: [0.2, 0.4, 0.2, 0.4]},
+    "p1": {
+        SEED_IDS[0]: [1, 1, 1, 1],
+        SEED_IDS[1]: [1, 0, 1, 0],
+        SEED_IDS[2]: [0, None, 0, 0],
+        SEED_IDS[3]: [0.2, 0.4, 0.2, 0.4],
+    },
     "p2": {SEED_IDS[0]: [1, 1, 1, 1], SEED_IDS[1]: [0.5] * 4, SEED_IDS[2]: [0, 0, 0, 0], SEED_IDS[3]: [0, 0, 0, 0]},
 }
 PROBLEMS = pd.DataFrame({"id": ["p1", "p2"]})
@@ -72,7 +99,9 @@ def test_saturated_criteria_are_pruned_and_replaced_by_the_writer():
     new_ids = [criterion_id("no_commas", t) for t in SEED_POOL[4:6]]  # the next two unused seed criteria
     assert [r["id"] for r in report["retired"]] == [OWN_IDS[0], OWN_IDS[2]]
     assert report["retired"][0]["reason"] == "discrimination 0 <= prune_below"
-    assert [(m["id"], m["gap"]) for m in report["measured"]] == [(cid, pytest.approx(d)) for cid, d in zip(OWN_IDS, [0.0, 0.125, 0.0, 0.005])]
+    assert [(m["id"], m["gap"]) for m in report["measured"]] == [
+        (cid, pytest.approx(d)) for cid, d in zip(OWN_IDS, [0.0, 0.125, 0.0, 0.005])
+    ]
     assert report["new_candidates"] == new_ids
     assert [c.id for c in evolver.criteria("no_commas")] == [OWN_IDS[1], OWN_IDS[3], *new_ids]
     assert [c.born for c in evolver.criteria("no_commas")] == [0, 0, 1, 1]
@@ -89,14 +118,26 @@ def test_writer_sees_best_and_worst_by_rubric_score():
 
     class Recorder(SeedWriter):
         def write(self, family, best, worst, existing, n):
-            seen.update(family=family, best=[r["response"] for r in best], worst=[r["response"] for r in worst], existing=existing, n=n)
+            seen.update(
+                family=family,
+                best=[r["response"] for r in best],
+                worst=[r["response"] for r in worst],
+                existing=existing,
+                n=n,
+            )
             return super().write(family, best, worst, existing, n)
 
     evolver = RubricsCoEvolver(config(shown=1), seed=0, writer=Recorder())
     evolver.update(1, PROBLEMS, *frames(SCORES))
     # rubric = mean of the parsed scores: p1-0 and p1-2 (1+1+0+.2)/4 = .55 tie for best (the lower id wins),
     # p1-3 (1+0+0+.4)/4 = .35 is the worst (below p2's (1+.5+0+0)/4 = .375)
-    assert seen == {"family": "no_commas", "best": ["answer 0"], "worst": ["answer 3"], "existing": SEED_POOL[:4], "n": 2}
+    assert seen == {
+        "family": "no_commas",
+        "best": ["answer 0"],
+        "worst": ["answer 3"],
+        "existing": SEED_POOL[:4],
+        "n": 2,
+    }
 
 
 def test_frozen_rubric_reports_but_never_changes(tmp_path):
@@ -150,13 +191,25 @@ def test_rubric_reward_through_the_verification_stage(loopback, tmp_path):
     cfg = tiny_config(tmp_path, coevolver={"kind": "rubrics", "writer": writer}, rewards=rewards_cfg)
     build_coevolver(cfg.coevolver, cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
     _, test = generate_constraints(["no_commas"], 1, 1, seed=0)
-    rollouts = pd.DataFrame({"rollout_id": ["a", "b", "c"], "iteration": [1] * 3, "problem_id": [test["id"][0]] * 3, "completion": ["No commas here.", "Yes, commas.", "???"]})
+    rollouts = pd.DataFrame(
+        {
+            "rollout_id": ["a", "b", "c"],
+            "iteration": [1] * 3,
+            "problem_id": [test["id"][0]] * 3,
+            "completion": ["No commas here.", "Yes, commas.", "???"],
+        }
+    )
     rewards = verify_rollouts(rollouts, test, cfg)
     # 3 of 4 seed criteria parse (the topic one fails): mean(1, 1, 1) = 1.0 and mean(.2, .2, .2) = 0.2;
     # no criterion parses for "???": no rubric value (null component), reward 0 from the other terms
     assert list(rewards["reward"]) == pytest.approx([1.0, 0.2, 0.0])
-    assert list(rewards["passed"]) == [True, False, False] and set(rewards["verifier"]) == {"rubric"}  # the rubric is the first judge
-    assert rewards["details"][2].startswith("rubric=na judge_parse_fail=4 ") and json.loads(rewards["components"][2])["rubric"] is None
+    assert list(rewards["passed"]) == [True, False, False] and set(rewards["verifier"]) == {
+        "rubric"
+    }  # the rubric is the first judge
+    assert (
+        rewards["details"][2].startswith("rubric=na judge_parse_fail=4 ")
+        and json.loads(rewards["components"][2])["rubric"] is None
+    )
     details = rewards["details"][1]
     assert details.startswith("rubric=0.2000 judge_parse_fail=1 ") and "kind=no_commas gold=fail" in details
     assert json.loads(rewards["components"][0]) == {"rubric": 1.0, "verifier": 1.0}  # the gold value is kept, weight 0
@@ -179,14 +232,20 @@ def test_the_judge_sees_prompt_and_response_only_greedy_and_short(loopback, tmp_
     build_coevolver(cfg.coevolver, cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
     _, test = generate_constraints(["include_word", "no_commas"], 2, 2, seed=0)
     completions = ["Quiet wolves, at night.", "Music plays"]
-    rollouts = pd.DataFrame({"rollout_id": ["a", "b"], "iteration": [1, 1], "problem_id": list(test["id"]), "completion": completions})
+    rollouts = pd.DataFrame(
+        {"rollout_id": ["a", "b"], "iteration": [1, 1], "problem_id": list(test["id"]), "completion": completions}
+    )
     verify_rollouts(rollouts, test, cfg)
     assert len(server.bodies) == 2 * len(SEED_IDS)  # one request per (row, criterion)
     asked = set()
     for body in server.bodies:
-        assert body["temperature"] == 0.0 and 0 < body["max_tokens"] <= 16, {k: body.get(k) for k in ("temperature", "max_tokens")}
+        assert body["temperature"] == 0.0 and 0 < body["max_tokens"] <= 16, {
+            k: body.get(k) for k in ("temperature", "max_tokens")
+        }
         text = "\n".join(message["content"] for message in body["messages"])
-        assert not any(gold in text for gold in test["answer"]) and '"kind"' not in text, text  # no gold spec, whole or in part
+        assert not any(gold in text for gold in test["answer"]) and '"kind"' not in text, (
+            text
+        )  # no gold spec, whole or in part
         user = body["messages"][-1]["content"]
         task, response = user.split("Task:\n", 1)[1].split("\n\nResponse:\n", 1)
         asked.add((task, response.split("\n\nCriterion:", 1)[0]))
@@ -216,18 +275,20 @@ def test_rubrics_in_a_coevolver_list_play_the_reward_role(loopback, tmp_path):
     iteration k's rewards are the weighted judge scores, against the criteria of the rubrics member
     of co-evolver version k-1 (recomputed here from that member's saved rubric and the judge's rule),
     and the rubric evolves between versions, so a reward judged by another rubric differs."""
-    from schemas.rewards import read_rewards
-    from schemas.rollouts import read_rollouts
-
     from coevo.coevolvers.base import read_manifest
     from coevo.coevolvers.rubrics import load_rubric
     from coevo.driver import train
+    from schemas.rewards import read_rewards
+    from schemas.rollouts import read_rollouts
 
     server = loopback(GraderServer(list_grade))
     writer = {"base_url": server.base_url, "model": "grader", "timeout_s": 10}
     cfg = tiny_config(
-        tmp_path, problems={"source": "constraints", "n_train": 60, "n_test": 12}, policy={"shape": {"max_position": 128}},
-        sampling={"max_new_tokens": 16}, rewards=[{"function": "rubric"}],
+        tmp_path,
+        problems={"source": "constraints", "n_train": 60, "n_test": 12},
+        policy={"shape": {"max_position": 128}},
+        sampling={"max_new_tokens": 16},
+        rewards=[{"function": "rubric"}],
         coevolvers=[{"kind": "curriculum"}, {"kind": "rubrics", "writer": writer, "rubrics": {"min_groups": 1}}],
     )
     check_coevolvers(cfg)  # one player per role
@@ -246,5 +307,9 @@ def test_rubrics_in_a_coevolver_list_play_the_reward_role(loopback, tmp_path):
             scores = [int(list_grade(f"Response:\n{row.completion}\n\nCriterion: {c.text}\n\n")) / 10 for c in criteria]
             expected = sum(c.weight * s for c, s in zip(criteria, scores)) / sum(c.weight for c in criteria)
             got = rewards.loc[row.rollout_id]
-            assert got["verifier"] == "rubric" and got["reward"] == pytest.approx(expected, abs=1e-9), (it, row.family, row.completion)
+            assert got["verifier"] == "rubric" and got["reward"] == pytest.approx(expected, abs=1e-9), (
+                it,
+                row.family,
+                row.completion,
+            )
             assert bool(got["passed"]) == (expected >= cfg.coevolver_list[1].rubrics.pass_threshold)

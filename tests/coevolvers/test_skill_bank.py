@@ -25,7 +25,10 @@ BY_ID = PROBLEMS.set_index("id")
 
 def config(frozen: bool = False, **bank: object) -> CoevolverConfig:
     """The fixed-threshold admission without probe skipping unless a test asks for the sequential test."""
-    return CoevolverConfig(frozen=frozen, skill_bank=SkillBankConfig(**({"admission": "threshold", "retire_z": None, "skip_saturated": False} | bank)))
+    return CoevolverConfig(
+        frozen=frozen,
+        skill_bank=SkillBankConfig(**({"admission": "threshold", "retire_z": None, "skip_saturated": False} | bank)),
+    )
 
 
 def put(bank: SkillBank, text: str, key: str, family: str = "mul", status: str = "trial", gaps: tuple = ()) -> Skill:
@@ -137,7 +140,9 @@ def test_retired_skills_stay_in_bank_without_their_statistics(tmp_path):
     assert (loaded.skills[skill.id].gaps, loaded.skills[skill.id].history) == ([], [])
     assert loaded.skills[live.id] == live and loaded.counts() == bank.counts()
     assert skill.id not in {s.id for s in loaded.retrieve(BY_ID.loc["m2"].to_dict() | {"id": "m2"}, k=5)}
-    assert loaded.add(SkillDraft(text=skill.text, family="mul", key="7*8=", source="test"), 4) is None  # still de-duplicated
+    assert (
+        loaded.add(SkillDraft(text=skill.text, family="mul", key="7*8=", source="test"), 4) is None
+    )  # still de-duplicated
     assert loaded.save(tmp_path / "again") == bank.save(tmp_path / "bank")  # a reloaded bank saves the same version
 
 
@@ -149,7 +154,13 @@ def test_new_candidates_from_passed_rollouts_hardest_first():
     report = bank.update(1, PROBLEMS, *frames(groups))
     assert report["new_candidates"] == [skill_id("7*8=56"), skill_id("3+4=7")]
     skill = bank.skills[skill_id("7*8=56")]
-    assert (skill.text, skill.family, skill.key, skill.status, skill.created_iter) == ("7*8=56", "mul", "7*8=", "trial", 1)
+    assert (skill.text, skill.family, skill.key, skill.status, skill.created_iter) == (
+        "7*8=56",
+        "mul",
+        "7*8=",
+        "trial",
+        1,
+    )
     # the same trajectories again: ids already in the bank are skipped
     assert bank.update(2, PROBLEMS, *frames([("m1", "solo", "", [1, 0, 0, 0])]))["new_candidates"] == []
 
@@ -265,7 +276,10 @@ def evolve(directory: str) -> tuple[list[dict], str]:
     reports = []
     for iteration in (1, 2, 3):
         variants = bank.plan(PROBLEMS, group_size=4)
-        groups = [(v.problem_id, v.variant, v.probe_skill, [1.0] * v.n if v.variant == "probe" else [1.0] * (v.n - 1) + [0.0]) for v in variants]
+        groups = [
+            (v.problem_id, v.variant, v.probe_skill, [1.0] * v.n if v.variant == "probe" else [1.0] * (v.n - 1) + [0.0])
+            for v in variants
+        ]
         reports.append(bank.update(iteration, PROBLEMS, *frames(groups, iteration)))
     return reports, bank.save(directory)
 
@@ -285,14 +299,23 @@ def test_deterministic_across_processes_and_hash_seeds(tmp_path):
 
     seeds = ("0", "4242")  # two string-hash orders that differ where a set decides an order
     runs = [
-        subprocess.Popen([sys.executable, "-c", EVOLVE, str(tmp_path / seed)], cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": seed}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", EVOLVE, str(tmp_path / seed)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for seed in seeds
     ]
     outputs = [run.communicate(timeout=120) for run in runs]
     assert all(run.returncode == 0 for run in runs), [err[-2000:] for _, err in outputs]
     results = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
     reports, digest = results[0]
-    assert sum(len(report["admitted"]) for report in reports) >= 2 and any(len(report["measured"]) >= 2 for report in reports)  # orders to get wrong
+    assert sum(len(report["admitted"]) for report in reports) >= 2 and any(
+        len(report["measured"]) >= 2 for report in reports
+    )  # orders to get wrong
     for seed, result in zip(seeds[1:], results[1:]):
         assert result == results[0], f"PYTHONHASHSEED={seed} evolved another bank than PYTHONHASHSEED={seeds[0]}"
     assert digest == json.loads((tmp_path / "0" / "manifest.json").read_text())["content_hash"]
@@ -300,7 +323,9 @@ def test_deterministic_across_processes_and_hash_seeds(tmp_path):
 
 # ---- sequential admission (admission=sequential) ----
 def sequential(**bank: object) -> CoevolverConfig:
-    return config(**({"admission": "sequential", "alpha": 0.1, "min_count": 2, "max_count": 4, "futility_z": None} | bank))
+    return config(
+        **({"admission": "sequential", "alpha": 0.1, "min_count": 2, "max_count": 4, "futility_z": None} | bank)
+    )
 
 
 def test_sequential_admits_a_real_effect_hand_computed():
@@ -332,10 +357,14 @@ def test_sequential_holds_a_small_gap_the_threshold_admits():
 def test_sequential_rejects_a_null_effect_at_max_count():
     bank = SkillBank(sequential(), seed=0)
     skill = put(bank, "7*8=56", key="7*8=")
-    null = lambda: matched("m2", skill.id, [0, 0, 1, 0], [0, 0, 1, 0]) + matched("m3", skill.id, [0, 1, 0, 0], [1, 0, 0, 0])  # noqa: E731
+    null = lambda: (
+        matched("m2", skill.id, [0, 0, 1, 0], [0, 0, 1, 0]) + matched("m3", skill.id, [0, 1, 0, 0], [1, 0, 0, 0])
+    )  # noqa: E731
     bank.update(1, PROBLEMS, *frames(null()))  # score 0 + 0 -> z = 0 < 1.5385; 2 of max_count 4 groups: stays
     assert skill.status == "trial" and skill.z() == 0.0
-    report = bank.update(2, PROBLEMS, *frames(null()))  # 4 groups = max_count; last look at 0.1 - 0.062 = 0.038: z = 0 fails
+    report = bank.update(
+        2, PROBLEMS, *frames(null())
+    )  # 4 groups = max_count; last look at 0.1 - 0.062 = 0.038: z = 0 fails
     assert skill.status == "retired" and report["rejected"][0]["z"] == 0.0
     assert skill.evidence["spent"] == pytest.approx(0.1)
 
@@ -343,16 +372,34 @@ def test_sequential_rejects_a_null_effect_at_max_count():
 def test_sequential_futility_rejects_early():
     bank = SkillBank(sequential(futility_z=0.0), seed=0)
     skill = put(bank, "7*8=56", key="7*8=")
-    report = bank.update(1, PROBLEMS, *frames(matched("m2", skill.id, [0, 1, 1, 0], [0, 0, 1, 0]) + matched("m3", skill.id, [0, 1, 0, 0], [1, 0, 0, 0])))
+    report = bank.update(
+        1,
+        PROBLEMS,
+        *frames(
+            matched("m2", skill.id, [0, 1, 1, 0], [0, 0, 1, 0]) + matched("m3", skill.id, [0, 1, 0, 0], [1, 0, 0, 0])
+        ),
+    )
     assert skill.status == "retired" and report["rejected"][0]["z"] < 0
 
 
 def test_groups_without_variance_carry_no_evidence():
     bank = SkillBank(sequential(min_count=1), seed=0)
     skill = put(bank, "7*8=56", key="7*8=")
-    bank.update(1, PROBLEMS, *frames(matched("m2", skill.id, [1, 1, 1, 1], [1, 1, 1, 1]) + matched("m3", skill.id, [0, 0], [0, 0])))
+    bank.update(
+        1,
+        PROBLEMS,
+        *frames(matched("m2", skill.id, [1, 1, 1, 1], [1, 1, 1, 1]) + matched("m3", skill.id, [0, 0], [0, 0])),
+    )
     assert skill.gaps == [0.0, 0.0] and skill.status == "trial"
-    assert skill.evidence == {"score": 0.0, "variance": 0.0, "groups": 0, "spent": 0.0, "looked": 0, "recent_score": 0.0, "recent_variance": 0.0}
+    assert skill.evidence == {
+        "score": 0.0,
+        "variance": 0.0,
+        "groups": 0,
+        "spent": 0.0,
+        "looked": 0,
+        "recent_score": 0.0,
+        "recent_variance": 0.0,
+    }
 
 
 # ---- probes skipped on saturated questions ----
@@ -360,11 +407,27 @@ def test_probes_skipped_where_the_previous_group_saturated(tmp_path):
     bank = SkillBank(sequential(skip_saturated=True), seed=0)
     trial = put(bank, "9*9=81", key="9*9=")
     # m1 passed all, a1 failed all, m2 mixed last time; m3 unseen
-    bank.update(1, PROBLEMS, *frames([("m1", "solo", "", [1, 1, 1, 1]), ("m2", "solo", "", [1, 0, 0, 0]), ("a1", "solo", "", [0, 0])]))
-    assert bank.saturated({"prompt": "7*8="}) and not bank.saturated({"prompt": "7*9="}) and not bank.saturated({"prompt": "12*3="})
+    bank.update(
+        1,
+        PROBLEMS,
+        *frames([("m1", "solo", "", [1, 1, 1, 1]), ("m2", "solo", "", [1, 0, 0, 0]), ("a1", "solo", "", [0, 0])]),
+    )
+    assert (
+        bank.saturated({"prompt": "7*8="})
+        and not bank.saturated({"prompt": "7*9="})
+        and not bank.saturated({"prompt": "12*3="})
+    )
     variants = bank.plan(PROBLEMS[PROBLEMS["family"] == "mul"], group_size=4)
-    assert [(v.problem_id, v.variant) for v in variants] == [("m1", "solo"), ("m2", "base"), ("m2", "probe"), ("m3", "base"), ("m3", "probe")]
-    assert trial.id in {v.probe_skill for v in variants if v.variant == "probe"}  # beside the candidates written from m1, m2
+    assert [(v.problem_id, v.variant) for v in variants] == [
+        ("m1", "solo"),
+        ("m2", "base"),
+        ("m2", "probe"),
+        ("m3", "base"),
+        ("m3", "probe"),
+    ]
+    assert trial.id in {
+        v.probe_skill for v in variants if v.variant == "probe"
+    }  # beside the candidates written from m1, m2
     bank.save(tmp_path / "bank")  # the pass rates travel with the bank
     loaded = SkillBank.load(tmp_path / "bank", bank.cfg, seed=0)
     assert loaded == bank and loaded.saturated({"prompt": "3+4="})
@@ -385,7 +448,9 @@ def test_sequential_config_validation():
         SkillBankConfig(admission="bayes")
     with pytest.raises(ValidationError, match="extra"):
         SkillBankConfig(alpah=0.1)
-    assert SkillBankConfig(admission="threshold", min_count=8, max_count=4).max_count == 4  # only the sequential test reads it
+    assert (
+        SkillBankConfig(admission="threshold", min_count=8, max_count=4).max_count == 4
+    )  # only the sequential test reads it
 
 
 @pytest.mark.parametrize(("decay", "status"), [(0.5, "retired"), (1.0, "active")])
@@ -394,8 +459,16 @@ def test_retire_z_on_discounted_evidence(decay, status):
     skill = put(bank, "7*8=56", key="7*8=", status="active")
     # m2: base [0,0,1,0], probe [1,1,1,0] -> score +1 (variance 0.5714); then m3: base [0,1,1,0], probe [0,0,1,0]
     # -> 3 pass, mean 0.375, probe sum 1 - 1.5 = -0.5. Discounted: 0.5*1 - 0.5 = 0 <= 0 retires; undiscounted 0.5 > 0 stays.
-    report = bank.update(1, PROBLEMS, *frames(matched("m2", skill.id, [0, 0, 1, 0], [1, 1, 1, 0]) + matched("m3", skill.id, [0, 1, 1, 0], [0, 0, 1, 0])))
+    report = bank.update(
+        1,
+        PROBLEMS,
+        *frames(
+            matched("m2", skill.id, [0, 0, 1, 0], [1, 1, 1, 0]) + matched("m3", skill.id, [0, 1, 1, 0], [0, 0, 1, 0])
+        ),
+    )
     assert skill.status == status
     assert skill.evidence["recent_score"] == pytest.approx({0.5: 0.0, 1.0: 0.5}[decay])
     if status == "retired":
-        assert report["retired"] == [{"id": skill.id, "utility": pytest.approx(0.7 * 0.5 + 0.3 * -0.25), "reason": "low evidence"}]
+        assert report["retired"] == [
+            {"id": skill.id, "utility": pytest.approx(0.7 * 0.5 + 0.3 * -0.25), "reason": "low evidence"}
+        ]

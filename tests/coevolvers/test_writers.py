@@ -21,7 +21,13 @@ from ..conftest import JSONHandler
 
 
 def example(question: str, completion: str, pass_rate: float, family: str = "mul") -> dict:
-    return {"problem_id": question, "question": question, "completion": completion, "family": family, "pass_rate": pass_rate}
+    return {
+        "problem_id": question,
+        "question": question,
+        "completion": completion,
+        "family": family,
+        "pass_rate": pass_rate,
+    }
 
 
 # ---- worked examples ----
@@ -43,7 +49,12 @@ def test_worked_examples_hardest_first_one_per_question():
 
 def test_worked_examples_skip_multiline_and_empty_answers():
     code = "#f(1)=4 f(2)=5\ndef f(x): return "
-    examples = [example("1*1=", "1\n2", 0.0), example("2*2=", "   ", 0.0), example("3*3=", "9", 0.5), example(code, "x+3", 0.6)]
+    examples = [
+        example("1*1=", "1\n2", 0.0),
+        example("2*2=", "   ", 0.0),
+        example("3*3=", "9", 0.5),
+        example(code, "x+3", 0.6),
+    ]
     assert [d.text for d in WorkedExampleWriter().write(examples, n=5)] == ["3*3=9", code + "x+3"]
     assert WorkedExampleWriter().write(examples, n=0) == []
 
@@ -100,14 +111,18 @@ def serve(loopback):
 
 
 def writer_for(server: ChatServer) -> OpenAIChatWriter:
-    return OpenAIChatWriter(ChatEndpoint(base_url=server.base_url, model="tiny-writer", api_key="EMPTY", timeout_s=5, backoff_s=0.01))
+    return OpenAIChatWriter(
+        ChatEndpoint(base_url=server.base_url, model="tiny-writer", api_key="EMPTY", timeout_s=5, backoff_s=0.01)
+    )
 
 
 def test_openai_writer_sends_trajectories_and_parses_skill(serve):
     server = serve("\n  Multiply tens and units separately, then add.  \nExtra line ignored.")
     examples = [example("7*8=", "56", 0.25), example("12*3=", "36", 0.5), example("3+4=", "7", 1.0, family="add")]
     drafts = writer_for(server).write(examples, n=1)  # one request: the hardest family only
-    assert drafts == [SkillDraft(text="Multiply tens and units separately, then add.", family="mul", key="7*8=", source="openai")]
+    assert drafts == [
+        SkillDraft(text="Multiply tens and units separately, then add.", family="mul", key="7*8=", source="openai")
+    ]
     [body] = server.bodies
     assert body["path"] == "/v1/chat/completions" and body["model"] == "tiny-writer"
     user = body["messages"][-1]["content"]

@@ -40,7 +40,10 @@ def _write_spec(tmp: Path) -> Path:
         "eval_every": 1,
         "reference": "grpo",
         "tracking": {"mlflow_uri": f"sqlite:///{tmp / 'mlflow.db'}", "experiment": "compare-test"},
-        "arms": [{"name": "grpo", "set": {"coevolver.kind": "none"}}, {"name": "curriculum", "set": {"coevolver.kind": "curriculum"}}],
+        "arms": [
+            {"name": "grpo", "set": {"coevolver.kind": "none"}},
+            {"name": "curriculum", "set": {"coevolver.kind": "curriculum"}},
+        ],
     }
     path = tmp / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -53,7 +56,9 @@ def _cli(*args: str, pause: str | None = None) -> subprocess.Popen:
     if pause:
         env["COEVO_PAUSE"] = f"{pause}:300"
     command = [sys.executable, "-m", "coevo.cli", "compare", *args]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 def _checkpoint_stamps(run_dir: Path) -> dict[str, tuple[int, int]]:
@@ -91,7 +96,11 @@ def test_killed_comparison_reruns_restoring_finished_arm_runs_and_reports_interv
     spec, out, stamps, result = complete
     # the arm run finished before the kill was restored, not retrained: the same files
     assert _checkpoint_stamps(out / "runs" / "grpo-seed0") == stamps
-    assert result["complete"] and sorted(Path(p).name for p in result["files"].values()) == ["compare.png", "table.json", "table.md"]
+    assert result["complete"] and sorted(Path(p).name for p in result["files"].values()) == [
+        "compare.png",
+        "table.json",
+        "table.md",
+    ]
 
     table = json.loads((out / "table.json").read_text())
     assert sorted((r["arm"], r["seed"]) for r in table["runs"]) == sorted((a, s) for a in ARMS for s in SEEDS)
@@ -149,7 +158,11 @@ def test_partial_result_sets_merge_into_the_complete_table(complete, tmp_path):
     whole = json.loads((out / "table.json").read_text())
     # result sets made elsewhere (here: the same runs, each seed's in its own directory): merged with
     # nothing left to run, they give exactly the complete run's table
-    merged = compare_flow(str(spec), str(tmp_path / "merged"), merge=[str(_copy_seed(out, 0, tmp_path / "a")), str(_copy_seed(out, 1, tmp_path / "b"))])
+    merged = compare_flow(
+        str(spec),
+        str(tmp_path / "merged"),
+        merge=[str(_copy_seed(out, 0, tmp_path / "a")), str(_copy_seed(out, 1, tmp_path / "b"))],
+    )
     assert not (tmp_path / "merged" / "runs").exists()  # nothing trained
     assert (tmp_path / "merged" / "table.json").read_text() == (out / "table.json").read_text()
     assert merged["complete"]

@@ -12,7 +12,11 @@ from flows.compare import compare_flow, nightly_deployment, results_dir
 def test_nightly_deployment_runs_the_spec_on_its_cron_in_a_dated_directory(tmp_path):
     deployment = nightly_deployment(str(tmp_path / "spec.yaml"), str(tmp_path / "nightly"), "0 3 * * *", "compare-tiny")
     assert deployment.name == "compare-tiny" and deployment.flow_name == compare_flow.name == "coevo-compare"
-    assert deployment.parameters == {"spec_file": str(tmp_path / "spec.yaml"), "out": str(tmp_path / "nightly"), "dated": True}
+    assert deployment.parameters == {
+        "spec_file": str(tmp_path / "spec.yaml"),
+        "out": str(tmp_path / "nightly"),
+        "dated": True,
+    }
     assert [s.schedule.cron for s in deployment.schedules] == ["0 3 * * *"]
     spec = Spec(Path("s.yaml"), "tiny", [0], [Arm("a", Path("params.yaml"), {}, 1)], "a", 2, None, None, None, {})
     night = datetime(2026, 12, 5, 3, 0, tzinfo=timezone.utc)

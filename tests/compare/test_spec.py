@@ -24,16 +24,46 @@ def _spec(body: str) -> str:
 
 # (what is wrong, spec text, line the error must name, words it must say); line 1-2 are name/params
 CASES = [
-    ("unknown arm key", "seeds: [0]\niterations: 2\narms:\n  - name: a\n    sett: {coevolver.kind: none}\n", 7, "unknown arm key 'sett'"),
+    (
+        "unknown arm key",
+        "seeds: [0]\niterations: 2\narms:\n  - name: a\n    sett: {coevolver.kind: none}\n",
+        7,
+        "unknown arm key 'sett'",
+    ),
     ("unknown top key", "seeds: [0]\niterations: 2\nbudgte: 3\n" + GOOD_ARMS, 5, "unknown spec key 'budgte'"),
     ("empty seeds", "iterations: 2\nseeds: []\n" + GOOD_ARMS, 4, "no seeds"),
     ("missing seeds", "iterations: 2\n" + GOOD_ARMS, 1, "no seeds"),
-    ("both budgets", "seeds: [0]\niterations: 2\ntrain_seconds: 30\nmax_iterations: 5\n" + GOOD_ARMS, 5, "both budgets"),
+    (
+        "both budgets",
+        "seeds: [0]\niterations: 2\ntrain_seconds: 30\nmax_iterations: 5\n" + GOOD_ARMS,
+        5,
+        "both budgets",
+    ),
     ("neither budget", "seeds: [0]\n" + GOOD_ARMS, 1, "no budget"),
-    ("override fails params validation", "seeds: [0, 1]\niterations: 2\narms:\n  - name: a\n    set:\n      coevolver.kind: none\n      optim.lr: -1\n", 9, "optim.lr"),
-    ("override names no param", "seeds: [0]\niterations: 2\narms:\n  - name: a\n    set: {coevolver.kindd: none}\n", 7, "coevolver.kindd"),
-    ("two arms with one name", "seeds: [0]\niterations: 2\narms:\n  - name: a\n  - name: b\n  - name: a\n", 8, "two arms are named 'a'"),
-    ("override of what the comparison sets", "seeds: [0]\niterations: 2\narms:\n  - name: a\n    set: {run.out_dir: elsewhere}\n", 7, "set by the comparison"),
+    (
+        "override fails params validation",
+        "seeds: [0, 1]\niterations: 2\narms:\n  - name: a\n    set:\n      coevolver.kind: none\n      optim.lr: -1\n",
+        9,
+        "optim.lr",
+    ),
+    (
+        "override names no param",
+        "seeds: [0]\niterations: 2\narms:\n  - name: a\n    set: {coevolver.kindd: none}\n",
+        7,
+        "coevolver.kindd",
+    ),
+    (
+        "two arms with one name",
+        "seeds: [0]\niterations: 2\narms:\n  - name: a\n  - name: b\n  - name: a\n",
+        8,
+        "two arms are named 'a'",
+    ),
+    (
+        "override of what the comparison sets",
+        "seeds: [0]\niterations: 2\narms:\n  - name: a\n    set: {run.out_dir: elsewhere}\n",
+        7,
+        "set by the comparison",
+    ),
 ]
 
 
@@ -56,7 +86,11 @@ def test_a_good_spec_reads_and_each_arm_gets_its_seed_and_directory(tmp_path):
     assert (loaded.name, loaded.seeds, loaded.reference, loaded.iterations) == ("bad", [3, 4], "grpo", 2)
     cfg = arm_config(loaded, loaded.arm("curriculum"), 4, tmp_path / "cell")
     assert (cfg.seed, cfg.run.out_dir, cfg.run.iterations, cfg.eval.every) == (4, tmp_path / "cell", 2, 1)
-    assert (cfg.coevolver.kind, cfg.problems.n_test, cfg.problems.data_dir) == ("curriculum", 40, tmp_path / "cell" / "data")
+    assert (cfg.coevolver.kind, cfg.problems.n_test, cfg.problems.data_dir) == (
+        "curriculum",
+        40,
+        tmp_path / "cell" / "data",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
 
 

@@ -46,7 +46,9 @@ def test_verdicts_are_paired_by_problem_id_not_by_position():
     arm = dict(reversed(list(ref.items())))
     assert stats.paired_difference({0: arm}, {0: ref})["ci95"] == [0.0, 0.0]
     # the arm passes everything, the reference nothing: every e = +1, exactly 1 with interval [1, 1]
-    result = stats.paired_difference({0: _verdicts([1] * 50), 1: _verdicts([1] * 50)}, {0: _verdicts([0] * 50), 1: _verdicts([0] * 50)})
+    result = stats.paired_difference(
+        {0: _verdicts([1] * 50), 1: _verdicts([1] * 50)}, {0: _verdicts([0] * 50), 1: _verdicts([0] * 50)}
+    )
     assert result["mean_diff"] == 1.0 and result["ci95"] == [1.0, 1.0]
     with pytest.raises(ValueError, match="different test problems"):
         stats.paired_difference({0: _verdicts([1] * 49)}, {0: _verdicts([0] * 50)})

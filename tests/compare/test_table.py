@@ -18,19 +18,38 @@ def _spec(**budget) -> Spec:
 
 def _marker(arm: str, step_seconds: list[float], accs: list[float], passes: list[list[int]]) -> dict:
     """A finished run: one step per iteration (all of it in `rollout`), an evaluation after each."""
-    steps = [{"iteration": i + 1, "seconds": {"rollout": s, "verify": 0.0, "coevolve": 0.0, "update": 0.0, "eval": 0.5}, "zero_var_share": 0.5} for i, s in enumerate(step_seconds)]
+    steps = [
+        {
+            "iteration": i + 1,
+            "seconds": {"rollout": s, "verify": 0.0, "coevolve": 0.0, "update": 0.0, "eval": 0.5},
+            "zero_var_share": 0.5,
+        }
+        for i, s in enumerate(step_seconds)
+    ]
     clock = [0.0]
     for s in step_seconds:
         clock.append(clock[-1] + s)
-    curve = [{"iteration": i, "train_seconds": clock[i], "acc": accs[i], "verdicts": {f"p{j}": bool(v) for j, v in enumerate(passes[i])}} for i in range(len(accs))]
+    curve = [
+        {
+            "iteration": i,
+            "train_seconds": clock[i],
+            "acc": accs[i],
+            "verdicts": {f"p{j}": bool(v) for j, v in enumerate(passes[i])},
+        }
+        for i in range(len(accs))
+    ]
     return {"arm": arm, "seed": 0, "identity": "x", "record": {"steps": steps, "curve": curve}}
 
 
 def test_equal_training_seconds_reads_each_arm_at_its_last_evaluation_within_the_budget():
     spec = _spec(train_seconds=3.0, max_iterations=3)
     # ref: clock 0, 1, 2, 3 -> read at iteration 3 (3.0 <= 3.0); new: clock 0, 2, 4, 6 -> iteration 1
-    ref = _marker("ref", [1.0, 1.0, 1.0], [0.0, 0.25, 0.5, 0.5], [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]])
-    new = _marker("new", [2.0, 2.0, 2.0], [0.0, 0.75, 1.0, 1.0], [[0, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]])
+    ref = _marker(
+        "ref", [1.0, 1.0, 1.0], [0.0, 0.25, 0.5, 0.5], [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]]
+    )
+    new = _marker(
+        "new", [2.0, 2.0, 2.0], [0.0, 0.75, 1.0, 1.0], [[0, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
+    )
     assert readout(spec, ref["record"]["curve"])["iteration"] == 3
     assert readout(spec, new["record"]["curve"])["iteration"] == 1
     table = build_table(spec, [new, ref])

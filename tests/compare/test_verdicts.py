@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from coevo import stages
+from coevo.engines import with_prompt_format
 from coevo.evaluate import greedy_completions, passed
 from coevo.prompting import prompt_renderer
-from coevo.engines import with_prompt_format
 from schemas.problems import read_problems
 
 from ..conftest import tiny_config
@@ -21,7 +21,9 @@ def test_evaluation_record_holds_the_greedy_verdict_of_every_evaluated_problem(t
     stages._POLICIES.clear()
     data = stages.prepare_stage(tiny_cfg)
     boot = stages.bootstrap_stage(tiny_cfg, data)
-    metrics = stages.evaluate_stage(tiny_cfg, 0, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["metrics"]
+    metrics = stages.evaluate_stage(tiny_cfg, 0, boot["checkpoint"], boot["coevolver"], data["train"]["path"])[
+        "metrics"
+    ]
     record = json.loads(stages.RunLayout(tiny_cfg.run.out_dir).evals(0).read_text())
     test = read_problems(data["train"]["path"])
     verdicts = record["verdicts"]
@@ -29,7 +31,9 @@ def test_evaluation_record_holds_the_greedy_verdict_of_every_evaluated_problem(t
     assert sum(verdicts.values()) / len(verdicts) == metrics["eval/acc"]
     # each id's verdict is its own problem's: the greedy completion judged by its family verifier
     engine = stages.live_engine(tiny_cfg, boot["checkpoint"])
-    questions = prompt_renderer(tiny_cfg.prompt, with_prompt_format(engine, tiny_cfg).tokenizer).render_all(test.to_dict("records"))
+    questions = prompt_renderer(tiny_cfg.prompt, with_prompt_format(engine, tiny_cfg).tokenizer).render_all(
+        test.to_dict("records")
+    )
     judged = passed(test, greedy_completions(engine, questions, tiny_cfg.sampling.max_new_tokens), tiny_cfg)
     assert dict(zip(test["id"], judged)) == verdicts
     assert 0 < sum(judged) < len(judged)  # both verdicts occur, so a shuffled mapping would differ

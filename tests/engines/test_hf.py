@@ -42,7 +42,9 @@ def test_sampling_logprobs_match_trainer_recomputation(tiny_policy_dir):
     prompts = ["1+2=", "19-3=", "4+4=", "7*8="]  # different lengths exercise the padding
     out = [g for group in engine.generate(prompts, 2, sampling, seed=3) for g in group]
     model = engine.policy.model
-    packed = pack([g.prompt_ids for g in out], [g.token_ids for g in out], engine.policy.tokenizer.pad_token_id, model.device)
+    packed = pack(
+        [g.prompt_ids for g in out], [g.token_ids for g in out], engine.policy.tokenizer.pad_token_id, model.device
+    )
     with torch.no_grad():
         trainer = completion_logprobs(model, packed, sampling.temperature)
     for row, g in enumerate(out):

@@ -97,14 +97,18 @@ def test_a_prompt_longer_than_the_engine_holds_is_named_with_the_setting(setup):
     long = "1+" * 40 + "1="  # 82 characters: more tokens than the tiny policy's 64 positions, which the engine holds
     with pytest.raises(ValueError, match=r"prompt 1 of this batch has \d+ tokens.*holds 64.*engine\.max_model_len"):
         engine.generate(["1+2=", long], 1, SamplingConfig(temperature=1.0, max_new_tokens=2), seed=0)
-    assert len(engine.generate(["1+2="], 1, SamplingConfig(temperature=1.0, max_new_tokens=2), seed=0)[0]) == 1  # the engine still serves
+    assert (
+        len(engine.generate(["1+2="], 1, SamplingConfig(temperature=1.0, max_new_tokens=2), seed=0)[0]) == 1
+    )  # the engine still serves
 
 
 def test_a_batch_larger_than_one_prefill_step(setup):
     """Regression: on CPU, seeded requests whose prompts vLLM splits across steps (chunked prefill)
     killed the engine ('CPU Generator does not use offset'); the engine turns chunked prefill off there."""
     _, _, engine = setup
-    prompts = [f"{i:02d}+{i:02d}+{i:02d}+{i:02d}+{i:02d}+{i:02d}+{i:02d}+{i:02d}=" for i in range(200)]  # 200 x 25 tokens > 4096
+    prompts = [
+        f"{i:02d}+{i:02d}+{i:02d}+{i:02d}+{i:02d}+{i:02d}+{i:02d}+{i:02d}=" for i in range(200)
+    ]  # 200 x 25 tokens > 4096
     out = engine.generate(prompts, 1, SamplingConfig(temperature=1.0, max_new_tokens=2), seed=0)
     assert len(out) == 200 and all(len(group[0].token_ids) >= 1 for group in out)
 
@@ -117,10 +121,14 @@ def test_sampling_logprobs_match_the_trainer(setup):
     policy = load_policy(cfg.bootstrap_dir, "cpu")
     sampling = SamplingConfig(temperature=0.8, max_new_tokens=4)
     out = [g for group in engine.generate(PROMPTS, 2, sampling, seed=3) for g in group]
-    trainer = _trainer_logprobs(policy.model, policy.tokenizer, [g.prompt_ids for g in out], [g.token_ids for g in out], 0.8)
+    trainer = _trainer_logprobs(
+        policy.model, policy.tokenizer, [g.prompt_ids for g in out], [g.token_ids for g in out], 0.8
+    )
     assert _max_diff(trainer, [g.logprobs for g in out]) < TOLERANCE
     greedy = engine.generate(PROMPTS, 1, SamplingConfig(temperature=0.0, max_new_tokens=4), seed=0)
-    trainer = _trainer_logprobs(policy.model, policy.tokenizer, [g[0].prompt_ids for g in greedy], [g[0].token_ids for g in greedy])
+    trainer = _trainer_logprobs(
+        policy.model, policy.tokenizer, [g[0].prompt_ids for g in greedy], [g[0].token_ids for g in greedy]
+    )
     assert _max_diff(trainer, [g[0].logprobs for g in greedy]) < TOLERANCE
 
 
@@ -142,15 +150,22 @@ def test_policy_update_then_in_place_sync_serves_the_new_weights(setup):
     variants = build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size)
     rollouts = run_rollouts(engine, variants, batch, cfg, 1, "v0")
     rewards = verify_rollouts(rollouts, train)
-    rewards["passed"] = [i % 2 == 0 for i in range(len(rewards))]  # a signal in every group, whatever the tiny model got right
+    rewards["passed"] = [
+        i % 2 == 0 for i in range(len(rewards))
+    ]  # a signal in every group, whatever the tiny model got right
     rewards["reward"] = rewards["passed"].astype(float)
 
-    fixed_prompt, fixed_completion = [policy.tokenizer("12+9=")["input_ids"]], [policy.tokenizer("21", add_special_tokens=False)["input_ids"] + [policy.tokenizer.eos_token_id]]
+    fixed_prompt, fixed_completion = (
+        [policy.tokenizer("12+9=")["input_ids"]],
+        [policy.tokenizer("21", add_special_tokens=False)["input_ids"] + [policy.tokenizer.eos_token_id]],
+    )
     before = engine.score(fixed_prompt, fixed_completion)
     optimizer = build_optimizer(policy.model, cfg)
     stats = policy_update(policy, optimizer, build_objective(cfg.objective), rollouts, rewards, cfg, seed=0)
     assert stats["policy/steps"] > 0
-    assert stats["policy/mismatch_tokens"] == rollouts["completion_ids"].map(len).sum()  # no context: every row is measured
+    assert (
+        stats["policy/mismatch_tokens"] == rollouts["completion_ids"].map(len).sum()
+    )  # no context: every row is measured
     assert stats["policy/mismatch_abs_logprob"] < TOLERANCE and 0 <= stats["policy/mismatch_kl"] < TOLERANCE
 
     engine.load_weights(policy.model.state_dict())  # in place, from the trainer's state dict
@@ -165,8 +180,14 @@ def test_policy_update_then_in_place_sync_serves_the_new_weights(setup):
     assert _max_diff([torch.tensor(before[0])], engine.score(fixed_prompt, fixed_completion)) < TOLERANCE
     engine.load_weights(cfg.run.out_dir / "updated")
     assert _max_diff(trainer, engine.score(fixed_prompt, fixed_completion)) < TOLERANCE
-    sampled = [g for group in engine.generate(PROMPTS, 2, SamplingConfig(temperature=0.8, max_new_tokens=4), seed=5) for g in group]
-    recomputed = _trainer_logprobs(policy.model, policy.tokenizer, [g.prompt_ids for g in sampled], [g.token_ids for g in sampled], 0.8)
+    sampled = [
+        g
+        for group in engine.generate(PROMPTS, 2, SamplingConfig(temperature=0.8, max_new_tokens=4), seed=5)
+        for g in group
+    ]
+    recomputed = _trainer_logprobs(
+        policy.model, policy.tokenizer, [g.prompt_ids for g in sampled], [g.token_ids for g in sampled], 0.8
+    )
     assert _max_diff(recomputed, [g.logprobs for g in sampled]) < TOLERANCE
 
 
@@ -181,7 +202,9 @@ def test_registry_builds_engines_by_name_and_rejects_unknown_ones(setup, tiny_po
         ENGINES["sglang"]
     hf_cfg = cfg.model_copy(update={"engine": cfg.engine.model_copy(update={"kind": "hf"})})
     live = LiveEngine()
-    engine = live.get(hf_cfg, tiny_policy_dir, policy_version(tiny_policy_dir), lambda: load_policy(tiny_policy_dir, "cpu"))
+    engine = live.get(
+        hf_cfg, tiny_policy_dir, policy_version(tiny_policy_dir), lambda: load_policy(tiny_policy_dir, "cpu")
+    )
     assert isinstance(engine, HFEngine) and live.engine is None and live.starts == 0  # HF: built per call, nothing kept
 
 
@@ -203,7 +226,9 @@ def test_rollout_frame_is_schema_valid(setup, tmp_path):
 
     cfg, train, engine = setup
     batch = ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed).batch(2)
-    frame = run_rollouts(engine, build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 2, "v")
+    frame = run_rollouts(
+        engine, build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 2, "v"
+    )
     write_rollouts(tmp_path / "r.parquet", frame)
     assert isinstance(read_rollouts(tmp_path / "r.parquet"), pd.DataFrame)
 
@@ -211,6 +236,7 @@ def test_rollout_frame_is_schema_valid(setup, tmp_path):
 def test_lora_checkpoint_is_served_as_merged_weights(setup):
     """A LoRA update, its adapter checkpoint, and the live engine's sync: vLLM serves base + B @ A
     merged (coevo/policy/lora.py), equal to the trainer's unmerged PeftModel."""
+    from coevo.coevolvers import build_coevolver
     from coevo.engines import LiveEngine, serving_dir
     from coevo.objectives import build_objective
     from coevo.policy.checkpoint import load_policy, save_checkpoint
@@ -218,26 +244,42 @@ def test_lora_checkpoint_is_served_as_merged_weights(setup):
     from coevo.policy.update import build_optimizer, policy_update
     from coevo.rollout import run_rollouts
     from coevo.sampler import ProblemSampler
-    from coevo.coevolvers import build_coevolver
     from coevo.verify import verify_rollouts
 
     cfg, train, engine = setup
-    lora_cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"lora": cfg.policy.lora.model_copy(update={"rank": 4, "lr": 5e-2})})})
+    lora_cfg = cfg.model_copy(
+        update={
+            "policy": cfg.policy.model_copy(update={"lora": cfg.policy.lora.model_copy(update={"rank": 4, "lr": 5e-2})})
+        }
+    )
     engine.load_weights(cfg.bootstrap_dir)
     policy = load_policy(cfg.bootstrap_dir, "cpu")
     policy.model, policy.base = apply_lora(policy.model, lora_cfg.policy.lora, seed=0), cfg.bootstrap_dir
     batch = ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed).batch(1)
-    rollouts = run_rollouts(engine, build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 1, "v0")
+    rollouts = run_rollouts(
+        engine, build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 1, "v0"
+    )
     rewards = verify_rollouts(rollouts, train)
     rewards["passed"] = [i % 2 == 0 for i in range(len(rewards))]
     rewards["reward"] = rewards["passed"].astype(float)
-    stats = policy_update(policy, build_optimizer(policy.model, lora_cfg), build_objective(cfg.objective), rollouts, rewards, lora_cfg, seed=0)
+    stats = policy_update(
+        policy,
+        build_optimizer(policy.model, lora_cfg),
+        build_objective(cfg.objective),
+        rollouts,
+        rewards,
+        lora_cfg,
+        seed=0,
+    )
     assert stats["policy/steps"] > 0
     out = cfg.run.out_dir / "lora_ckpt"
     version = save_checkpoint(out, policy, {})
     assert serving_dir(out) == cfg.bootstrap_dir.resolve()
 
-    fixed_prompt, fixed_completion = [policy.tokenizer("12+9=")["input_ids"]], [policy.tokenizer("21", add_special_tokens=False)["input_ids"] + [policy.tokenizer.eos_token_id]]
+    fixed_prompt, fixed_completion = (
+        [policy.tokenizer("12+9=")["input_ids"]],
+        [policy.tokenizer("21", add_special_tokens=False)["input_ids"] + [policy.tokenizer.eos_token_id]],
+    )
     before = engine.score(fixed_prompt, fixed_completion)
     live = LiveEngine()
     live.engine, live.version = engine, "bootstrap"  # the running engine, as a flow's LIVE holds it

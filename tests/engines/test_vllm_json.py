@@ -30,7 +30,14 @@ def test_train_json_with_vllm_is_one_json_object(tmp_path):
         tracking={"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "coevo.cli", "train", "--plain", "--params", params, "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "coevo.cli", "train", "--plain", "--params", params, "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)  # the whole of stdout: nothing before or after the object
     assert summary["iterations"] == 1 and "eval/acc" in summary["final_eval"]

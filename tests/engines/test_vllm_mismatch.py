@@ -36,7 +36,9 @@ def test_only_rows_sampled_without_context_are_measured(tiny_policy_dir):
     bare, with_skill = tok("3+4=")["input_ids"], tok("1+1=2\n3+4=")["input_ids"]
     completion = tok("7", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     with torch.no_grad():
-        exact = completion_logprobs(policy.model, pack([bare], [completion], tok.pad_token_id, policy.model.device), 1.0)[0]
+        exact = completion_logprobs(
+            policy.model, pack([bare], [completion], tok.pad_token_id, policy.model.device), 1.0
+        )[0]
     rollouts = pd.DataFrame(
         {
             "question": ["3+4=", "3+4="],

@@ -35,7 +35,11 @@ def _params(tmp_path) -> str:
         **TINY,
         "run": {**TINY["run"], "iterations": 2, "out_dir": str(tmp_path / "run")},
         "problems": {**TINY["problems"], "data_dir": str(tmp_path / "data")},
-        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "continue", "model_name": "tiny"},
+        "tracking": {
+            "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "experiment": "continue",
+            "model_name": "tiny",
+        },
     }
     for section, values in overrides.items():
         raw[section].update(values)
@@ -74,7 +78,9 @@ PARTIAL = {
 
 @pytest.mark.parametrize("case", sorted(PARTIAL))
 def test_latest_complete_skips_a_partial_iteration(finished_run, tmp_path, case):
-    shutil.copytree(finished_run / "run", tmp_path / "run", ignore=shutil.ignore_patterns(".prefect-results", "catalog.duckdb*"))
+    shutil.copytree(
+        finished_run / "run", tmp_path / "run", ignore=shutil.ignore_patterns(".prefect-results", "catalog.duckdb*")
+    )
     cfg = load_config(_params(finished_run), {"run": {"out_dir": str(tmp_path / "run")}})
     layout = RunLayout(tmp_path / "run")
     assert latest_complete(cfg) == 2
@@ -101,13 +107,21 @@ def test_cli_continue_numbers_after_the_newest_complete_iteration(prefect_server
     # iteration 3 was trained from checkpoint 2 and co-evolver 2, and its partial files were replaced
     parent = json.loads((layout.checkpoint(2) / META).read_text())["weights_sha256"]
     lineage = json.loads((layout.checkpoint(3) / META).read_text())["lineage"]
-    assert (lineage["parent"]["path"], lineage["parent"]["weights_sha256"]) == ("checkpoints/iter_0002", parent)  # relative to run.out_dir
+    assert (lineage["parent"]["path"], lineage["parent"]["weights_sha256"]) == (
+        "checkpoints/iter_0002",
+        parent,
+    )  # relative to run.out_dir
     assert lineage["coevolver"]["path"].endswith("coevolver/iter_0003")
     assert all(p.stat().st_ino != ino for p, ino in partial.items())
     assert set(pd.read_parquet(layout.rollouts(3))["policy_version"]) == {parent}
     assert verify_lineage(layout.checkpoint(4)) == []
     # metrics.jsonl keeps the first run's lines and appends the continued iterations' (it used to hold 3 and 4 only)
-    assert [json.loads(line)["iteration"] for line in (layout.root / "metrics.jsonl").read_text().splitlines()] == [1.0, 2.0, 3.0, 4.0]
+    assert [json.loads(line)["iteration"] for line in (layout.root / "metrics.jsonl").read_text().splitlines()] == [
+        1.0,
+        2.0,
+        3.0,
+        4.0,
+    ]
 
     per_iter = TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
     with Catalog(layout.root / "catalog.duckdb", read_only=True) as catalog:
@@ -119,6 +133,7 @@ def test_plain_continue_after_a_kill_equals_the_straight_run(tmp_path):
     """`coevo train --plain --continue` (the driver) continues as the flow does: a run stopped after
     iteration 1 with a partial iteration 2 on disk, continued for one iteration, ends with the same
     checkpoint 2 as a straight two-iteration run."""
+
     def plain(run: str, *extra: str) -> None:
         params = _params(tmp_path / run)
         result = CliRunner().invoke(app, ["train", "--plain", "--params", params, *extra, "--json"])
@@ -134,7 +149,10 @@ def test_plain_continue_after_a_kill_equals_the_straight_run(tmp_path):
     summary = json.loads((layout.root / "summary.json").read_text())
     assert summary["checkpoints"] == [str(layout.checkpoint(k)) for k in (1, 2)]
     straight = RunLayout(tmp_path / "straight" / "run")
-    meta = {name: json.loads((lay.checkpoint(2) / META).read_text()) for name, lay in (("straight", straight), ("resumed", layout))}
+    meta = {
+        name: json.loads((lay.checkpoint(2) / META).read_text())
+        for name, lay in (("straight", straight), ("resumed", layout))
+    }
     assert meta["resumed"]["lineage"]["parent"]["path"] == "checkpoints/iter_0001"
     assert meta["resumed"]["weights_sha256"] == meta["straight"]["weights_sha256"]
     assert len((layout.root / "metrics.jsonl").read_text().splitlines()) == 2  # iteration 1's line kept, 2's appended

@@ -53,7 +53,9 @@ def outcome(params: Path) -> dict:
 
 def iteration_tables(flow_run_id) -> dict[int, list[dict]]:
     """The flow run's coevo-iteration table artifacts, by iteration."""
-    artifacts = ArtifactFilter(key=ArtifactFilterKey(any_=["coevo-iteration"]), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+    artifacts = ArtifactFilter(
+        key=ArtifactFilterKey(any_=["coevo-iteration"]), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])
+    )
     with get_client(sync_client=True) as client:
         found = client.read_artifacts(artifact_filter=artifacts)
     tables = {}
@@ -72,7 +74,9 @@ def test_plain_driver_equals_the_flow_and_the_flow_publishes_each_iteration(pref
     assert result.exit_code == 0, result.output
 
     flow, plain = outcome(flow_params), outcome(plain_params)
-    assert flow["weights"][-1] != flow["weights"][0] and len(set(flow["coevolver"])) == 3  # the policy moved, the bank changed every iteration
+    assert (
+        flow["weights"][-1] != flow["weights"][0] and len(set(flow["coevolver"])) == 3
+    )  # the policy moved, the bank changed every iteration
     assert plain == flow
 
     tables = iteration_tables(state.state_details.flow_run_id)

@@ -55,7 +55,9 @@ def outcome(cfg: Config) -> dict:
     }
     if cfg.catalog_path.is_file():
         with duckdb.connect(str(cfg.catalog_path), read_only=True) as db:
-            found["catalog"] = {t: db.sql(f"select * from {t} order by all").fetchall() for t in ("rollouts", "rewards", "skill_events")}
+            found["catalog"] = {
+                t: db.sql(f"select * from {t} order by all").fetchall() for t in ("rollouts", "rewards", "skill_events")
+            }
     return found
 
 
@@ -64,7 +66,9 @@ def ray_cluster():
     """One local Ray cluster for the module: 2 worker CPUs, a 100 MB object store, no dashboard. The
     flow's RayTaskRunner finds Ray initialised and uses it (and leaves it running)."""
     path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path) if p)  # the worker processes import coevo from here
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), path) if p
+    )  # the worker processes import coevo from here
     ray.init(address="local", num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False, log_to_driver=False)
     try:
         yield
@@ -116,5 +120,8 @@ def test_ray_runner_with_a_killed_worker_equals_the_local_runner(ray_cluster, lo
     assert killed and killed[0] != os.getpid(), "no Ray worker reached the pause point"
     assert state.is_completed(), state
     assert outcome(load_config(ROOT / "params.yaml", params)) == local_run
-    assert len(local_run["catalog"]["rollouts"]) == 2 * TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
+    assert (
+        len(local_run["catalog"]["rollouts"])
+        == 2 * TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]
+    )
     assert len(set(local_run["weights"])) > 1  # the policy moved

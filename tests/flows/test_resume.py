@@ -50,10 +50,19 @@ def _params(tmp_path, name: str, top: dict | None = None, merge: dict | None = N
         **TINY,
         # keep_last 1: by the end of each run the weights of every checkpoint but the newest (and the
         # bootstrap) are pruned, so the resumed flow has to get past pruned checkpoints
-        "run": {**TINY["run"], "iterations": ITERATIONS, "out_dir": str(tmp_path / name / "run"), "retention": {"keep_last": 1, "keep_every": 50, "keep_best": False}},
+        "run": {
+            **TINY["run"],
+            "iterations": ITERATIONS,
+            "out_dir": str(tmp_path / name / "run"),
+            "retention": {"keep_last": 1, "keep_every": 50, "keep_best": False},
+        },
         "problems": {**TINY["problems"], "data_dir": str(tmp_path / name / "data")},
         "optim": {**TINY["optim"], "epochs": 20},  # a policy update long enough to be killed inside
-        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / name / 'mlflow.db'}", "experiment": "resume", "model_name": "tiny"},
+        "tracking": {
+            "mlflow_uri": f"sqlite:///{tmp_path / name / 'mlflow.db'}",
+            "experiment": "resume",
+            "model_name": "tiny",
+        },
         "pipeline": {"retries": 0, "retry_delay_s": 0.1},
     }
     for section, values in overrides.items():
@@ -70,7 +79,9 @@ def _run(params: str, pause: str | None, *python_options: str) -> subprocess.Pop
     if pause:
         env["COEVO_PAUSE"] = f"{pause}:300"
     command = [sys.executable, *python_options, "-m", "coevo.cli", "train", "--params", params, "--json"]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 def _kill_at_pause(process: subprocess.Popen, pause: str) -> None:
@@ -89,8 +100,16 @@ def _stage_outputs(layout: RunLayout) -> dict[str, tuple[int, int]]:
     """(inode, mtime_ns) of every finished stage output on disk: shards, reports, evaluations,
     co-evolver versions and checkpoint metadata (temporary ".name.*.tmp" paths excluded)."""
     root = layout.root
-    found = [*root.glob("rollouts/iter_*.parquet"), *root.glob("rewards/iter_*.parquet"), *root.glob("reports/iter_*.json")]
-    found += [*root.glob("evals/iter_*.json"), *root.glob("coevolver/iter_*/**/*"), *root.glob("checkpoints/iter_*/coevo.json")]
+    found = [
+        *root.glob("rollouts/iter_*.parquet"),
+        *root.glob("rewards/iter_*.parquet"),
+        *root.glob("reports/iter_*.json"),
+    ]
+    found += [
+        *root.glob("evals/iter_*.json"),
+        *root.glob("coevolver/iter_*/**/*"),
+        *root.glob("checkpoints/iter_*/coevo.json"),
+    ]
     return {p.relative_to(root).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in found if p.is_file()}
 
 
@@ -147,7 +166,12 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
         after = _assert_restored(layout, done, f"killed at {pause}")
         done = {k: v for k, v in after.items() if k not in INTERRUPTED.get(pause, set())}
         # iteration 1 finished and iteration 2's rollout and verification did, at every kill
-        assert {"rollouts/iter_0002.parquet", "rewards/iter_0002.parquet", "coevolver/iter_0001/manifest.json", "checkpoints/iter_0001/coevo.json"} <= set(done)
+        assert {
+            "rollouts/iter_0002.parquet",
+            "rewards/iter_0002.parquet",
+            "coevolver/iter_0001/manifest.json",
+            "checkpoints/iter_0001/coevo.json",
+        } <= set(done)
 
     # the last run, a whole default (local runner) flow process, also shows that the default neither
     # imports Ray nor (without it) starts it: `-X importtime` lists every module the process imported
@@ -162,7 +186,9 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     assert counts["rollouts"] == counts["rewards"] == ITERATIONS * per_iter
     assert verify_lineage(layout.checkpoint(ITERATIONS)) == []
     assert all((layout.checkpoint(it) / "pruned.json").is_file() for it in range(1, ITERATIONS))
-    assert all((layout.coevolver(it) / "pruned.json").is_file() for it in range(1, ITERATIONS))  # pruned with their checkpoints
+    assert all(
+        (layout.coevolver(it) / "pruned.json").is_file() for it in range(1, ITERATIONS)
+    )  # pruned with their checkpoints
     final = load_file(layout.checkpoint(ITERATIONS) / "model.safetensors")
     expected = load_file(reference.checkpoint(ITERATIONS) / "model.safetensors")
     assert all(torch.equal(final[k], expected[k]) for k in expected)
@@ -184,9 +210,18 @@ def test_sigkill_mid_coevolution_with_four_coevolvers_resumes_exactly(prefect_se
     and the lineage names every member's version."""
     server = loopback(GraderServer(grade))
     writer = {"base_url": server.base_url, "model": "grader", "timeout_s": 10}
-    members = [{"kind": "curriculum"}, {"kind": "skill_bank"}, {"kind": "rubrics", "writer": writer, "rubrics": {"min_groups": 1}}, {"kind": "harness"}]
+    members = [
+        {"kind": "curriculum"},
+        {"kind": "skill_bank"},
+        {"kind": "rubrics", "writer": writer, "rubrics": {"min_groups": 1}},
+        {"kind": "harness"},
+    ]
     top = {"coevolvers": members, "rewards": [{"function": "rubric"}]}  # members in this order
-    merge = {"problems": {"source": "constraints"}, "policy": {"shape": {"max_position": 128}}, "sampling": {"max_new_tokens": 16}}
+    merge = {
+        "problems": {"source": "constraints"},
+        "policy": {"shape": {"max_position": 128}},
+        "sampling": {"max_new_tokens": 16},
+    }
     train_flow(_params(tmp_path, "reference", top, merge)[0])
     reference = RunLayout(tmp_path / "reference" / "run")
     params, _ = _params(tmp_path, "killed", top, merge)
@@ -205,7 +240,9 @@ def test_sigkill_mid_coevolution_with_four_coevolvers_resumes_exactly(prefect_se
         (m["kind"], m["content_hash"]) for m in read_manifest(layout.coevolver(ITERATIONS))["members"]
     ]
     assert [m["kind"] for m in record["members"]] == [m["kind"] for m in members]
-    reports = [json.loads((layout.root / "reports" / f"iter_{it:04d}.json").read_text()) for it in range(1, ITERATIONS + 1)]
+    reports = [
+        json.loads((layout.root / "reports" / f"iter_{it:04d}.json").read_text()) for it in range(1, ITERATIONS + 1)
+    ]
     assert any(member_reports(report)[2]["retired"] for report in reports)  # the writer replaced a criterion
     judged = sorted((layout.root / "judge" / "cache.jsonl").read_text().splitlines())
     assert judged == sorted((reference.root / "judge" / "cache.jsonl").read_text().splitlines())

@@ -45,7 +45,11 @@ def task_run_states(flow_run_id: UUID, name: str, until: str, deadline_s: float 
     started = time.monotonic()
     with get_client(sync_client=True) as client:
         while True:
-            runs = client.read_task_runs(task_run_filter=TaskRunFilter(flow_run_id=TaskRunFilterFlowRunId(any_=[flow_run_id]), name=TaskRunFilterName(like_=name)))
+            runs = client.read_task_runs(
+                task_run_filter=TaskRunFilter(
+                    flow_run_id=TaskRunFilterFlowRunId(any_=[flow_run_id]), name=TaskRunFilterName(like_=name)
+                )
+            )
             states = sorted((s for run in runs for s in client.read_task_run_states(run.id)), key=lambda s: s.timestamp)
             if (states and states[-1].name == until) or time.monotonic() - started > deadline_s:
                 return [(s.name, s.state_details.scheduled_time, s.timestamp) for s in states]
@@ -73,12 +77,20 @@ def assert_retried_with_backoff(flow_run_id: UUID, task: str) -> None:
     """The task's states: FAILURES retries, scheduled retry_delay_s (0.2 s) then twice that, then Completed."""
     history = task_run_states(flow_run_id, task, until="Completed")
     names = [name for name, _, _ in history]
-    assert names == ["Pending", "Running", "AwaitingRetry", "Retrying", "AwaitingRetry", "Retrying", "Completed"], (task, names)
+    assert names == ["Pending", "Running", "AwaitingRetry", "Retrying", "AwaitingRetry", "Retrying", "Completed"], (
+        task,
+        names,
+    )
     delays = [(scheduled - at).total_seconds() for name, scheduled, at in history if name == "AwaitingRetry"]
-    assert len(delays) == 2 and abs(delays[0] - 0.2) < 0.1 and abs(delays[1] - 0.4) < 0.1, (task, delays)  # scheduled, not measured
+    assert len(delays) == 2 and abs(delays[0] - 0.2) < 0.1 and abs(delays[1] - 0.4) < 0.1, (
+        task,
+        delays,
+    )  # scheduled, not measured
 
 
-def test_rollout_and_verification_retry_transient_faults_with_exponential_backoff(prefect_server, tmp_path, monkeypatch):
+def test_rollout_and_verification_retry_transient_faults_with_exponential_backoff(
+    prefect_server, tmp_path, monkeypatch
+):
     (tmp_path / "flaky_reward_t18.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
     generations = flaky_generation(monkeypatch)
@@ -88,7 +100,10 @@ def test_rollout_and_verification_retry_transient_faults_with_exponential_backof
         "problems": {**TINY["problems"], "data_dir": str(tmp_path / "data")},
         "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "retries"},
         "pipeline": {"retries": FAILURES, "retry_delay_s": 0.2},
-        "rewards": [{"function": "verifier", "weight": 1.0}, {"function": "flaky_reward_t18:reward", "weight": 0.0, "name": "flaky"}],
+        "rewards": [
+            {"function": "verifier", "weight": 1.0},
+            {"function": "flaky_reward_t18:reward", "weight": 0.0, "name": "flaky"},
+        ],
     }
     state = train_flow(str(ROOT / "params.yaml"), overrides, return_state=True)
     assert state.is_completed(), state
@@ -96,5 +111,8 @@ def test_rollout_and_verification_retry_transient_faults_with_exponential_backof
     assert_retried_with_backoff(state.state_details.flow_run_id, "verify-")
     assert generations == ["call"] * (FAILURES + 1)
     assert (tmp_path / "flaky_reward_t18.calls").read_text().splitlines() == ["call"] * (FAILURES + 1)
-    rollouts, rewards = read_rollouts(RunLayout(tmp_path / "run").rollouts(1)), read_rewards(RunLayout(tmp_path / "run").rewards(1))
+    rollouts, rewards = (
+        read_rollouts(RunLayout(tmp_path / "run").rollouts(1)),
+        read_rewards(RunLayout(tmp_path / "run").rewards(1)),
+    )
     assert len(rollouts) == len(rewards) == TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]

@@ -19,7 +19,10 @@ from .test_continue import _params
 def test_a_spent_time_budget_stops_after_the_iteration_and_says_so(prefect_server, tmp_path, runner):
     params = _params(tmp_path)
     extra = ["--plain"] if runner == "plain" else []
-    result = CliRunner().invoke(app, ["train", *extra, "--params", params, "--set", "run.iterations=3", "--set", "run.time_budget_s=1e-9", "--json"])
+    result = CliRunner().invoke(
+        app,
+        ["train", *extra, "--params", params, "--set", "run.iterations=3", "--set", "run.time_budget_s=1e-9", "--json"],
+    )
     assert result.exit_code == 0, result.output
 
     layout = RunLayout(tmp_path / "run")

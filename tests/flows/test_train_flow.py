@@ -37,7 +37,10 @@ def test_two_iteration_flow_tracks_catalogs_and_resumes_from_cache(prefect_serve
     assert result["last_iteration"] == 2
 
     # parameters moved, and the lineage of the final checkpoint verifies back to the bootstrap
-    start, end = load_file(layout.checkpoint(0) / "model.safetensors"), load_file(layout.checkpoint(2) / "model.safetensors")
+    start, end = (
+        load_file(layout.checkpoint(0) / "model.safetensors"),
+        load_file(layout.checkpoint(2) / "model.safetensors"),
+    )
     assert any(not torch.equal(start[k], end[k]) for k in start)
     assert verify_lineage(layout.checkpoint(2)) == []
 
@@ -53,7 +56,10 @@ def test_two_iteration_flow_tracks_catalogs_and_resumes_from_cache(prefect_serve
     assert len(runs) == 1
     assert {"verify/pass_rate", "policy/loss", "eval/acc", "time/rollout"} <= set(runs[0].data.metrics)
     latest = client.get_model_version_by_alias("tiny", "latest")
-    assert latest.tags["coevo.weights_sha256"] == json.loads((layout.checkpoint(2) / "coevo.json").read_text())["weights_sha256"]
+    assert (
+        latest.tags["coevo.weights_sha256"]
+        == json.loads((layout.checkpoint(2) / "coevo.json").read_text())["weights_sha256"]
+    )
     versions = client.search_model_versions("name='tiny'")
     history = [(m.step, m.value) for m in client.get_metric_history(runs[0].info.run_id, "verify/pass_rate")]
     assert [step for step, _ in history] == [1, 2]
@@ -77,7 +83,10 @@ def test_nightly_run_continues_from_the_latest_checkpoint(prefect_server, tmp_pa
     assert (nightly["first_iteration"], nightly["last_iteration"]) == (3, 4)
     layout = RunLayout(tmp_path / "run")
     record = json.loads((layout.checkpoint(3) / "coevo.json").read_text())["lineage"]
-    assert record["parent"]["weights_sha256"] == json.loads((layout.checkpoint(2) / "coevo.json").read_text())["weights_sha256"]
+    assert (
+        record["parent"]["weights_sha256"]
+        == json.loads((layout.checkpoint(2) / "coevo.json").read_text())["weights_sha256"]
+    )
     assert record["coevolver"]["path"].endswith("coevolver/iter_0003")
     assert verify_lineage(layout.checkpoint(4)) == []
     with Catalog(tmp_path / "run" / "catalog.duckdb", read_only=True) as catalog:

@@ -26,12 +26,22 @@ def test_two_iteration_flow_with_the_vllm_engine(prefect_server, tmp_path):
 
     overrides = {
         **TINY,
-        "policy": {**TINY["policy"], "shape": {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 128, "max_position": 64}},
-        "bootstrap": {**TINY["bootstrap"], "steps": 100},  # passes some samples (10 steps pass none), so the weights move
+        "policy": {
+            **TINY["policy"],
+            "shape": {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 128, "max_position": 64},
+        },
+        "bootstrap": {
+            **TINY["bootstrap"],
+            "steps": 100,
+        },  # passes some samples (10 steps pass none), so the weights move
         "engine": {"kind": "vllm", "batch_size": 64},
         "run": {**TINY["run"], "out_dir": str(tmp_path / "run")},
         "problems": {**TINY["problems"], "data_dir": str(tmp_path / "data")},
-        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "vllm", "model_name": "tiny-vllm"},
+        "tracking": {
+            "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "experiment": "vllm",
+            "model_name": "tiny-vllm",
+        },
         "pipeline": {"retries": 0, "retry_delay_s": 0.1},
     }
     starts = LIVE.starts
@@ -43,7 +53,10 @@ def test_two_iteration_flow_with_the_vllm_engine(prefect_server, tmp_path):
         version = lambda it: json.loads((layout.checkpoint(it) / "coevo.json").read_text())["weights_sha256"]  # noqa: E731
         assert LIVE.version == version(2)  # it serves the last update's weights
 
-        start, end = load_file(layout.checkpoint(0) / "model.safetensors"), load_file(layout.checkpoint(2) / "model.safetensors")
+        start, end = (
+            load_file(layout.checkpoint(0) / "model.safetensors"),
+            load_file(layout.checkpoint(2) / "model.safetensors"),
+        )
         assert any(not torch.equal(start[k], end[k]) for k in start)
         assert set(read_rollouts(layout.rollouts(2))["policy_version"]) == {version(1)}
 

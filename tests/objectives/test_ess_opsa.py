@@ -79,7 +79,9 @@ def test_ess_on_policy_is_the_plain_score_function():
 # ---- OPSA ----
 def test_token_entropy_by_hand():
     dist = torch.tensor([[[0.5, 0.5], [0.9, 0.1]]], dtype=F64).log()
-    assert_close(token_entropy(dist), torch.tensor([[math.log(2), -(0.9 * math.log(0.9) + 0.1 * math.log(0.1))]], dtype=F64))
+    assert_close(
+        token_entropy(dist), torch.tensor([[math.log(2), -(0.9 * math.log(0.9) + 0.1 * math.log(0.1))]], dtype=F64)
+    )
 
 
 def test_opsa_negative_advantage_scales_with_entropy():
@@ -88,7 +90,9 @@ def test_opsa_negative_advantage_scales_with_entropy():
     from torch.distributions and the mean is over the unpadded tokens only. Then the properties the
     method names: the push grows with entropy, and a token of average entropy gets exactly -coef."""
     torch.manual_seed(0)
-    logits = torch.randn(2, 3, 4, dtype=F64) * torch.tensor([0.2, 1.0, 3.0], dtype=F64)[None, :, None]  # [B, T, V] flat to peaked
+    logits = (
+        torch.randn(2, 3, 4, dtype=F64) * torch.tensor([0.2, 1.0, 3.0], dtype=F64)[None, :, None]
+    )  # [B, T, V] flat to peaked
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]], dtype=F64)  # one padded position
     dist = logits.log_softmax(-1).requires_grad_(True)  # [B, T, V]
     logprobs = dist[..., 0]  # [B, T] the sampled token is token 0

@@ -56,7 +56,9 @@ def test_reverse_and_forward_kl_by_hand():
     # reverse: 0.5 ln(0.5/0.25) + 0.5 ln(0.5/0.75) = 0.5 ln 2 + 0.5 ln(2/3)
     assert_close(divergence_per_token(batch, "reverse"), torch.tensor([[0.5 * LN2 + 0.5 * math.log(2 / 3)]], dtype=F64))
     # forward: 0.25 ln(0.25/0.5) + 0.75 ln(0.75/0.5)
-    assert_close(divergence_per_token(batch, "forward"), torch.tensor([[0.25 * math.log(0.5) + 0.75 * math.log(1.5)]], dtype=F64))
+    assert_close(
+        divergence_per_token(batch, "forward"), torch.tensor([[0.25 * math.log(0.5) + 0.75 * math.log(1.5)]], dtype=F64)
+    )
     same = batch_of([[0.3, 0.8]], [[0.3, 0.8]])
     assert_close(divergence_per_token(same, "reverse"), torch.zeros(1, 2, dtype=F64))
 

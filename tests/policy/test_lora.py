@@ -131,7 +131,10 @@ def lora_run(tmp_path_factory):
     cfg = tiny_config(tmp_path_factory.mktemp("lora_run"), policy={"lora": LORA})
     data, boot, rollouts, frame = first_iteration(cfg)
     signal, flat = cfg.run.out_dir / "signal.parquet", cfg.run.out_dir / "flat.parquet"
-    write_rewards(signal, frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]))
+    write_rewards(
+        signal,
+        frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]),
+    )
     write_rewards(flat, frame.assign(reward=0.0, passed=False))
     return cfg, data, boot, rollouts, signal, flat
 
@@ -173,8 +176,13 @@ def test_unchanged_weights_are_linked_not_rewritten(lora_run):
     out = _update(lora_run, 2, parent["checkpoint"], flat)  # no group has signal: no step
     assert out["metrics"]["policy/steps"] == 0 and out["weights_sha256"] == parent["weights_sha256"]
     for name in (ADAPTER_WEIGHTS, TRAINER_STATE):
-        assert os.path.samefile(layout.checkpoint(1) / name, layout.checkpoint(2) / name)  # one inode, not a second write
-    assert json.loads((layout.checkpoint(2) / "coevo.json").read_text())["lineage"]["unchanged_from"] == "checkpoints/iter_0001"
+        assert os.path.samefile(
+            layout.checkpoint(1) / name, layout.checkpoint(2) / name
+        )  # one inode, not a second write
+    assert (
+        json.loads((layout.checkpoint(2) / "coevo.json").read_text())["lineage"]["unchanged_from"]
+        == "checkpoints/iter_0001"
+    )
     assert verify_lineage(layout.checkpoint(2)) == []
     shutil.rmtree(layout.checkpoint(1))  # a pruned parent: the child's files survive
     assert load_policy(layout.checkpoint(2), "cpu").model is not None

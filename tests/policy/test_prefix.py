@@ -43,8 +43,17 @@ def smollm2_shaped(layers: int = 2, vocab: int = 1024) -> LlamaForCausalLM:
     """SmolLM2-135M's widths (hidden 576, MLP 1536, 9 heads, 3 KV heads), randomly initialised, with
     2 of its 30 layers and a 1024-token vocabulary instead of 49152 so the test takes seconds."""
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=576, intermediate_size=1536, num_hidden_layers=layers, num_attention_heads=9,
-                         num_key_value_heads=3, max_position_embeddings=256, tie_word_embeddings=True, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=layers,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+    )
     return LlamaForCausalLM(config).eval()
 
 
@@ -81,9 +90,13 @@ def loss_and_grads(model, family: str, mode: str, tmp_path, data, old, ref) -> t
         data = TrainingSet(**{**data.__dict__, "teacher_prompts": None})
     model.zero_grad(set_to_none=True)
     idx = list(range(len(data.prompts)))[::-1]  # an order that mixes groups
-    loss, _, _ = minibatch_loss(model, model, objective, data, idx, old, ref if objective.needs_reference else None, cfg, 0)
+    loss, _, _ = minibatch_loss(
+        model, model, objective, data, idx, old, ref if objective.needs_reference else None, cfg, 0
+    )
     loss.backward()
-    return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad and p.grad is not None}
+    return float(loss.detach()), {
+        n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad and p.grad is not None
+    }
 
 
 def lora(model):
@@ -118,7 +131,9 @@ def test_shared_prefix_gradients_equal_the_per_sequence_pass(tmp_path, tiny_mode
 def close_grads(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
     for name, want in expected.items():
         scale = float(want.abs().max())
-        torch.testing.assert_close(got[name], want, rtol=1e-3, atol=1e-4 * scale + 1e-12, msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(
+            got[name], want, rtol=1e-3, atol=1e-4 * scale + 1e-12, msg=lambda m, n=name: f"{n}: {m}"
+        )
 
 
 def load_policy_copy(model):
@@ -157,12 +172,19 @@ def test_teacher_reuse_equals_the_full_teacher_pass(tiny_model):
     packed = pack(data.prompts, data.completions, 0, model.device)
     student = completion_distributions(model, packed)  # [B, T, V] with grad
     full = teacher_pass(model, data.teacher_prompts, data.completions, 0, 1.0, share=True)  # [B, T, V] every row scored
-    teacher, logprobs, reused = teacher_view(model, data.teacher_prompts, data.prompts, data.completions, student, packed, 0, 1.0, share=True)
+    teacher, logprobs, reused = teacher_view(
+        model, data.teacher_prompts, data.prompts, data.completions, student, packed, 0, 1.0, share=True
+    )
     assert reused == pytest.approx(1 / GROUPS)  # group 0's context is empty
     assert not teacher.requires_grad
     mask = packed.completion_mask.bool()  # [B, T]
     torch.testing.assert_close(teacher[mask], full[mask], rtol=0, atol=2e-5)
-    torch.testing.assert_close(logprobs, full.gather(-1, packed.completion_ids.unsqueeze(-1)).squeeze(-1) * packed.completion_mask, rtol=0, atol=2e-5)
+    torch.testing.assert_close(
+        logprobs,
+        full.gather(-1, packed.completion_ids.unsqueeze(-1)).squeeze(-1) * packed.completion_mask,
+        rtol=0,
+        atol=2e-5,
+    )
     assert torch.equal(teacher[:G], student[:G].detach())  # the reused rows are the student's own numbers
 
 
@@ -171,8 +193,13 @@ def test_group_minibatches_hold_whole_groups_and_rank_shares_stay_contiguous():
     assert sorted(i for b in batches for i in b) == list(range(24))
     assert all({i // 4 for i in b} and len({i // 4 for i in b}) == 2 for b in batches)  # 8 rows = 2 whole groups
     rows = epoch_minibatches(24, 4, 8, "minibatch", torch.Generator().manual_seed(3))
-    assert rows == [torch.randperm(24, generator=torch.Generator().manual_seed(3)).tolist()[k : k + 8] for k in (0, 8, 16)]  # the old draw
-    assert rank_rows(batches[0], 0, 2, "group") == batches[0][:4] and rank_rows(batches[0], 1, 2, "group") == batches[0][4:]
+    assert rows == [
+        torch.randperm(24, generator=torch.Generator().manual_seed(3)).tolist()[k : k + 8] for k in (0, 8, 16)
+    ]  # the old draw
+    assert (
+        rank_rows(batches[0], 0, 2, "group") == batches[0][:4]
+        and rank_rows(batches[0], 1, 2, "group") == batches[0][4:]
+    )
     assert rank_rows(rows[0], 1, 2, "minibatch") == rows[0][1::2]
     with pytest.raises(ValueError, match="policy.shared_prefix"):
         epoch_minibatches(10, 4, 8, "group", torch.Generator())
@@ -182,8 +209,13 @@ def test_resume_with_group_minibatches_is_bit_identical(tmp_path):
     cfg = tiny_config(tmp_path, policy={"shared_prefix": "group"}, optim={"minibatch_size": 8})
     data, boot, rollouts, frame = first_iteration(cfg)
     signal = cfg.run.out_dir / "signal.parquet"
-    write_rewards(signal, frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]))
-    update = lambda it, parent: stages.update_stage(cfg, it, str(parent), rollouts, str(signal), boot["coevolver"], data)  # noqa: E731
+    write_rewards(
+        signal,
+        frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]),
+    )
+    update = lambda it, parent: stages.update_stage(
+        cfg, it, str(parent), rollouts, str(signal), boot["coevolver"], data
+    )  # noqa: E731
     first = update(1, boot["checkpoint"])
     second = update(2, first["checkpoint"])  # uninterrupted: policy kept in memory
     assert second["metrics"]["policy/steps"] > 1 and second["weights_sha256"] != first["weights_sha256"]

@@ -13,7 +13,15 @@ from coevo.coevolvers.base import MANIFEST, PrunedCoevolverError, content_hash, 
 from coevo.config import ConfigError
 from coevo.driver import train
 from coevo.io import hash_file
-from coevo.policy.checkpoint import PRUNED, TRAINER_STATE, WEIGHTS, PrunedCheckpointError, load_optimizer_state, load_policy, read_meta
+from coevo.policy.checkpoint import (
+    PRUNED,
+    TRAINER_STATE,
+    WEIGHTS,
+    PrunedCheckpointError,
+    load_optimizer_state,
+    load_policy,
+    read_meta,
+)
 from coevo.policy.retention import disk_bound_checkpoints, keep_set, prune_checkpoint, prune_coevolver
 from coevo.stages import RunLayout, cached_policy, latest_complete, retain_stage
 from coevo.store.lineage import lineage_chain, verify_lineage
@@ -35,7 +43,10 @@ def test_keep_best_takes_the_earliest_of_equal_accuracies():
     accs = {0: 0.1, 2: 0.5, 3: 0.4, 5: 0.5, 6: 0.2}
     assert keep_set(its, accs, keep_last=1, keep_every=50, keep_best=True) == {0, 2, 6}
     assert keep_set(its, accs, keep_last=1, keep_every=50, keep_best=False) == {0, 6}
-    assert keep_set(its, {0: 0.9, 4: 0.1}, keep_last=1, keep_every=50, keep_best=True) == {0, 6}  # the bootstrap was best: kept anyway
+    assert keep_set(its, {0: 0.9, 4: 0.1}, keep_last=1, keep_every=50, keep_best=True) == {
+        0,
+        6,
+    }  # the bootstrap was best: kept anyway
 
 
 def test_rules_are_monotone_so_replaying_an_earlier_retain_is_safe():
@@ -52,7 +63,15 @@ def test_disk_bound_counts():
     assert disk_bound_checkpoints(7, keep_last=1, keep_every=50, keep_best=False) == 1 + 1 + 0 + 1
 
 
-@pytest.mark.parametrize(("retention", "key"), [({"keep_last": -1}, "keep_last"), ({"keep_last": 0}, "keep_last"), ({"keep_every": 0}, "keep_every"), ({"keep_bset": True}, "keep_bset")])
+@pytest.mark.parametrize(
+    ("retention", "key"),
+    [
+        ({"keep_last": -1}, "keep_last"),
+        ({"keep_last": 0}, "keep_last"),
+        ({"keep_every": 0}, "keep_every"),
+        ({"keep_bset": True}, "keep_bset"),
+    ],
+)
 def test_bad_retention_params_name_the_key(tmp_path, retention, key):
     with pytest.raises(ConfigError, match=rf"run\.retention\.{key}"):
         tiny_config(tmp_path, run={"retention": retention})
@@ -66,7 +85,10 @@ def test_bad_retention_params_name_the_key(tmp_path, retention, key):
 @pytest.fixture(scope="module")
 def pruned_run(tmp_path_factory):
     """The plain driver, 4 iterations, keep_last 1, keep_every 3, keep_best on (evaluated every iteration)."""
-    cfg = tiny_config(tmp_path_factory.mktemp("retained"), run={"iterations": 4, "retention": {"keep_last": 1, "keep_every": 3, "keep_best": True}})
+    cfg = tiny_config(
+        tmp_path_factory.mktemp("retained"),
+        run={"iterations": 4, "retention": {"keep_last": 1, "keep_every": 3, "keep_best": True}},
+    )
     train(cfg)
     return cfg, RunLayout(cfg.run.out_dir)
 
@@ -88,7 +110,10 @@ def test_pruning_leaves_metadata_and_a_marker(pruned_run):
             assert not (directory / WEIGHTS).exists() and not (directory / TRAINER_STATE).exists()
             assert marker["files"][WEIGHTS] == meta["weights_sha256"] == meta["files"][WEIGHTS]
             assert (directory / "config.json").is_file()  # small metadata stays
-            assert not (directory / "tokenizer.json").exists() and marker["files"]["tokenizer.json"] == meta["files"]["tokenizer.json"]  # the vocabulary goes
+            assert (
+                not (directory / "tokenizer.json").exists()
+                and marker["files"]["tokenizer.json"] == meta["files"]["tokenizer.json"]
+            )  # the vocabulary goes
     assert (layout.checkpoint(4) / TRAINER_STATE).is_file()  # the newest keeps what a resume needs
     assert (layout.checkpoint(0) / WEIGHTS).is_file()
     assert retain_stage(cfg, 4)["pruned"] == []  # idempotent: nothing left to prune
@@ -100,7 +125,9 @@ def test_lineage_walks_through_pruned_checkpoints_and_verifies(pruned_run):
     _, layout = pruned_run
     chain = lineage_chain(layout.checkpoint(4))
     assert [entry["lineage"]["iteration"] for entry in chain] == [4, 3, 2, 1, 0]
-    assert [entry["pruned"] for entry in chain] == [not (layout.checkpoint(it) / WEIGHTS).is_file() for it in (4, 3, 2, 1, 0)]
+    assert [entry["pruned"] for entry in chain] == [
+        not (layout.checkpoint(it) / WEIGHTS).is_file() for it in (4, 3, 2, 1, 0)
+    ]
     assert any(entry["pruned"] for entry in chain)
     assert verify_lineage(layout.checkpoint(4)) == []
 
@@ -128,8 +155,14 @@ def test_loading_a_pruned_checkpoint_is_a_clear_error(pruned_run):
     cfg, layout = pruned_run
     pruned = next(it for it in (1, 2) if (layout.checkpoint(it) / PRUNED).is_file())
     directory = layout.checkpoint(pruned)
-    for load in (lambda: load_policy(directory), lambda: cached_policy(directory, cfg), lambda: load_optimizer_state(directory, None)):
-        with pytest.raises(PrunedCheckpointError, match=rf"{directory}: its weights were pruned by checkpoint retention"):
+    for load in (
+        lambda: load_policy(directory),
+        lambda: cached_policy(directory, cfg),
+        lambda: load_optimizer_state(directory, None),
+    ):
+        with pytest.raises(
+            PrunedCheckpointError, match=rf"{directory}: its weights were pruned by checkpoint retention"
+        ):
             load()
 
 
@@ -204,7 +237,9 @@ def test_coevolver_versions_are_pruned_with_their_checkpoints(pruned_run):
         if (layout.checkpoint(it) / PRUNED).is_file():
             assert present == {MANIFEST, PRUNED}, it
             assert json.loads((version / PRUNED).read_text())["files"] == manifest["files"]
-            with pytest.raises(PrunedCoevolverError, match=rf"{version}: this co-evolver version's files were pruned by retention"):
+            with pytest.raises(
+                PrunedCoevolverError, match=rf"{version}: this co-evolver version's files were pruned by retention"
+            ):
                 load_coevolver(version, cfg.coevolver, cfg.seed)
         else:  # the bootstrap's version and those of kept checkpoints stay whole and loadable
             assert present == {MANIFEST, *manifest["files"]}, it
@@ -225,11 +260,18 @@ def test_prune_coevolver_deletes_listed_files_at_any_depth(tmp_path):
         (version / name).write_bytes(data)
     (version / "1-skill_bank" / "notes.txt").write_text("not listed")
     hashes = {name: hash_file(version / name) for name in files}
-    (version / MANIFEST).write_text(json.dumps({"kind": "list", "format": 1, "files": hashes, "content_hash": content_hash(hashes)}))
+    (version / MANIFEST).write_text(
+        json.dumps({"kind": "list", "format": 1, "files": hashes, "content_hash": content_hash(hashes)})
+    )
     (version / "top.json").unlink()  # as if a kill came between the marker and the deletions ...
     (version / PRUNED).write_text(json.dumps({"iteration": 3, "files": {"top.json": hashes["top.json"]}}))
     assert prune_coevolver(version, 3) == ["0-curriculum/values.json", "1-skill_bank/deep/skills.json"]
-    assert sorted(p.relative_to(version).as_posix() for p in version.rglob("*")) == ["1-skill_bank", "1-skill_bank/notes.txt", MANIFEST, PRUNED]
+    assert sorted(p.relative_to(version).as_posix() for p in version.rglob("*")) == [
+        "1-skill_bank",
+        "1-skill_bank/notes.txt",
+        MANIFEST,
+        PRUNED,
+    ]
     assert json.loads((version / PRUNED).read_text())["files"] == hashes  # ... the marker lists all three
     assert prune_coevolver(version, 3) == []
     (version / MANIFEST).write_text(json.dumps({"kind": "list", "format": 1, "files": {"../outside.json": "0" * 64}}))
@@ -242,7 +284,9 @@ def test_verify_reports_pruned_coevolvers_as_pruned_and_catches_tampered_ones(pr
 
     _, layout = pruned_run
     chain = lineage_chain(layout.checkpoint(4))
-    assert [entry["coevolver_pruned"] for entry in chain] == [(layout.coevolver(it) / PRUNED).is_file() for it in (4, 3, 2, 1, 0)]
+    assert [entry["coevolver_pruned"] for entry in chain] == [
+        (layout.coevolver(it) / PRUNED).is_file() for it in (4, 3, 2, 1, 0)
+    ]
     assert any(entry["coevolver_pruned"] for entry in chain)
     copy = tmp_path / "run"
     shutil.copytree(layout.root, copy, ignore=shutil.ignore_patterns(".prefect-results"))
@@ -257,7 +301,10 @@ def test_verify_reports_pruned_coevolvers_as_pruned_and_catches_tampered_ones(pr
     (tampered.coevolver(pruned) / PRUNED).write_text(json.dumps(marker))
     found = {(m.what, m.path) for m in verify_lineage(tampered.checkpoint(4))}
     assert {("co-evolver file", str(kept / name)), ("pruned file", str(tampered.coevolver(pruned) / first))} <= found
-    assert {path.rsplit("/", 1)[0] for _, path in found} == {str(kept), str(tampered.coevolver(pruned))}  # the other pruned versions pass
+    assert {path.rsplit("/", 1)[0] for _, path in found} == {
+        str(kept),
+        str(tampered.coevolver(pruned)),
+    }  # the other pruned versions pass
 
 
 def test_coevo_lineage_shows_pruned_coevolver_versions(pruned_run):
@@ -292,7 +339,9 @@ def test_flow_resume_past_pruned_coevolver_versions_remakes_them_bit_identically
     assert hash_file(layout.checkpoint(3) / WEIGHTS) == recorded
     for it in (1, 2):  # re-made whole (the cached retain does not prune them again until a later iteration)
         assert not (layout.coevolver(it) / PRUNED).exists()
-        assert load_coevolver(layout.coevolver(it), cfg.coevolver, cfg.seed).save(tmp_path / f"again{it}") == versions[it]
+        assert (
+            load_coevolver(layout.coevolver(it), cfg.coevolver, cfg.seed).save(tmp_path / f"again{it}") == versions[it]
+        )
     assert read_manifest(layout.coevolver(3))["content_hash"] == versions[3]
     assert verify_lineage(layout.checkpoint(3)) == []
 
@@ -306,7 +355,11 @@ def test_coevo_eval_with_a_pruned_coevolver_version_exits_cleanly_naming_it(prun
     pruned = next(it for it in (1, 2) if (layout.coevolver(it) / PRUNED).is_file())
     params = tmp_path / "params.yaml"
     params.write_text(json.dumps(cfg.model_dump(mode="json")))
-    result = CliRunner().invoke(app, ["eval", str(layout.checkpoint(4)), "--params", str(params), "--coevolver", str(layout.coevolver(pruned))], env={"COLUMNS": "400"})
+    result = CliRunner().invoke(
+        app,
+        ["eval", str(layout.checkpoint(4)), "--params", str(params), "--coevolver", str(layout.coevolver(pruned))],
+        env={"COLUMNS": "400"},
+    )
     assert result.exit_code == 2, result.output
     assert "files were pruned by retention" in result.output and f"coevolver/iter_{pruned:04d}" in result.output
 
@@ -317,9 +370,18 @@ def _flow_run(tmp_path, iterations: int, keep_last: int, experiment: str):
     from flows.train import train_flow
 
     overrides = {
-        "run": {"iterations": iterations, "checkpoint_every": iterations, "out_dir": str(tmp_path / "run"), "retention": {"keep_last": keep_last, "keep_best": False}},
+        "run": {
+            "iterations": iterations,
+            "checkpoint_every": iterations,
+            "out_dir": str(tmp_path / "run"),
+            "retention": {"keep_last": keep_last, "keep_best": False},
+        },
         "problems": {"data_dir": str(tmp_path / "data")},
-        "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": experiment, "model_name": "tiny"},
+        "tracking": {
+            "mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "experiment": experiment,
+            "model_name": "tiny",
+        },
         "pipeline": {"retries": 0, "retry_delay_s": 0.1},
         "objective": {"drop_zero_variance": False},  # every group trained: the weights move each iteration
     }
@@ -339,4 +401,8 @@ def test_keep_best_reads_validation_accuracy_not_test(tmp_path):
         (tmp_path / f"iter_{it:04d}.json").write_text(json.dumps(record))
     accs = read_evals(tmp_path, [0, 1, 2, 3], {it: f"w{it}" for it in range(4)})
     assert accs == {it: val for it, (_, val) in enumerate(scores)}
-    assert keep_set([0, 1, 2, 3], accs, keep_last=1, keep_every=100, keep_best=True) == {0, 2, 3}  # best by validation (2), not by test (1)
+    assert keep_set([0, 1, 2, 3], accs, keep_last=1, keep_every=100, keep_best=True) == {
+        0,
+        2,
+        3,
+    }  # best by validation (2), not by test (1)

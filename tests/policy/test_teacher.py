@@ -9,10 +9,9 @@ from coevo.coevolvers import NoCoEvolver, ProceduralMemory, SkillDraft
 from coevo.config import CoevolverConfig
 from coevo.objectives import build_objective
 from coevo.policy.checkpoint import load_policy
-from coevo.policy.logprobs import completion_distributions, pack
-from coevo.policy.teacher import teacher_context
-from coevo.policy.logprobs import sampled_logprobs
+from coevo.policy.logprobs import completion_distributions, pack, sampled_logprobs
 from coevo.policy.prefix import teacher_pass
+from coevo.policy.teacher import teacher_context
 from coevo.policy.update import build_optimizer, build_training_set, policy_update
 
 from ..conftest import tiny_config
@@ -37,7 +36,9 @@ def test_teacher_prompts_carry_the_privileged_context_student_prompts_never(tiny
     sid = memory.add(SkillDraft(text="9+9=18", family=family, key=question, source="test"), iteration=0)
     memory.skills[sid].status = "active"
     teacher = teacher_context(["answer", "feedback", "coevolver"], memory)
-    data, _ = build_training_set(policy, rollouts, rewards, tiny_cfg, keep_all_groups=True, teacher=teacher, answers=answers)
+    data, _ = build_training_set(
+        policy, rollouts, rewards, tiny_cfg, keep_all_groups=True, teacher=teacher, answers=answers
+    )
     students = policy.tokenizer.batch_decode(data.prompts, skip_special_tokens=True)
     teachers = policy.tokenizer.batch_decode(data.teacher_prompts, skip_special_tokens=True)
     assert len(students) == len(teachers) == len(rollouts)
@@ -54,12 +55,18 @@ def test_teacher_prompts_carry_the_privileged_context_student_prompts_never(tiny
 def test_teacher_pass_carries_no_gradient(tiny_cfg, tiny_policy_dir):
     policy = load_policy(tiny_policy_dir, "cpu")
     prompts, completions = policy.tokenizer(["1+1=", "2+3="])["input_ids"], [[5, 6], [7]]
-    distributions = teacher_pass(policy.model, prompts, completions, policy.tokenizer.pad_token_id, tiny_cfg.sampling.temperature, share=True)
-    logprobs = sampled_logprobs(distributions, pack(prompts, completions, policy.tokenizer.pad_token_id, policy.model.device))
+    distributions = teacher_pass(
+        policy.model, prompts, completions, policy.tokenizer.pad_token_id, tiny_cfg.sampling.temperature, share=True
+    )
+    logprobs = sampled_logprobs(
+        distributions, pack(prompts, completions, policy.tokenizer.pad_token_id, policy.model.device)
+    )
     assert torch.is_grad_enabled()
     assert not distributions.requires_grad and distributions.grad_fn is None
     assert not logprobs.requires_grad and logprobs.grad_fn is None
-    student = completion_distributions(policy.model, pack(prompts, completions, policy.tokenizer.pad_token_id, policy.model.device))
+    student = completion_distributions(
+        policy.model, pack(prompts, completions, policy.tokenizer.pad_token_id, policy.model.device)
+    )
     assert student.requires_grad  # the same call with grad builds a graph: the no_grad is the teacher's
     torch.testing.assert_close(student.detach(), distributions)  # same model, same prompt, same numbers
 
@@ -71,7 +78,17 @@ def test_self_distillation_update_moves_the_policy(tmp_path, tables, name):
     rewards["reward"] = 1.0  # zero-variance groups: GRPO has nothing, the teacher still has something
     before = _snapshot(policy.model)
     objective = build_objective(cfg.objective)
-    stats = policy_update(policy, build_optimizer(policy.model, cfg), objective, rollouts, rewards, cfg, 0, teacher=teacher_context(["answer"], None), answers=answers)
+    stats = policy_update(
+        policy,
+        build_optimizer(policy.model, cfg),
+        objective,
+        rollouts,
+        rewards,
+        cfg,
+        0,
+        teacher=teacher_context(["answer"], None),
+        answers=answers,
+    )
     assert stats["policy/groups_kept"] == cfg.rollout.problems_per_iter  # zero-variance groups kept
     assert stats["policy/teacher_gap"] != 0.0
     moved = any(not torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
@@ -82,7 +99,16 @@ def test_no_privileged_context_means_no_divergence(tmp_path, tables):
     policy, rollouts, rewards, _ = tables
     cfg = tiny_config(tmp_path, objective={"name": "opsd", "grpo_weight": 0.0})
     teacher = teacher_context(["coevolver"], NoCoEvolver(CoevolverConfig(kind="none"), 0))
-    stats = policy_update(policy, build_optimizer(policy.model, cfg), build_objective(cfg.objective), rollouts, rewards, cfg, 0, teacher=teacher)
+    stats = policy_update(
+        policy,
+        build_optimizer(policy.model, cfg),
+        build_objective(cfg.objective),
+        rollouts,
+        rewards,
+        cfg,
+        0,
+        teacher=teacher,
+    )
     assert stats["policy/distill_divergence"] == pytest.approx(0.0, abs=1e-6)
 
 
@@ -90,7 +116,9 @@ def test_a_teacher_objective_without_teacher_context_is_an_error(tmp_path, table
     policy, rollouts, rewards, _ = tables
     cfg = tiny_config(tmp_path, objective={"name": "opsd"})
     with pytest.raises(ValueError, match="needs a teacher context"):
-        policy_update(policy, build_optimizer(policy.model, cfg), build_objective(cfg.objective), rollouts, rewards, cfg, 0)
+        policy_update(
+            policy, build_optimizer(policy.model, cfg), build_objective(cfg.objective), rollouts, rewards, cfg, 0
+        )
 
 
 def test_under_chat_the_teacher_prompts_are_templated_like_the_students(tmp_path, tiny_policy_dir):
@@ -105,11 +133,15 @@ def test_under_chat_the_teacher_prompts_are_templated_like_the_students(tmp_path
     policy = load_policy(checkpoint, "cpu")
     rollouts, rewards = _iteration_tables(cfg, policy)
     answers = pd.Series({pid: "42" for pid in rollouts["problem_id"]})
-    data, _ = build_training_set(policy, rollouts, rewards, cfg, keep_all_groups=True, teacher=teacher_context(["answer"], None), answers=answers)
+    data, _ = build_training_set(
+        policy, rollouts, rewards, cfg, keep_all_groups=True, teacher=teacher_context(["answer"], None), answers=answers
+    )
     ids = lambda text: policy.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731  (the template writes BOS)
     student_of = {tuple(ids(f"<bos><system>Be brief.\n<user>{q}\n<assistant>")): q for q in rollouts["question"]}
     assert len(data.prompts) == len(data.teacher_prompts) == len(rollouts)
     for student, teacher in zip(data.prompts, data.teacher_prompts):
         question = student_of[tuple(student)]  # KeyError: the student was not templated as the engine templates it
-        assert teacher == ids(f"<bos><system>Be brief.\n<user>Hints:\n{question}42\n\n{question}\n<assistant>"), policy.tokenizer.decode(teacher)
+        assert teacher == ids(f"<bos><system>Be brief.\n<user>Hints:\n{question}42\n\n{question}\n<assistant>"), (
+            policy.tokenizer.decode(teacher)
+        )
         assert teacher.count(policy.tokenizer.bos_token_id) == 1

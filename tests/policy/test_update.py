@@ -29,7 +29,15 @@ def test_update_changes_parameters_on_informative_groups(tiny_cfg, tiny_policy_d
     rollouts, rewards = _iteration_tables(tiny_cfg, policy)
     rewards["reward"] = [float(i % 2) for i in range(len(rewards))]  # every group has both outcomes
     before = _snapshot(policy.model)
-    stats = policy_update(policy, build_optimizer(policy.model, tiny_cfg), build_objective(tiny_cfg.objective), rollouts, rewards, tiny_cfg, seed=0)
+    stats = policy_update(
+        policy,
+        build_optimizer(policy.model, tiny_cfg),
+        build_objective(tiny_cfg.objective),
+        rollouts,
+        rewards,
+        tiny_cfg,
+        seed=0,
+    )
     assert stats["policy/groups_kept"] == tiny_cfg.rollout.problems_per_iter
     assert stats["policy/steps"] == 2  # 16 sequences / minibatch 8, one epoch
     assert any(not torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
@@ -40,7 +48,15 @@ def test_zero_variance_groups_are_dropped_and_nothing_moves(tiny_cfg, tiny_polic
     rollouts, rewards = _iteration_tables(tiny_cfg, policy)
     rewards["reward"] = 1.0
     before = _snapshot(policy.model)
-    stats = policy_update(policy, build_optimizer(policy.model, tiny_cfg), build_objective(tiny_cfg.objective), rollouts, rewards, tiny_cfg, seed=0)
+    stats = policy_update(
+        policy,
+        build_optimizer(policy.model, tiny_cfg),
+        build_objective(tiny_cfg.objective),
+        rollouts,
+        rewards,
+        tiny_cfg,
+        seed=0,
+    )
     assert stats["policy/groups_kept"] == 0 and stats["policy/steps"] == 0
     assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
 

@@ -89,7 +89,9 @@ def test_validation_is_disjoint_from_test_and_train_and_leaves_test_alone():
     train, val, test = splits["train"], splits["val"], splits["test"]
     assert len(val) == 30 and val["id"].str.startswith("v-").all()
     assert not classes(val) & classes(train) and not classes(val) & classes(test)
-    pd.testing.assert_frame_equal(test, generate_arithmetic(FAMILIES, [1, 2], 540, 60, seed=2)[1])  # n_val moves no test problem
+    pd.testing.assert_frame_equal(
+        test, generate_arithmetic(FAMILIES, [1, 2], 540, 60, seed=2)[1]
+    )  # n_val moves no test problem
 
 
 def test_small_cell_gives_at_most_half_to_test_and_train_reuses_the_rest():

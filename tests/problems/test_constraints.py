@@ -34,7 +34,13 @@ CASES = [
     ({"kind": "n_sentences", "n": 2}, "Bees hum. They make honey. Yes.", False),
     ({"kind": "n_sentences", "n": 1}, "Bees hum", True),  # a trailing piece without a terminator counts
     ({"kind": "n_sentences", "n": 1}, "Bees hum... really?!", False),  # "really" is a second piece
-    ({"kind": "end_question", }, "Do you like tea?  ", True),
+    (
+        {
+            "kind": "end_question",
+        },
+        "Do you like tea?  ",
+        True,
+    ),
     ({"kind": "end_question"}, "Is it? No.", False),
     ({"kind": "no_commas"}, "Snow falls softly on the hills.", True),
     ({"kind": "no_commas"}, "Snow falls, softly.", False),
@@ -87,7 +93,10 @@ def test_unknown_kind_and_bad_spec_are_errors():
 def test_demonstrations_satisfy_about_half():
     train, _ = generate_constraints(list(KINDS), 300, 6, seed=0)
     rng = np.random.default_rng(0)
-    ok = [gold_check(demonstration(p, parse_spec(a), rng), parse_spec(a)) for p, a in zip(train["prompt"], train["answer"])]
+    ok = [
+        gold_check(demonstration(p, parse_spec(a), rng), parse_spec(a))
+        for p, a in zip(train["prompt"], train["answer"])
+    ]
     assert 0.3 < np.mean(ok) < 0.7
 
 

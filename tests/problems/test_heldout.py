@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from coevo.code.prepare import build_code_splits
+from coevo.prepare import build_all_splits, prepare_problems
 from coevo.problems.arithmetic import arithmetic_splits
 from coevo.problems.heldout import check_unseen, overlap
-from coevo.prepare import build_all_splits, prepare_problems
 from tests.conftest import ROOT, tiny_config
 
 ARITH = re.compile(r"^(?:What is )?(\d+) ?([+\-*]) ?(\d+)(?: ?([+*]) ?(\d+))?(?:=|\?)$")
@@ -36,8 +36,12 @@ def seen_key(prompt: str) -> tuple:
         return (op, op2, int(a), *sorted((int(b), int(c))))  # a+b*c: b*c commutes
     defn = re.search(r"def \w+\(.*?\).*?:", prompt, flags=re.S)
     if defn:
-        doc = re.search(r'"""(.*?)"""', prompt[defn.end():], flags=re.S)
-        spec = doc.group(1) if doc else "".join(line for line in prompt[: defn.start()].splitlines() if line.startswith("#"))
+        doc = re.search(r'"""(.*?)"""', prompt[defn.end() :], flags=re.S)
+        spec = (
+            doc.group(1)
+            if doc
+            else "".join(line for line in prompt[: defn.start()].splitlines() if line.startswith("#"))
+        )
         return ("code", " ".join(defn.group(0).split()), " ".join(spec.split()))
     return ("text", text)
 
@@ -59,7 +63,16 @@ def assert_unseen(splits: dict[str, pd.DataFrame]) -> None:
         {},  # the default params (1-2 digits: the fact tables train-only)
         {"problems": {"question_style": "words"}},
         {"problems": {"min_digits": 1, "max_digits": 3}},  # the curriculum benchmark's mix
-        {"problems": {"families": ["add", "mul"], "max_digits": 1, "n_train": 160, "n_test": 40, "n_val": 10, "question_style": "words"}},  # smollm2
+        {
+            "problems": {
+                "families": ["add", "mul"],
+                "max_digits": 1,
+                "n_train": 160,
+                "n_test": 40,
+                "n_val": 10,
+                "question_style": "words",
+            }
+        },  # smollm2
     ],
     ids=["default", "words", "curriculum-mix", "smollm2"],
 )
@@ -67,7 +80,9 @@ def assert_unseen(splits: dict[str, pd.DataFrame]) -> None:
 def test_arithmetic_splits_are_unseen(tmp_path, overrides, seed):
     from coevo.config import deep_merge, load_config
 
-    cfg = load_config(ROOT / "params.yaml", deep_merge({"seed": seed, "problems": {"data_dir": str(tmp_path)}}, overrides))
+    cfg = load_config(
+        ROOT / "params.yaml", deep_merge({"seed": seed, "problems": {"data_dir": str(tmp_path)}}, overrides)
+    )
     assert_unseen(build_all_splits(cfg))
 
 
@@ -84,7 +99,9 @@ def test_constraint_splits_are_unseen(tmp_path):
 
 
 def test_synthetic_code_splits_are_unseen(tmp_path):
-    cfg = tiny_config(tmp_path, problems={"source": "code-synth"}, code={"synth": {"n_train": 200, "n_test": 40, "n_val": 20}})
+    cfg = tiny_config(
+        tmp_path, problems={"source": "code-synth"}, code={"synth": {"n_train": 200, "n_test": 40, "n_val": 20}}
+    )
     assert_unseen(build_code_splits(cfg))
 
 
@@ -99,7 +116,10 @@ def user_rows() -> list[dict]:
     """A user file that repeats itself: the same question with other whitespace, a commuted twin,
     and plain duplicates (different ids)."""
     rows = [{"id": f"q{i}", "prompt": f"How many legs do {i} spiders have?", "answer": str(8 * i)} for i in range(40)]
-    rows += [{"id": f"w{i}", "prompt": f"How  many legs do {i} spiders\nhave? ", "answer": str(8 * i)} for i in range(0, 40, 3)]
+    rows += [
+        {"id": f"w{i}", "prompt": f"How  many legs do {i} spiders\nhave? ", "answer": str(8 * i)}
+        for i in range(0, 40, 3)
+    ]
     rows += [{"id": f"a{i}", "prompt": f"What is {i} + {i + 2}?", "answer": str(2 * i + 2)} for i in range(20)]
     rows += [{"id": f"b{i}", "prompt": f"What is {i + 2} + {i}?", "answer": str(2 * i + 2)} for i in range(20)]
     return rows
@@ -113,7 +133,9 @@ def write_jsonl(path, rows: list[dict]):
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_user_file_splits_are_unseen(tmp_path, seed):
     path = write_jsonl(tmp_path / "mine.jsonl", user_rows())
-    cfg = tiny_config(tmp_path, seed=seed, problems={"source": "file", "path": str(path), "test_fraction": 0.2, "val_fraction": 0.2})
+    cfg = tiny_config(
+        tmp_path, seed=seed, problems={"source": "file", "path": str(path), "test_fraction": 0.2, "val_fraction": 0.2}
+    )
     splits = build_all_splits(cfg)
     assert sum(len(splits[name]) for name in ("train", "val", "test")) == len(user_rows())  # every row lands somewhere
     assert_unseen(splits)
@@ -121,8 +143,18 @@ def test_user_file_splits_are_unseen(tmp_path, seed):
 
 def test_user_test_file_is_kept_whole_and_repeated_training_rows_are_dropped(tmp_path):
     rows = user_rows()
-    test_rows = [{"id": "t1", "prompt": "How many legs do 3 spiders have?", "answer": "24"}, {"id": "t2", "prompt": "What is 7 + 5?", "answer": "12"}]
-    cfg = tiny_config(tmp_path, problems={"source": "file", "path": str(write_jsonl(tmp_path / "train.jsonl", rows)), "test_path": str(write_jsonl(tmp_path / "test.jsonl", test_rows))})
+    test_rows = [
+        {"id": "t1", "prompt": "How many legs do 3 spiders have?", "answer": "24"},
+        {"id": "t2", "prompt": "What is 7 + 5?", "answer": "12"},
+    ]
+    cfg = tiny_config(
+        tmp_path,
+        problems={
+            "source": "file",
+            "path": str(write_jsonl(tmp_path / "train.jsonl", rows)),
+            "test_path": str(write_jsonl(tmp_path / "test.jsonl", test_rows)),
+        },
+    )
     with pytest.warns(UserWarning, match="4 training rows repeat a problem of"):
         prepare_problems(cfg)
     report = json.loads((tmp_path / "data" / "splits.json").read_text())
@@ -136,14 +168,20 @@ def test_user_test_file_is_kept_whole_and_repeated_training_rows_are_dropped(tmp
 
 def test_code_file_with_a_repeated_signature_and_docstring_is_split_together(tmp_path):
     def problem(task: str, doc: str, header: str = "") -> dict:
-        prompt = f"{header}def f(x):\n    \"\"\"{doc}\"\"\"\n"
+        prompt = f'{header}def f(x):\n    """{doc}"""\n'
         return {"task_id": task, "prompt": prompt, "entry_point": "f", "test": "def check(c):\n    assert c(1) == 2\n"}
 
     rows = [problem(f"p{i}", f"Return x plus {i}.") for i in range(12)]
-    rows += [problem(f"r{i}", f"Return x   plus {i}.", header="import math\n") for i in range(12)]  # same spec, other header
+    rows += [
+        problem(f"r{i}", f"Return x   plus {i}.", header="import math\n") for i in range(12)
+    ]  # same spec, other header
     path = write_jsonl(tmp_path / "code.jsonl", rows)
     for seed in range(3):
-        cfg = tiny_config(tmp_path, seed=seed, problems={"source": "code-file", "path": str(path), "test_fraction": 0.25, "val_fraction": 0.25})
+        cfg = tiny_config(
+            tmp_path,
+            seed=seed,
+            problems={"source": "code-file", "path": str(path), "test_fraction": 0.25, "val_fraction": 0.25},
+        )
         assert_unseen(build_code_splits(cfg))
 
 

@@ -151,7 +151,13 @@ def test_errors_are_value_errors():
 
 def frame_of(n: int) -> pd.DataFrame:
     return pd.DataFrame(
-        {"id": [f"p{i}" for i in range(n)], "family": "math", "level": 0, "prompt": [f"q{i}" for i in range(n)], "answer": "1"}
+        {
+            "id": [f"p{i}" for i in range(n)],
+            "family": "math",
+            "level": 0,
+            "prompt": [f"q{i}" for i in range(n)],
+            "answer": "1",
+        }
     )
 
 
@@ -173,5 +179,8 @@ def test_split_keeps_at_least_one_on_each_side():
     assert len(train) == 1 and len(test) == 1
     with pytest.raises(ValueError, match="need at least 2 distinct problems to split; got 1"):
         split_problems(frame_of(1), 0.5, seed=0)
-    with pytest.raises(ValueError, match=r"test_fraction must be in \(0, 1\), val_fraction in \[0, 1\) and their sum < 1; got 1\.0, 0\.0"):
+    with pytest.raises(
+        ValueError,
+        match=r"test_fraction must be in \(0, 1\), val_fraction in \[0, 1\) and their sum < 1; got 1\.0, 0\.0",
+    ):
         split_problems(frame_of(5), 1.0, seed=0)

@@ -20,7 +20,9 @@ def write_jsonl(path, records):
 
 def test_messages_load_beside_prompt_and_round_trip(tmp_path):
     turns = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "What is 3+4?"}]
-    path = write_jsonl(tmp_path / "p.jsonl", [{"id": 1, "prompt": "2+2=", "answer": 4}, {"id": 2, "messages": turns, "answer": "7"}])
+    path = write_jsonl(
+        tmp_path / "p.jsonl", [{"id": 1, "prompt": "2+2=", "answer": 4}, {"id": 2, "messages": turns, "answer": "7"}]
+    )
     frame = load_problem_file(path)
     assert list(frame["prompt"]) == ["2+2=", "What is 3+4?"]  # a conversation's prompt is its last user turn
     assert frame["messages"].iloc[0] == "" and json.loads(frame["messages"].iloc[1]) == turns
@@ -41,8 +43,14 @@ def test_parquet_messages_load(tmp_path):
         ("hi", "line 1, field 'messages': expected a non-empty list of {role, content} objects, got str"),
         ([{"role": "bot", "content": "x"}], "line 1, field 'messages': turn 0: unknown role 'bot'"),
         ([{"role": "user", "content": " "}], "line 1, field 'messages': turn 0: empty content"),
-        ([{"role": "user"}], "line 1, field 'messages': turn 0: expected an object with exactly the keys role and content"),
-        ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "line 1, field 'messages': the last turn is 'assistant'"),
+        (
+            [{"role": "user"}],
+            "line 1, field 'messages': turn 0: expected an object with exactly the keys role and content",
+        ),
+        (
+            [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+            "line 1, field 'messages': the last turn is 'assistant'",
+        ),
     ],
 )
 def test_bad_messages_name_file_row_and_field(tmp_path, messages, error):

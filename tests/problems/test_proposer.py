@@ -35,12 +35,30 @@ from schemas.errors import SchemaError
 # share no problem (or commuted twin) with training (issue 27); they moved then, and must not drift
 # unnoticed since (the binary families' frames do not depend on the combinations' existence).
 BEFORE = [
-    ((["add", "sub", "mul"], [1, 2], 6000, 400, 0, "equation"), "91258db021e1eb1b77873eb922981654ed13f19e906ffa61cea11446d9e6d51f", "9377127f26260cf24caa9fc822ee48b4185b033bba69d7f40d1adf6715ff438b"),
-    ((["add", "sub", "mul"], [1, 2, 3], 600, 90, 7, "equation"), "481698245f248feeb315be6b32d7fdfd4c4fa616447808aec57cb214d4aca39b", "d4cc6e6bf772ef78e4a348147a5cbe1d7444b759a0690969c1c2a76be1facb51"),
-    ((["mul", "add"], [2, 4, 9], 50, 30, 123, "words"), "9adcd085ddd0f10b9e6ebba864d4c0194497a0eb77855a4248dda148ad01c879", "68a43c4095b71857f45a33064c2c1142c4c95d7b1d8c7108bf7122ab0f54a417"),
-    ((["sub"], [1, 5], 40, 300, 2**40 + 3, "equation"), "8f69dd6283561d0effbcdfcfde391f117d4e21e050d6e869175348ecc222f142", "41e79569e029a6fd6305f1138a707a16a78d5f4674b6c8a6589ca0288cce6139"),
+    (
+        (["add", "sub", "mul"], [1, 2], 6000, 400, 0, "equation"),
+        "91258db021e1eb1b77873eb922981654ed13f19e906ffa61cea11446d9e6d51f",
+        "9377127f26260cf24caa9fc822ee48b4185b033bba69d7f40d1adf6715ff438b",
+    ),
+    (
+        (["add", "sub", "mul"], [1, 2, 3], 600, 90, 7, "equation"),
+        "481698245f248feeb315be6b32d7fdfd4c4fa616447808aec57cb214d4aca39b",
+        "d4cc6e6bf772ef78e4a348147a5cbe1d7444b759a0690969c1c2a76be1facb51",
+    ),
+    (
+        (["mul", "add"], [2, 4, 9], 50, 30, 123, "words"),
+        "9adcd085ddd0f10b9e6ebba864d4c0194497a0eb77855a4248dda148ad01c879",
+        "68a43c4095b71857f45a33064c2c1142c4c95d7b1d8c7108bf7122ab0f54a417",
+    ),
+    (
+        (["sub"], [1, 5], 40, 300, 2**40 + 3, "equation"),
+        "8f69dd6283561d0effbcdfcfde391f117d4e21e050d6e869175348ecc222f142",
+        "41e79569e029a6fd6305f1138a707a16a78d5f4674b6c8a6589ca0288cce6139",
+    ),
 ]
-SETTINGS = ProposerConfig(enabled=True, band=0.25, promote_above=0.9, drop_below=0.05, per_iter=24, min_samples=8, max_level=4)
+SETTINGS = ProposerConfig(
+    enabled=True, band=0.25, promote_above=0.9, drop_below=0.05, per_iter=24, min_samples=8, max_level=4
+)
 
 
 def sha(frame: pd.DataFrame) -> str:
@@ -119,11 +137,27 @@ def test_train_earlier_and_out_of_range_candidates_are_rejected(splits):
     t = train[train["level"] == 3].iloc[0]
     candidates = pd.concat(
         [
-            pd.DataFrame({"id": ["train"], "family": [t["family"]], "level": [3], "prompt": [t["prompt"]], "answer": [t["answer"]]}),
+            pd.DataFrame(
+                {
+                    "id": ["train"],
+                    "family": [t["family"]],
+                    "level": [3],
+                    "prompt": [t["prompt"]],
+                    "answer": [t["answer"]],
+                }
+            ),
             earlier.assign(id="again"),
             fresh,
             fresh.assign(id="twice"),  # a duplicate inside the batch itself
-            pd.DataFrame({"id": ["short-operands", "wrong-family"], "family": ["add", "mul"], "level": [3, 1], "prompt": ["12+345=", "3+4="], "answer": ["357", "7"]}),
+            pd.DataFrame(
+                {
+                    "id": ["short-operands", "wrong-family"],
+                    "family": ["add", "mul"],
+                    "level": [3, 1],
+                    "prompt": ["12+345=", "3+4="],
+                    "answer": ["357", "7"],
+                }
+            ),
         ],
         ignore_index=True,
     ).astype({"level": np.int64})
@@ -153,7 +187,11 @@ def test_frontier_categories_get_problems_and_others_do_not(splits):
         ]
     )
     targets = choose_targets(stats, SETTINGS)
-    assert [(t.family, t.level, t.why) for t in targets] == [("add", 2, "frontier"), ("sub", 2, "frontier"), ("add", 4, "promote")]
+    assert [(t.family, t.level, t.why) for t in targets] == [
+        ("add", 2, "frontier"),
+        ("sub", 2, "frontier"),
+        ("add", 4, "promote"),
+    ]
     proposal = propose(stats, train, test, SETTINGS, seed=0, iteration=5)
     counts = proposal.accepted.groupby(["family", "level"]).size().to_dict()
     assert counts == {("add", 2): 8, ("sub", 2): 8, ("add", 4): 8}
@@ -194,13 +232,24 @@ def test_same_seed_same_proposal_and_ids_are_prefixed(splits):
 def test_exhausted_category_is_reported_short_and_style_follows_train():
     pairs = [(a, b) for a in range(10) for b in range(10)]
     train = pd.DataFrame(
-        {"id": [f"add-{i}" for i in range(100)], "family": "add", "level": np.int64(1), "prompt": [f"What is {a} + {b}?" for a, b in pairs], "answer": [str(a + b) for a, b in pairs]}
+        {
+            "id": [f"add-{i}" for i in range(100)],
+            "family": "add",
+            "level": np.int64(1),
+            "prompt": [f"What is {a} + {b}?" for a, b in pairs],
+            "answer": [str(a + b) for a, b in pairs],
+        }
     )
     test = train.iloc[:0]
     settings = SETTINGS.model_copy(update={"per_iter": 6})
-    proposal = propose(stats_frame([("add", 1, 0.5, 64), ("sub", 2, 0.5, 64)]), train, test, settings, seed=0, iteration=1)
+    proposal = propose(
+        stats_frame([("add", 1, 0.5, 64), ("sub", 2, 0.5, 64)]), train, test, settings, seed=0, iteration=1
+    )
     assert proposal.report["style"] == "words"
-    assert proposal.accepted["family"].tolist() == ["sub"] * 3 and proposal.accepted["prompt"].str.startswith("What is ").all()
+    assert (
+        proposal.accepted["family"].tolist() == ["sub"] * 3
+        and proposal.accepted["prompt"].str.startswith("What is ").all()
+    )
     assert proposal.report["short"] == 3
     assert set(proposal.rejected.loc[proposal.rejected["family"] == "add", "reason"]) == {TRAIN_DUPLICATE}
 
@@ -232,6 +281,8 @@ def test_write_and_read_proposals_round_trip_and_reject_bad_files(splits, tmp_pa
         write_proposals(tmp_path / "other.parquet", bad)
     assert not (tmp_path / "other.parquet").exists()
     with pytest.raises(SchemaError, match=r"row 0, field 'answer'"):
-        write_proposals(tmp_path / "other.parquet", proposal.accepted.assign(answer=lambda f: f["answer"].where(f.index != 0, " ")))
+        write_proposals(
+            tmp_path / "other.parquet", proposal.accepted.assign(answer=lambda f: f["answer"].where(f.index != 0, " "))
+        )
     with pytest.raises(SchemaError, match="no proposals file"):
         read_proposals(tmp_path / "missing.parquet")

@@ -54,7 +54,9 @@ def test_unparseable_reference_answer_fails_with_the_reason():
     assert not reward.passed and "could not be parsed" in reward.details
 
 
-@pytest.mark.parametrize("completion", ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{10^{10^{10}}}", "\\boxed{5000!}", "9**9**9**9"])
+@pytest.mark.parametrize(
+    "completion", ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{10^{10^{10}}}", "\\boxed{5000!}", "9**9**9**9"]
+)
 def test_costly_answers_are_refused_without_comparing(completion):
     # math-verify's verify() runs for minutes on 9^{9^{9^9}} without a time-out; the guard is deterministic
     reward = check_answer(completion, "3/4")
@@ -63,9 +65,20 @@ def test_costly_answers_are_refused_without_comparing(completion):
 
 # (completion, integer answer): answers stated as a number, boxed or not, with the text instruct models write
 INTEGER_PAIRS = [
-    ("46", "46"), ("47", "46"), ("-22", "-22"), ("= -22", "-22"), ("22", "-22"), ("The answer is 1,234.", "1234"),
-    ("\\boxed{12}", "12"), ("\\boxed{13}", "12"), ("so 23 + 45 = 68", "68"), ("so 23 + 45 = 68", "69"),
-    ("46 apples", "46"), ("3.0", "3"), ("0", "0"), ("I think \\boxed{-7}", "-7"),
+    ("46", "46"),
+    ("47", "46"),
+    ("-22", "-22"),
+    ("= -22", "-22"),
+    ("22", "-22"),
+    ("The answer is 1,234.", "1234"),
+    ("\\boxed{12}", "12"),
+    ("\\boxed{13}", "12"),
+    ("so 23 + 45 = 68", "68"),
+    ("so 23 + 45 = 68", "69"),
+    ("46 apples", "46"),
+    ("3.0", "3"),
+    ("0", "0"),
+    ("I think \\boxed{-7}", "-7"),
 ]
 
 

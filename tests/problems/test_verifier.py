@@ -58,7 +58,16 @@ def test_extract_final_number(text, expected):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("46", "46"), (" -22 ", "-22"), ("−3", "-3"), ("- 5", "-5"), ("1,000", "1000"), ("2.50", "2.5"), ("x", None), ("1/2", None)],
+    [
+        ("46", "46"),
+        (" -22 ", "-22"),
+        ("−3", "-3"),
+        ("- 5", "-5"),
+        ("1,000", "1000"),
+        ("2.50", "2.5"),
+        ("x", None),
+        ("1/2", None),
+    ],
 )
 def test_canonical_number(text, expected):
     assert canonical_number(text) == expected

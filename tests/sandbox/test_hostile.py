@@ -56,7 +56,9 @@ def test_ordinary_verdicts(mode):
     assert (failed.status, failed.failed_test, failed.outcomes) == ("failed", 1, ("pass", "fail", "pass"))
     assert run(mode, "def f(x) return x").status == "invalid"
     assert run(mode, "raise ValueError('boom')").status == "crashed"
-    exited = run(mode, "import os\nos._exit(0)", ("pass",))  # a clean exit before the tests ran: a faked pass (bench/spoof_guards.py)
+    exited = run(
+        mode, "import os\nos._exit(0)", ("pass",)
+    )  # a clean exit before the tests ran: a faked pass (bench/spoof_guards.py)
     assert exited.status == "spoofed" and exited.outcomes == ("not-run",)
     killed = run(mode, "import ctypes\nctypes.string_at(0)", ("pass",))  # SIGSEGV: a crash, not a clean exit
     assert killed.status == "crashed" and killed.outcomes == ("not-run",)
@@ -90,8 +92,15 @@ def test_fork_bomb_is_contained(mode):
 
 def test_memory_bomb_reports_memory(mode):
     assert run(mode, "x = bytearray(4 << 30)").status == "memory"
-    patient = dataclasses.replace(LIMITS, wall_s=12, per_test_s=8)  # on a loaded machine zero-filling 256 MiB can outlast 1.5 s
-    grow = run(mode, "def f():\n    chunks = []\n    while True:\n        chunks.append(bytearray(1 << 20))\n", ("f()",), patient)
+    patient = dataclasses.replace(
+        LIMITS, wall_s=12, per_test_s=8
+    )  # on a loaded machine zero-filling 256 MiB can outlast 1.5 s
+    grow = run(
+        mode,
+        "def f():\n    chunks = []\n    while True:\n        chunks.append(bytearray(1 << 20))\n",
+        ("f()",),
+        patient,
+    )
     assert (grow.status, grow.failed_test) == ("memory", 0)
 
 
@@ -188,7 +197,9 @@ def test_process_count_is_capped_by_nproc(mode):
     verdict = run(mode, program, limits=limits)
     found = re.search(r"fork refused EAGAIN (\d+)", verdict.output)
     assert verdict.passed and found, verdict.output
-    assert int(found[1]) < limits.nproc  # RLIMIT_NPROC counts every process of the user, the harness too (0 where it already has 16)
+    assert (
+        int(found[1]) < limits.nproc
+    )  # RLIMIT_NPROC counts every process of the user, the harness too (0 where it already has 16)
     assert run(mode, "x = 1", ("assert x == 1",)).passed  # the sleeping children went with the sample
 
 
@@ -214,7 +225,9 @@ def test_forked_processes_do_not_outlive_the_sample(mode):
         "    os.write(w, b'1' if ok else b'0')\n    os.close(1), os.close(2)\n    time.sleep(30)\n    os._exit(0)\n"
         "print('straggler', os.read(r, 1).decode())\n"
     )
-    verdict = run(mode, program, limits=dataclasses.replace(LIMITS, nproc=4096))  # a busy user may hold 32 processes already
+    verdict = run(
+        mode, program, limits=dataclasses.replace(LIMITS, nproc=4096)
+    )  # a busy user may hold 32 processes already
     try:
         assert verdict.passed and "straggler 1" in verdict.output, verdict.output  # it ran, renamed, outside the group
         deadline = time.monotonic() + 2

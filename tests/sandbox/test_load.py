@@ -13,8 +13,12 @@ from coevo.sandbox import Job, Limits, run_job
 
 from .conftest import require_mode
 
-C_LOOP = Job("def f():\n    return any(iter(int, 1))\n", ("f()", "assert True"))  # a loop in C: no per-test timer stops it
-LIMITS = Limits(wall_s=20, cpu_s=1, per_test_s=30, memory_mb=256)  # the CPU limit, not a timer or the wall clock, ends it
+C_LOOP = Job(
+    "def f():\n    return any(iter(int, 1))\n", ("f()", "assert True")
+)  # a loop in C: no per-test timer stops it
+LIMITS = Limits(
+    wall_s=20, cpu_s=1, per_test_s=30, memory_mb=256
+)  # the CPU limit, not a timer or the wall clock, ends it
 
 
 @pytest.fixture
@@ -35,5 +39,7 @@ def test_a_loop_past_its_cpu_limit_is_a_timeout_beside_two_busy_loops(two_busy_l
     require_mode("namespaces")
     runs = 10
     verdicts = [run_job(C_LOOP, LIMITS, "namespaces") for _ in range(runs)]
-    wrong = [v.summary() for v in verdicts if (v.status, v.failed_test, v.outcomes) != ("timeout", 0, ("timeout", "not-run"))]
+    wrong = [
+        v.summary() for v in verdicts if (v.status, v.failed_test, v.outcomes) != ("timeout", 0, ("timeout", "not-run"))
+    ]
     assert not wrong, f"{len(wrong)}/{runs} runs not a timeout under load: {wrong}"

@@ -18,7 +18,7 @@ def test_namespaces_sandbox_runs_on_this_machine():
 
 
 def test_auto_contains_a_hostile_program_on_this_machine(tmp_path):
-    """"auto" must pick an isolation that actually isolates here: a program that writes outside its
+    """ "auto" must pick an isolation that actually isolates here: a program that writes outside its
     directory, reads the parent's files and signals its parent changes nothing (a probe that wrongly
     says no falls back to rlimits, where all three succeed as root; one that wrongly says yes breaks the run)."""
     require_mode("namespaces")
@@ -55,7 +55,12 @@ def test_unknown_mode_is_rejected():
 
 def test_parallel_runs_keep_order_and_the_working_directory_is_private_and_removed():
     jobs = [Job(f"def f():\n    return {i}\n", (f"assert f() == {i}", "assert f() == -1")) for i in range(6)]
-    jobs.append(Job("import os\nprint('cwd', os.getcwd(), sorted(os.listdir('.')))\nopen('scratch.txt', 'w').write('x')", ("pass",)))
+    jobs.append(
+        Job(
+            "import os\nprint('cwd', os.getcwd(), sorted(os.listdir('.')))\nopen('scratch.txt', 'w').write('x')",
+            ("pass",),
+        )
+    )
     verdicts = run_jobs(jobs, Limits(wall_s=10), mode="rlimits", workers=3)
     assert [v.outcomes for v in verdicts[:6]] == [("pass", "fail")] * 6
     line = next(line for line in verdicts[6].output.splitlines() if line.startswith("cwd "))

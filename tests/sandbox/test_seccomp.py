@@ -44,7 +44,8 @@ REFUSED = {
     "keyctl": CALL + f"check(libc.syscall({_nr('keyctl')}, 0, -3, 0), 'keyctl')",  # KEYCTL_GET_KEYRING_ID, session
     "clone-newns": CALL + f"r = libc.syscall({_nr('clone')}, 0x20000 | 0x200 | 17, 0, 0, 0, 0)\n"
     "if r == 0: libc._exit(0)\ncheck(r, 'clone(CLONE_NEWNS)')",  # NEWNS|FS is EINVAL otherwise
-    "process_vm_readv": CALL + "import os\ncheck(libc.process_vm_readv(os.getpid(), None, 0, None, 0, 0), 'process_vm_readv')",  # own pid, 0 iovecs: 0
+    "process_vm_readv": CALL
+    + "import os\ncheck(libc.process_vm_readv(os.getpid(), None, 0, None, 0, 0), 'process_vm_readv')",  # own pid, 0 iovecs: 0
 }
 
 
@@ -64,7 +65,9 @@ def test_refused_syscall_fails_the_sample_visibly(namespaces, call):
     assert verdict.status == "crashed" and not verdict.passed, verdict.summary()
     assert "PermissionError" in verdict.detail and "Errno 1" in verdict.detail, verdict.summary()
     control = run_job_with(bare, Job(program, ("assert f(1) == 1",)), LIMITS)
-    assert control.passed, f"without the filter {call} should not be refused: {control.summary()} {control.output[-300:]}"
+    assert control.passed, (
+        f"without the filter {call} should not be refused: {control.summary()} {control.output[-300:]}"
+    )
 
 
 def test_ordinary_programs_still_pass(namespaces):
@@ -87,11 +90,17 @@ with open("/work/notes.txt", "w") as fh:
 def f(x):
     return sorted(x)
 """
-    verdict = run_job_with(filtered, Job(program, ("assert f([3, 1, 2]) == [1, 2, 3]", "assert open('/work/notes.txt').read() == 'ok'")), LIMITS)
+    verdict = run_job_with(
+        filtered,
+        Job(program, ("assert f([3, 1, 2]) == [1, 2, 3]", "assert open('/work/notes.txt').read() == 'ok'")),
+        LIMITS,
+    )
     assert verdict.passed, f"{verdict.summary()} {verdict.output[-400:]}"
 
 
-@pytest.mark.skipif(sys.platform != "linux" or __import__("platform").machine() != "x86_64", reason="x32 ABI exists on x86_64 only")
+@pytest.mark.skipif(
+    sys.platform != "linux" or __import__("platform").machine() != "x86_64", reason="x32 ABI exists on x86_64 only"
+)
 def test_foreign_abi_syscall_is_killed(namespaces):
     """An x32-ABI syscall (nr | 0x40000000) goes round the native-arch rules: the filter kills it (SIGSYS)."""
     filtered, bare = namespaces

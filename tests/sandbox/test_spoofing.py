@@ -18,6 +18,8 @@ guards = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(guards)
 
 LIMITS = Limits(wall_s=6, cpu_s=3, per_test_s=2, memory_mb=256)
+
+
 @pytest.mark.parametrize("trick", sorted(guards.TRICKS))
 def test_trick_gets_its_verdict(mode, trick):
     program, expected = guards.TRICKS[trick]
@@ -53,4 +55,9 @@ def test_clean_exit_without_done_is_spoofed_but_a_kill_is_not():
     report = f"{nonce} ready\n".encode()
     assert classify(report, nonce, 2, b"", 0, "exit").status == "spoofed"
     assert classify(report, nonce, 2, b"", -11, "exit").status == "crashed"
-    assert classify(report + f"{nonce} test 0 pass \n{nonce} test 1 pass \n{nonce} done\n".encode(), nonce, 2, b"", 0, "exit").status == "passed"
+    assert (
+        classify(
+            report + f"{nonce} test 0 pass \n{nonce} test 1 pass \n{nonce} done\n".encode(), nonce, 2, b"", 0, "exit"
+        ).status
+        == "passed"
+    )

@@ -32,7 +32,9 @@ class Fake(int):
         return True
 
 
-@pytest.mark.parametrize("value", [Fake(1), [Fake(1)], {"k": object()}, (print,)], ids=["int-subclass", "nested", "object", "builtin"])
+@pytest.mark.parametrize(
+    "value", [Fake(1), [Fake(1)], {"k": object()}, (print,)], ids=["int-subclass", "nested", "object", "builtin"]
+)
 def test_anything_not_plain_is_refused_or_a_handle(value):
     with pytest.raises(NotPlain):
         encode(value)
@@ -51,7 +53,19 @@ def test_nesting_past_the_limit_is_refused():
 
 @pytest.mark.parametrize(
     "node",
-    [["i", 5], ["b", 1], ["f", 1.0], ["x", "1"], [], "s", ["l", "abc"], ["d", [[["s", "a"]]]], ["S", [["l", []]]], ["h", 0], ["i", "zz"]],
+    [
+        ["i", 5],
+        ["b", 1],
+        ["f", 1.0],
+        ["x", "1"],
+        [],
+        "s",
+        ["l", "abc"],
+        ["d", [[["s", "a"]]]],
+        ["S", [["l", []]]],
+        ["h", 0],
+        ["i", "zz"],
+    ],
     ids=str,
 )
 def test_malformed_encodings_are_refused(node):

@@ -75,7 +75,11 @@ def failure(call) -> str:
 
 
 def test_valid_frames_pass():
-    for validate, frame in [(validate_problems, problems()), (validate_rollouts, rollouts()), (validate_rewards, rewards())]:
+    for validate, frame in [
+        (validate_problems, problems()),
+        (validate_rollouts, rollouts()),
+        (validate_rewards, rewards()),
+    ]:
         assert validate(frame, "stage").equals(frame)
 
 
@@ -129,7 +133,10 @@ def test_rollout_failures_name_row_and_field():
     source = "runs/r/rollouts/iter_0001.parquet"
     assert f"{source}: row 0, field 'variant'" in message
     assert f"{source}: row 1, field 'sampling_logprobs': logprob > 0" in message
-    assert f"{source}: row 2, fields 'completion_ids', 'sampling_logprobs': len(sampling_logprobs) != len(completion_ids)" in message
+    assert (
+        f"{source}: row 2, fields 'completion_ids', 'sampling_logprobs': len(sampling_logprobs) != len(completion_ids)"
+        in message
+    )
     assert f"{source}: row 1, field 'skills': not a list of str" in message
     assert f"{source}: row 2, field 'prompt_ids': not a list of int" in message
 
@@ -175,7 +182,9 @@ def test_all_empty_list_column_keeps_its_type(tmp_path):
 def test_problems_and_rewards_round_trip(tmp_path):
     write_problems(tmp_path / "p.parquet", problems())
     write_rewards(tmp_path / "w.parquet", rewards())
-    pd.testing.assert_frame_equal(read_problems(tmp_path / "p.parquet"), validate_problems(problems(), "x"), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        read_problems(tmp_path / "p.parquet"), validate_problems(problems(), "x"), check_dtype=False
+    )
     assert read_rewards(tmp_path / "w.parquet")["reward"].tolist() == [1.0, 0.0]
 
 

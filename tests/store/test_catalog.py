@@ -42,15 +42,27 @@ ITERATIONS = {
 # s1 on p-add-1 at 2: 0 - 1 = -1.0 (utility 0.5*0.5 + 0.5*-1 = -0.25); s2 on p-mul-1 at 2: 1 - 1 = 0.0.
 REPORTS = {
     1: {
-        "iteration": 1, "frozen": False, "new_candidates": ["s2"],
+        "iteration": 1,
+        "frozen": False,
+        "new_candidates": ["s2"],
         "measured": [{"id": "s1", "problem_id": "p-add-2", "gap": 0.5}],
-        "admitted": [{"id": "s1", "utility": 0.5, "count": 1}], "rejected": [], "promoted": [], "retired": [],
+        "admitted": [{"id": "s1", "utility": 0.5, "count": 1}],
+        "rejected": [],
+        "promoted": [],
+        "retired": [],
         "counts": {"trial": 1, "active": 1, "stable": 0, "retired": 0},
     },
     2: {
-        "iteration": 2, "frozen": False, "new_candidates": [],
-        "measured": [{"id": "s1", "problem_id": "p-add-1", "gap": -1.0}, {"id": "s2", "problem_id": "p-mul-1", "gap": 0.0}],
-        "admitted": [], "rejected": [{"id": "s2", "utility": 0.0, "count": 1}], "promoted": [],
+        "iteration": 2,
+        "frozen": False,
+        "new_candidates": [],
+        "measured": [
+            {"id": "s1", "problem_id": "p-add-1", "gap": -1.0},
+            {"id": "s2", "problem_id": "p-mul-1", "gap": 0.0},
+        ],
+        "admitted": [],
+        "rejected": [{"id": "s2", "utility": 0.0, "count": 1}],
+        "promoted": [],
         "retired": [{"id": "s1", "utility": -0.25, "reason": "low utility"}],
         "counts": {"trial": 0, "active": 0, "stable": 0, "retired": 2},
     },
@@ -61,28 +73,53 @@ def frames(iteration: int, rows: list[tuple]) -> tuple[pd.DataFrame, pd.DataFram
     rollouts = pd.DataFrame(
         [
             {
-                "rollout_id": rid, "iteration": iteration, "problem_id": pid, "family": family, "variant": variant,
-                "probe_skill": probe, "skills": skills, "question": "q", "prompt": "\n".join([*skills, "q"]),
-                "completion": completion, "prompt_ids": [1, 2], "completion_ids": [3], "sampling_logprobs": [-0.5],
-                "finished": True, "policy_version": f"v{iteration}",
+                "rollout_id": rid,
+                "iteration": iteration,
+                "problem_id": pid,
+                "family": family,
+                "variant": variant,
+                "probe_skill": probe,
+                "skills": skills,
+                "question": "q",
+                "prompt": "\n".join([*skills, "q"]),
+                "completion": completion,
+                "prompt_ids": [1, 2],
+                "completion_ids": [3],
+                "sampling_logprobs": [-0.5],
+                "finished": True,
+                "policy_version": f"v{iteration}",
             }
             for rid, pid, family, variant, probe, skills, completion, _ in rows
         ]
     )
     rewards = pd.DataFrame(
         [
-            {"rollout_id": rid, "iteration": iteration, "problem_id": pid, "reward": reward, "passed": reward == 1.0, "verifier": "exact", "details": ""}
+            {
+                "rollout_id": rid,
+                "iteration": iteration,
+                "problem_id": pid,
+                "reward": reward,
+                "passed": reward == 1.0,
+                "verifier": "exact",
+                "details": "",
+            }
             for rid, pid, *_, reward in rows
         ]
     )
     return rollouts, rewards
 
 
-def write_iteration(directory: Path, iteration: int, rows: list[tuple] | None = None, report: dict | None = None) -> tuple[Path, Path, Path]:
+def write_iteration(
+    directory: Path, iteration: int, rows: list[tuple] | None = None, report: dict | None = None
+) -> tuple[Path, Path, Path]:
     """Shards and report of one iteration, written as the stages write them."""
     rollouts, rewards = frames(iteration, ITERATIONS[iteration] if rows is None else rows)
     name = f"iter_{iteration:04d}"
-    paths = (directory / "rollouts" / f"{name}.parquet", directory / "rewards" / f"{name}.parquet", directory / "reports" / f"{name}.json")
+    paths = (
+        directory / "rollouts" / f"{name}.parquet",
+        directory / "rewards" / f"{name}.parquet",
+        directory / "reports" / f"{name}.json",
+    )
     write_rollouts(paths[0], rollouts)
     write_rewards(paths[1], rewards)
     paths[2].parent.mkdir(parents=True, exist_ok=True)
@@ -117,16 +154,34 @@ def test_ingest_two_iterations_exact_counts(tmp_path):
     with Catalog(tmp_path / "catalog.duckdb") as cat:
         assert cat.counts() == {"rollouts": 0, "rewards": 0, "skill_events": 0, "curriculum_arms": 0}
         # skill events: 1: created s2, measured s1, admitted s1; 2: measured s1, s2, rejected s2, retired s1
-        assert cat.ingest_iteration(1, *write_iteration(tmp_path, 1)) == {"rollouts": 9, "rewards": 9, "skill_events": 3, "curriculum_arms": 0}
-        assert cat.ingest_iteration(2, *write_iteration(tmp_path, 2)) == {"rollouts": 4, "rewards": 4, "skill_events": 4, "curriculum_arms": 0}
+        assert cat.ingest_iteration(1, *write_iteration(tmp_path, 1)) == {
+            "rollouts": 9,
+            "rewards": 9,
+            "skill_events": 3,
+            "curriculum_arms": 0,
+        }
+        assert cat.ingest_iteration(2, *write_iteration(tmp_path, 2)) == {
+            "rollouts": 4,
+            "rewards": 4,
+            "skill_events": 4,
+            "curriculum_arms": 0,
+        }
         assert cat.counts() == {"rollouts": 13, "rewards": 13, "skill_events": 7, "curriculum_arms": 0}
 
 
 def test_list_columns_are_duckdb_lists(run_dir):
     with duckdb.connect(str(run_dir / "catalog.duckdb"), read_only=True) as con:
-        types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'rollouts'").fetchall())
+        types = dict(
+            con.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'rollouts'"
+            ).fetchall()
+        )
         skills = con.execute("SELECT skills FROM rollouts WHERE rollout_id = 'r1-4'").fetchone()[0]
-    assert types["skills"] == "VARCHAR[]" and types["prompt_ids"] == "BIGINT[]" and types["sampling_logprobs"] == "DOUBLE[]"
+    assert (
+        types["skills"] == "VARCHAR[]"
+        and types["prompt_ids"] == "BIGINT[]"
+        and types["sampling_logprobs"] == "DOUBLE[]"
+    )
     assert skills == ["s1"]
 
 
@@ -143,7 +198,12 @@ def test_reingest_replaces_the_iteration_rows(run_dir):
     """A resumed run that rewrote iteration 1 with fewer rows and no report: the old rows are gone, none doubled."""
     with Catalog(run_dir / "catalog.duckdb") as cat:
         rollouts, rewards, _ = write_iteration(run_dir, 1, rows=ITERATIONS[1][:2])
-        assert cat.ingest_iteration(1, rollouts, rewards) == {"rollouts": 2, "rewards": 2, "skill_events": 0, "curriculum_arms": 0}
+        assert cat.ingest_iteration(1, rollouts, rewards) == {
+            "rollouts": 2,
+            "rewards": 2,
+            "skill_events": 0,
+            "curriculum_arms": 0,
+        }
         assert cat.counts() == {"rollouts": 6, "rewards": 6, "skill_events": 4, "curriculum_arms": 0}
         assert cat.problem_completions("p-add-2").empty
 
@@ -204,7 +264,12 @@ def test_a_batch_ingests_as_its_iterations_one_by_one(run_dir, tmp_path):
     batch = [IterationFiles(iteration, *write_iteration(tmp_path / "shards", iteration)) for iteration in (1, 2)]
     with Catalog(tmp_path / "batched.duckdb") as cat:
         assert cat.ingest(batch) == {"rollouts": 13, "rewards": 13, "skill_events": 7, "curriculum_arms": 0}
-        assert cat.ingest(batch) == {"rollouts": 13, "rewards": 13, "skill_events": 7, "curriculum_arms": 0}  # idempotent
+        assert cat.ingest(batch) == {
+            "rollouts": 13,
+            "rewards": 13,
+            "skill_events": 7,
+            "curriculum_arms": 0,
+        }  # idempotent
         assert cat.ingest([]) == {"rollouts": 0, "rewards": 0, "skill_events": 0, "curriculum_arms": 0}
     assert_same(snapshot(tmp_path / "batched.duckdb"), snapshot(run_dir / "catalog.duckdb"))
 
@@ -226,7 +291,12 @@ def test_shards_validated_on_write_are_not_validated_again(tmp_path, monkeypatch
     monkeypatch.setattr("coevo.store.catalog.read_rewards", lambda path: pytest.fail("re-validated a validated shard"))
     trusted = {str(path): hash_file(path) for path in paths[:2]}
     with Catalog(tmp_path / "trusted.duckdb") as cat:
-        assert cat.ingest_iteration(1, *paths, validated=trusted) == {"rollouts": 9, "rewards": 9, "skill_events": 3, "curriculum_arms": 0}
+        assert cat.ingest_iteration(1, *paths, validated=trusted) == {
+            "rollouts": 9,
+            "rewards": 9,
+            "skill_events": 3,
+            "curriculum_arms": 0,
+        }
     assert_same(snapshot(tmp_path / "trusted.duckdb"), snapshot(tmp_path / "validated.duckdb"))
 
 
@@ -250,13 +320,25 @@ def test_report_iteration_must_match(tmp_path):
 
 def test_real_skill_bank_report_ingests(tmp_path):
     """The report of an actual SkillBank.update: measured, admitted and created events arrive as the bank reports them."""
-    bank = SkillBank(CoevolverConfig(skill_bank=SkillBankConfig(min_count=1, admission="threshold")), seed=0)  # admits on one gap
+    bank = SkillBank(
+        CoevolverConfig(skill_bank=SkillBankConfig(min_count=1, admission="threshold")), seed=0
+    )  # admits on one gap
     sid = bank.add(SkillDraft(text="2+5=7", family="add", key="2+5=", source="test"), iteration=0)
     rows = [(*row[:4], sid if row[4] else "", [sid] * len(row[5]), *row[6:]) for row in ITERATIONS[1]]  # s1 -> sid
-    problems = pd.DataFrame({"id": ["p-add-1", "p-add-2", "p-mul-1"], "family": ["add", "add", "mul"], "level": 1, "prompt": "q", "answer": "7"})
+    problems = pd.DataFrame(
+        {
+            "id": ["p-add-1", "p-add-2", "p-mul-1"],
+            "family": ["add", "add", "mul"],
+            "level": 1,
+            "prompt": "q",
+            "answer": "7",
+        }
+    )
     report = bank.update(1, problems, *frames(1, rows))
     with Catalog(tmp_path / "catalog.duckdb") as cat:
-        counts = cat.ingest_iteration(1, *write_iteration(tmp_path, 1, rows=rows, report=json.loads(json.dumps(report))))
+        counts = cat.ingest_iteration(
+            1, *write_iteration(tmp_path, 1, rows=rows, report=json.loads(json.dumps(report)))
+        )
         history = cat.skill_history(sid)
     assert counts["skill_events"] == len(report["new_candidates"]) + 2
     assert history[["event", "problem_id", "gap"]].to_dict("records") == [
@@ -272,13 +354,33 @@ def test_100k_rows_ingest(tmp_path):
     passed = np.arange(n) % 3 == 0
     rollouts = pd.DataFrame(
         {
-            "rollout_id": ids, "iteration": 1, "problem_id": problem, "family": np.where(np.arange(n) % 2 == 0, "add", "mul"),
-            "variant": "solo", "probe_skill": "", "skills": [[] for _ in range(n)], "question": "q", "prompt": "q", "completion": "c",
-            "prompt_ids": [[1, 2]] * n, "completion_ids": [[3]] * n, "sampling_logprobs": [[-0.5]] * n, "finished": True, "policy_version": "v1",
+            "rollout_id": ids,
+            "iteration": 1,
+            "problem_id": problem,
+            "family": np.where(np.arange(n) % 2 == 0, "add", "mul"),
+            "variant": "solo",
+            "probe_skill": "",
+            "skills": [[] for _ in range(n)],
+            "question": "q",
+            "prompt": "q",
+            "completion": "c",
+            "prompt_ids": [[1, 2]] * n,
+            "completion_ids": [[3]] * n,
+            "sampling_logprobs": [[-0.5]] * n,
+            "finished": True,
+            "policy_version": "v1",
         }
     )
     rewards = pd.DataFrame(
-        {"rollout_id": ids, "iteration": 1, "problem_id": problem, "reward": passed.astype(float), "passed": passed, "verifier": "exact", "details": ""}
+        {
+            "rollout_id": ids,
+            "iteration": 1,
+            "problem_id": problem,
+            "reward": passed.astype(float),
+            "passed": passed,
+            "verifier": "exact",
+            "details": "",
+        }
     )
     write_rollouts(tmp_path / "rollouts.parquet", rollouts)
     write_rewards(tmp_path / "rewards.parquet", rewards)
@@ -325,14 +427,53 @@ def test_problem_completions(run_dir):
     assert list(frame.columns) == ["iteration", "rollout_id", "variant", "skills", "completion", "reward", "passed"]
     frame["skills"] = frame["skills"].map(list)
     assert frame.to_dict("records") == [
-        {"iteration": 1, "rollout_id": "r1-0", "variant": "solo", "skills": [], "completion": "3", "reward": 1.0, "passed": True},
-        {"iteration": 1, "rollout_id": "r1-1", "variant": "solo", "skills": [], "completion": "4", "reward": 0.0, "passed": False},
-        {"iteration": 2, "rollout_id": "r2-0", "variant": "base", "skills": [], "completion": "3", "reward": 1.0, "passed": True},
-        {"iteration": 2, "rollout_id": "r2-1", "variant": "probe", "skills": ["s1"], "completion": "2", "reward": 0.0, "passed": False},
+        {
+            "iteration": 1,
+            "rollout_id": "r1-0",
+            "variant": "solo",
+            "skills": [],
+            "completion": "3",
+            "reward": 1.0,
+            "passed": True,
+        },
+        {
+            "iteration": 1,
+            "rollout_id": "r1-1",
+            "variant": "solo",
+            "skills": [],
+            "completion": "4",
+            "reward": 0.0,
+            "passed": False,
+        },
+        {
+            "iteration": 2,
+            "rollout_id": "r2-0",
+            "variant": "base",
+            "skills": [],
+            "completion": "3",
+            "reward": 1.0,
+            "passed": True,
+        },
+        {
+            "iteration": 2,
+            "rollout_id": "r2-1",
+            "variant": "probe",
+            "skills": ["s1"],
+            "completion": "2",
+            "reward": 0.0,
+            "passed": False,
+        },
     ]
 
 
-LIFECYCLE = ("created", "measured", "admitted", "rejected", "promoted", "retired")  # the views' order within an iteration
+LIFECYCLE = (
+    "created",
+    "measured",
+    "admitted",
+    "rejected",
+    "promoted",
+    "retired",
+)  # the views' order within an iteration
 
 
 @pytest.fixture(scope="module")
@@ -345,12 +486,24 @@ def real_run(tmp_path_factory) -> Path:
     from ..conftest import tiny_config
 
     cfg = tiny_config(
-        tmp_path_factory.mktemp("catalog-run"), bootstrap={"steps": 200}, run={"iterations": 3},
-        rollout={"problems_per_iter": 6, "group_size": 4}, coevolver={"skill_bank": {"min_count": 1, "admission": "threshold"}},
+        tmp_path_factory.mktemp("catalog-run"),
+        bootstrap={"steps": 200},
+        run={"iterations": 3},
+        rollout={"problems_per_iter": 6, "group_size": 4},
+        coevolver={"skill_bank": {"min_count": 1, "admission": "threshold"}},
     )
     train(cfg)
     out = Path(cfg.run.out_dir)
-    files = [IterationFiles(it, *(out / kind / f"iter_{it:04d}.{ext}" for kind, ext in (("rollouts", "parquet"), ("rewards", "parquet"), ("reports", "json")))) for it in (1, 2, 3)]
+    files = [
+        IterationFiles(
+            it,
+            *(
+                out / kind / f"iter_{it:04d}.{ext}"
+                for kind, ext in (("rollouts", "parquet"), ("rewards", "parquet"), ("reports", "json"))
+            ),
+        )
+        for it in (1, 2, 3)
+    ]
     with Catalog(out / "catalog.duckdb") as cat:
         cat.ingest(files)
     return out
@@ -359,19 +512,62 @@ def real_run(tmp_path_factory) -> Path:
 def expected_from_files(out: Path) -> dict:
     """What the three queries must answer, computed with pandas from the run's parquet shards and JSON
     reports alone (no DuckDB): {"pass_rate": frame, "skills": {id: frame}, "problems": {id: frame}}."""
-    rollouts = pd.concat([pd.read_parquet(p) for p in sorted((out / "rollouts").glob("iter_*.parquet"))], ignore_index=True)
-    rewards = pd.concat([pd.read_parquet(p) for p in sorted((out / "rewards").glob("iter_*.parquet"))], ignore_index=True)
+    rollouts = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "rollouts").glob("iter_*.parquet"))], ignore_index=True
+    )
+    rewards = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "rewards").glob("iter_*.parquet"))], ignore_index=True
+    )
     joined = rollouts.merge(rewards[["rollout_id", "reward", "passed"]], on="rollout_id", validate="one_to_one")
-    pass_rate = joined.groupby(["iteration", "family"]).agg(n=("passed", "size"), pass_rate=("passed", "mean")).reset_index()
+    pass_rate = (
+        joined.groupby(["iteration", "family"]).agg(n=("passed", "size"), pass_rate=("passed", "mean")).reset_index()
+    )
     events = []
     for path in sorted((out / "reports").glob("iter_*.json")):
         report = json.loads(path.read_text())
         it = report["iteration"]
-        events += [{"skill_id": sid, "iteration": it, "event": "created", "problem_id": "", "gap": None, "utility": None, "reason": ""} for sid in report["new_candidates"]]
-        events += [{"skill_id": e["id"], "iteration": it, "event": "measured", "problem_id": e["problem_id"], "gap": e["gap"], "utility": None, "reason": ""} for e in report["measured"]]
+        events += [
+            {
+                "skill_id": sid,
+                "iteration": it,
+                "event": "created",
+                "problem_id": "",
+                "gap": None,
+                "utility": None,
+                "reason": "",
+            }
+            for sid in report["new_candidates"]
+        ]
+        events += [
+            {
+                "skill_id": e["id"],
+                "iteration": it,
+                "event": "measured",
+                "problem_id": e["problem_id"],
+                "gap": e["gap"],
+                "utility": None,
+                "reason": "",
+            }
+            for e in report["measured"]
+        ]
         for kind in LIFECYCLE[2:]:
-            events += [{"skill_id": e["id"], "iteration": it, "event": kind, "problem_id": "", "gap": None, "utility": e["utility"], "reason": e.get("reason", "")} for e in report[kind]]
-    events = pd.DataFrame(events).assign(rank=lambda f: f["event"].map(LIFECYCLE.index)).sort_values(["skill_id", "iteration", "rank", "problem_id"])
+            events += [
+                {
+                    "skill_id": e["id"],
+                    "iteration": it,
+                    "event": kind,
+                    "problem_id": "",
+                    "gap": None,
+                    "utility": e["utility"],
+                    "reason": e.get("reason", ""),
+                }
+                for e in report[kind]
+            ]
+    events = (
+        pd.DataFrame(events)
+        .assign(rank=lambda f: f["event"].map(LIFECYCLE.index))
+        .sort_values(["skill_id", "iteration", "rank", "problem_id"])
+    )
     columns = ["iteration", "event", "problem_id", "gap", "utility", "reason"]
     skills = {sid: rows[columns].reset_index(drop=True) for sid, rows in events.groupby("skill_id")}
     completions = joined.assign(skills=joined["skills"].map(list)).sort_values(["iteration", "rollout_id"])
@@ -384,10 +580,22 @@ def assert_answers(got: pd.DataFrame, expected: pd.DataFrame) -> None:
     """Same rows in the same order, same values (floats to 1e-12, null = None = NaN, lists as lists)."""
     assert list(got.columns) == list(expected.columns)
     plain = lambda frame: [  # noqa: E731
-        {k: (list(v) if isinstance(v, (list, np.ndarray)) else None if v is None or (isinstance(v, float) and np.isnan(v)) else v) for k, v in row.items()}
+        {
+            k: (
+                list(v)
+                if isinstance(v, (list, np.ndarray))
+                else None
+                if v is None or (isinstance(v, float) and np.isnan(v))
+                else v
+            )
+            for k, v in row.items()
+        }
         for row in frame.astype(object).to_dict("records")
     ]
-    assert plain(got) == [{k: pytest.approx(v, abs=1e-12) if isinstance(v, float) else v for k, v in row.items()} for row in plain(expected)]
+    assert plain(got) == [
+        {k: pytest.approx(v, abs=1e-12) if isinstance(v, float) else v for k, v in row.items()}
+        for row in plain(expected)
+    ]
 
 
 @pytest.mark.parametrize("which", ["hand-made", "real-run"])
@@ -398,7 +606,11 @@ def test_views_and_methods_answer_as_the_files_say(request, which):
     skill ids, gaps, retirements and completions) for every skill and problem they hold."""
     out = request.getfixturevalue("run_dir" if which == "hand-made" else "real_run")
     expected = expected_from_files(out)
-    assert len(expected["skills"]) >= 2 and len(expected["problems"]) >= 3 and expected["pass_rate"]["pass_rate"].between(0, 1, inclusive="neither").any()
+    assert (
+        len(expected["skills"]) >= 2
+        and len(expected["problems"]) >= 3
+        and expected["pass_rate"]["pass_rate"].between(0, 1, inclusive="neither").any()
+    )
     path = out / "catalog.duckdb"
     with duckdb.connect(str(path), read_only=True) as con:
         view = lambda sql, *args: con.execute(sql, list(args)).df()  # noqa: E731
@@ -406,7 +618,9 @@ def test_views_and_methods_answer_as_the_files_say(request, which):
         for sid, rows in expected["skills"].items():
             assert_answers(view("SELECT * EXCLUDE (skill_id) FROM skill_utility_history WHERE skill_id = ?", sid), rows)
         for pid, rows in expected["problems"].items():
-            assert_answers(view("SELECT * EXCLUDE (problem_id) FROM problem_completions WHERE problem_id = ?", pid), rows)
+            assert_answers(
+                view("SELECT * EXCLUDE (problem_id) FROM problem_completions WHERE problem_id = ?", pid), rows
+            )
     with Catalog(path, read_only=True) as cat:
         assert_answers(cat.pass_rate_by_family(), expected["pass_rate"])
         for sid, rows in expected["skills"].items():
@@ -436,11 +650,20 @@ def test_cli_json_output(run_dir):
     assert json.loads(result.stdout)[0] == {"iteration": 1, "family": "add", "n": 6, "pass_rate": 4 / 6}
     result = runner.invoke(query_app, ["skill", "s1", "--catalog", catalog, "--json"])
     assert [(r["event"], r["gap"], r["utility"]) for r in json.loads(result.stdout)] == [
-        ("measured", 0.5, None), ("admitted", None, 0.5), ("measured", -1.0, None), ("retired", None, -0.25)
+        ("measured", 0.5, None),
+        ("admitted", None, 0.5),
+        ("measured", -1.0, None),
+        ("retired", None, -0.25),
     ]
     result = runner.invoke(query_app, ["problem", "p-add-1", "--catalog", catalog, "--json"])
     assert json.loads(result.stdout)[3] == {
-        "iteration": 2, "rollout_id": "r2-1", "variant": "probe", "skills": ["s1"], "completion": "2", "reward": 0.0, "passed": False
+        "iteration": 2,
+        "rollout_id": "r2-1",
+        "variant": "probe",
+        "skills": ["s1"],
+        "completion": "2",
+        "reward": 0.0,
+        "passed": False,
     }
 
 

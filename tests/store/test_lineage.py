@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from coevo.coevolvers import SkillDraft, build_coevolver
 from coevo.io import hash_file, write_parquet
 from coevo.policy.checkpoint import TRAINER_STATE, load_policy, save_checkpoint
-from coevo.tracking.dvc import dvc_dir_md5
 from coevo.store.lineage import Mismatch, lineage_chain, lineage_record, read_record, resolve_checkpoint, verify_lineage
 from coevo.store.lineage_cli import lineage
+from coevo.tracking.dvc import dvc_dir_md5
 
 from ..conftest import tiny_config
 
@@ -31,7 +31,9 @@ def _flip_byte(path: Path, offset: int = -2) -> None:
 
 
 def _shard(path: Path, iteration: int) -> Path:
-    write_parquet(path, pd.DataFrame({"rollout_id": [f"r{iteration}-{i}" for i in range(3)], "reward": [0.0, 1.0, 0.5]}))
+    write_parquet(
+        path, pd.DataFrame({"rollout_id": [f"r{iteration}-{i}" for i in range(3)], "reward": [0.0, 1.0, 0.5]})
+    )
     return path
 
 
@@ -41,22 +43,33 @@ def _build_run(tmp_path: Path, policy_dir: Path) -> Path:
     run, data_dir = tmp_path / "run", tmp_path / "data"
     data = {name: data_dir / f"{name}.parquet" for name in ("train", "test")}
     for name, path in data.items():
-        write_parquet(path, pd.DataFrame({"id": [f"{name}-0", f"{name}-1"], "prompt": ["1+1=", "2+3="], "answer": ["2", "5"]}))
+        write_parquet(
+            path, pd.DataFrame({"id": [f"{name}-0", f"{name}-1"], "prompt": ["1+1=", "2+3="], "answer": ["2", "5"]})
+        )
     params = cfg.model_dump(mode="json")
     policy = load_policy(policy_dir, device="cpu")
     bank = build_coevolver(cfg.coevolver, cfg.seed)
     bank.save(run / "coevolver" / "iter_0000")
-    record = lineage_record(run, 0, None, None, None, run / "coevolver" / "iter_0000", data, dvc_dir_md5(data_dir), params)
+    record = lineage_record(
+        run, 0, None, None, None, run / "coevolver" / "iter_0000", data, dvc_dir_md5(data_dir), params
+    )
     save_checkpoint(run / "checkpoints" / "iter_0000", policy, {"iteration": 0, "lineage": record})
     optimizer = torch.optim.SGD(policy.model.parameters(), lr=0.1)
     for it in (1, 2):
-        rollouts, rewards = _shard(run / "rollouts" / f"iter_{it:04d}.parquet", it), _shard(run / "rewards" / f"iter_{it:04d}.parquet", it)
-        bank.add(SkillDraft(text=f"skill {it}: carry the one", family="add", key=f"{it}+9=", source="worked_example"), it)
+        rollouts, rewards = (
+            _shard(run / "rollouts" / f"iter_{it:04d}.parquet", it),
+            _shard(run / "rewards" / f"iter_{it:04d}.parquet", it),
+        )
+        bank.add(
+            SkillDraft(text=f"skill {it}: carry the one", family="add", key=f"{it}+9=", source="worked_example"), it
+        )
         bank.save(run / "coevolver" / f"iter_{it:04d}")
         with torch.no_grad():
             next(policy.model.parameters()).add_(0.01)  # a new policy version
         parent = run / "checkpoints" / f"iter_{it - 1:04d}"
-        record = lineage_record(run, it, parent, rollouts, rewards, run / "coevolver" / f"iter_{it:04d}", data, None, params)
+        record = lineage_record(
+            run, it, parent, rollouts, rewards, run / "coevolver" / f"iter_{it:04d}", data, None, params
+        )
         save_checkpoint(run / "checkpoints" / f"iter_{it:04d}", policy, {"iteration": it, "lineage": record}, optimizer)
     return run
 
@@ -93,9 +106,16 @@ def test_record_stores_run_paths_relative_and_hashes(run_dir):
     record = read_record(_head(run_dir))
     assert record["run_dir"] == "../.."
     assert record["parent"]["path"] == "checkpoints/iter_0001"
-    assert record["rollouts"] == {"path": "rollouts/iter_0002.parquet", "sha256": hash_file(run_dir / "rollouts" / "iter_0002.parquet")}
+    assert record["rollouts"] == {
+        "path": "rollouts/iter_0002.parquet",
+        "sha256": hash_file(run_dir / "rollouts" / "iter_0002.parquet"),
+    }
     manifest = json.loads((run_dir / "coevolver" / "iter_0002" / "manifest.json").read_text())
-    assert record["coevolver"] == {"path": "coevolver/iter_0002", "content_hash": manifest["content_hash"], "kind": "skill_bank"}
+    assert record["coevolver"] == {
+        "path": "coevolver/iter_0002",
+        "content_hash": manifest["content_hash"],
+        "kind": "skill_bank",
+    }
     assert record["params"]["values"]["seed"] == 0 and len(record["params"]["sha256"]) == 64
     assert set(record["code"]) == {"git_commit", "git_dirty", "coevo_version"}
 

@@ -43,7 +43,11 @@ def test_lineage_of_the_best_model_verifies_then_names_a_tampered_rewards_shard(
     assert f"lineage of {BEST}" in clean.output
     assert "verified: 3 checkpoint(s), every hash matches" in clean.output
     chain = json.loads(runner.invoke(app, ["lineage", BEST, "--json"]).output)["chain"]
-    assert [Path(entry["checkpoint"]).name for entry in chain] == ["iter_0002", "iter_0001", "iter_0000"]  # best = the 0.5 one
+    assert [Path(entry["checkpoint"]).name for entry in chain] == [
+        "iter_0002",
+        "iter_0001",
+        "iter_0000",
+    ]  # best = the 0.5 one
 
     shard = project / "run" / "rewards" / "iter_0001.parquet"  # what iter_0001 (the best's parent) trained on
     _shard(shard, 99)  # a valid parquet file with other rows

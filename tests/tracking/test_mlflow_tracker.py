@@ -15,7 +15,17 @@ from transformers import AutoModelForCausalLM
 from coevo.coevolvers.base import save_artifact
 from coevo.config import TrackingConfig
 from coevo.policy.checkpoint import TRAINER_STATE, load_policy, policy_version, save_checkpoint
-from coevo.tracking.mlflow_tracker import METRICS_MARKER, RUN_FILE, TAG_EVAL, TAG_ITERATION, TAG_PATH, TAG_WEIGHTS, Tracker, flatten_params, metric_name
+from coevo.tracking.mlflow_tracker import (
+    METRICS_MARKER,
+    RUN_FILE,
+    TAG_EVAL,
+    TAG_ITERATION,
+    TAG_PATH,
+    TAG_WEIGHTS,
+    Tracker,
+    flatten_params,
+    metric_name,
+)
 
 MODEL = "tiny-policy"
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def cfg(tmp_path) -> TrackingConfig:
-    return TrackingConfig(mlflow_uri=f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}", experiment="test", model_name=MODEL)
+    return TrackingConfig(
+        mlflow_uri=f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}", experiment="test", model_name=MODEL
+    )
 
 
 @pytest.fixture
@@ -54,7 +66,9 @@ def _artifact_paths(tracker: Tracker, path: str) -> list[str]:
 
 # ---- pure helpers ----
 def test_flatten_params_dotted_strings_truncated():
-    flat = flatten_params({"optim": {"lr": 1e-3, "betas": (0.9, 0.99)}, "run": {"out_dir": Path("/r")}, "long": "x" * 7000})
+    flat = flatten_params(
+        {"optim": {"lr": 1e-3, "betas": (0.9, 0.99)}, "run": {"out_dir": Path("/r")}, "long": "x" * 7000}
+    )
     assert flat["optim.lr"] == "0.001"
     assert flat["optim.betas"] == "[0.9, 0.99]"
     assert flat["run.out_dir"] == "/r"
@@ -70,14 +84,18 @@ def test_metric_name_keeps_namespaces_and_replaces_rejected_characters():
 # ---- run ----
 def test_start_creates_run_with_flattened_params(cfg, tmp_path):
     tracker = Tracker(cfg, tmp_path / "run")
-    run_id = tracker.start({"optim": {"lr": 0.001}, "problems": {"families": ["add", "sub"]}, "long": "y" * 7000}, run_name="first")
+    run_id = tracker.start(
+        {"optim": {"lr": 0.001}, "problems": {"families": ["add", "sub"]}, "long": "y" * 7000}, run_name="first"
+    )
     run = tracker.client.get_run(run_id)
     assert run.info.run_name == "first" and run.info.status == "RUNNING"
     assert run.data.params["optim.lr"] == "0.001"
     assert run.data.params["problems.families"] == '["add", "sub"]'
     assert len(run.data.params["long"]) == 6000
     assert json.loads((tmp_path / "run" / RUN_FILE).read_text())["run_id"] == run_id
-    assert run.info.artifact_uri.startswith((tmp_path / "mlflow" / "mlartifacts").as_uri())  # beside the DB, not ./mlruns
+    assert run.info.artifact_uri.startswith(
+        (tmp_path / "mlflow" / "mlartifacts").as_uri()
+    )  # beside the DB, not ./mlruns
 
 
 def test_start_resumes_the_same_unfinished_run(cfg, tmp_path):
@@ -125,7 +143,12 @@ def test_log_iteration_steps_and_namespaces(tracker):
     history = tracker.client.get_metric_history(tracker.run_id, "eval/acc")
     assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == [(1, 0.25), (2, 0.75)]
     assert [m.step for m in tracker.client.get_metric_history(tracker.run_id, "eval/pass_at_4")] == [1, 2]
-    assert set(tracker.client.get_run(tracker.run_id).data.metrics) - {METRICS_MARKER} == {"eval/acc", "eval/pass_at_4", "time/rollout", "rollout/reward_mean"}
+    assert set(tracker.client.get_run(tracker.run_id).data.metrics) - {METRICS_MARKER} == {
+        "eval/acc",
+        "eval/pass_at_4",
+        "time/rollout",
+        "rollout/reward_mean",
+    }
     tracker.log_iteration(2, {"eval/acc": 0.5})  # a step already logged is not logged again
     assert [m.value for m in tracker.client.get_metric_history(tracker.run_id, "eval/acc") if m.step == 2] == [0.75]
 
@@ -156,7 +179,9 @@ tracker.log_iteration(1, {f"eval/m{i}": float(i) for i in range(n)})
 """
 
 
-@pytest.mark.parametrize("n", [3, 1500])  # one batch; two batches (MLflow takes 1000 metrics a request), killed after the first
+@pytest.mark.parametrize(
+    "n", [3, 1500]
+)  # one batch; two batches (MLflow takes 1000 metrics a request), killed after the first
 def test_a_kill_right_after_the_metrics_commit_logs_no_step_twice(cfg, tmp_path, n):
     """A real process logging iteration 1 is SIGKILLed the moment the store has committed a batch's
     metrics; the rerun (same run directory, the run resumed) logs the iteration again, and every
@@ -166,7 +191,12 @@ def test_a_kill_right_after_the_metrics_commit_logs_no_step_twice(cfg, tmp_path,
     import sys
 
     run_dir = tmp_path / "run"
-    killed = subprocess.run([sys.executable, "-c", KILLED_LOGGER, cfg.mlflow_uri, str(run_dir), str(n)], capture_output=True, text=True, cwd=ROOT)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_LOGGER, cfg.mlflow_uri, str(run_dir), str(n)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     rerun = Tracker(cfg, run_dir)
     rerun.start({"seed": 0}, run_name="test")  # the killed process's run, still RUNNING
@@ -176,7 +206,9 @@ def test_a_kill_right_after_the_metrics_commit_logs_no_step_twice(cfg, tmp_path,
 
 
 def test_log_dataset_records_inputs_with_the_digest_once(tracker, tmp_path):
-    frame = pd.DataFrame({"id": ["p0", "p1"], "prompt": ["1+1=", "2*3="], "answer": ["2", "6"], "family": ["add", "mul"]})
+    frame = pd.DataFrame(
+        {"id": ["p0", "p1"], "prompt": ["1+1=", "2*3="], "answer": ["2", "6"], "family": ["add", "mul"]}
+    )
     train, test = tmp_path / "train.parquet", tmp_path / "test.parquet"
     frame.to_parquet(train)
     frame.iloc[:1].to_parquet(test)
@@ -185,7 +217,9 @@ def test_log_dataset_records_inputs_with_the_digest_once(tracker, tmp_path):
     moved = tmp_path / "moved"
     moved.mkdir()
     train.rename(moved / train.name), test.rename(moved / test.name)
-    tracker.log_dataset(train, test, digest)  # the digest is logged: nothing is read or logged again (the files are gone)
+    tracker.log_dataset(
+        train, test, digest
+    )  # the digest is logged: nothing is read or logged again (the files are gone)
     (moved / train.name).rename(train), (moved / test.name).rename(test)
     inputs = tracker.client.get_run(tracker.run_id).inputs.dataset_inputs
     contexts = {i.dataset.name: {t.key: t.value for t in i.tags}["mlflow.data.context"] for i in inputs}
@@ -260,18 +294,26 @@ def test_log_coevolver_twice_lists_artifacts_once(tracker, tmp_path):
     tracker.log_coevolver(1, directory)
     tracker.log_coevolver(1, directory)
     assert _artifact_paths(tracker, "coevolver") == ["coevolver/iter_0001"]
-    assert _artifact_paths(tracker, "coevolver/iter_0001") == ["coevolver/iter_0001/manifest.json", "coevolver/iter_0001/skills.json"]
+    assert _artifact_paths(tracker, "coevolver/iter_0001") == [
+        "coevolver/iter_0001/manifest.json",
+        "coevolver/iter_0001/skills.json",
+    ]
 
 
 def test_log_curve_writes_and_logs_the_png(tracker):
-    curve = [{"iteration": 0, "eval/acc": 0.1, "eval/acc/add": 0.2}, {"iteration": 1, "eval/acc": 0.3, "eval/acc/add": 0.4}]
+    curve = [
+        {"iteration": 0, "eval/acc": 0.1, "eval/acc/add": 0.2},
+        {"iteration": 1, "eval/acc": 0.3, "eval/acc/add": 0.4},
+    ]
     path = tracker.log_curve(curve[:1])
     path = tracker.log_curve(curve)
     assert path == tracker.run_dir / "learning_curve.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert matplotlib.image.imread(path).shape[:2] == (500, 800)
     assert _artifact_paths(tracker, "plots") == ["plots/learning_curve.png"]
-    local = mlflow.artifacts.download_artifacts(run_id=tracker.run_id, artifact_path="plots/learning_curve.png", tracking_uri=tracker.uri)
+    local = mlflow.artifacts.download_artifacts(
+        run_id=tracker.run_id, artifact_path="plots/learning_curve.png", tracking_uri=tracker.uri
+    )
     assert Path(local).read_bytes() == path.read_bytes()
 
 

@@ -12,8 +12,16 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 CURVE = [
     {"iteration": 0, "eval/acc": 0.2, "eval/acc/add": 0.3, "eval/acc/mul": 0.1, "eval/pass@4": 0.4},
-    {"iteration": 2, "eval/acc": 0.5, "eval/acc/add": 0.6, "eval/acc/mul": 0.4, "eval/pass@4": 0.7,
-     "eval/acc_skills": 0.55, "eval/acc_skills/add": 0.65, "policy/loss": 1.0},
+    {
+        "iteration": 2,
+        "eval/acc": 0.5,
+        "eval/acc/add": 0.6,
+        "eval/acc/mul": 0.4,
+        "eval/pass@4": 0.7,
+        "eval/acc_skills": 0.55,
+        "eval/acc_skills/add": 0.65,
+        "policy/loss": 1.0,
+    },
     {"iteration": 1, "eval/acc": 0.3, "eval/acc/add": 0.4, "eval/acc/mul": 0.2, "eval/pass@4": 0.5},
 ]
 
