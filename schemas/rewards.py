@@ -55,19 +55,31 @@ REWARDS_SCHEMA = pa.DataFrameSchema(
         "verifier": pa.Column(str, description="Name of the verifier that judged it."),
         "details": pa.Column(
             str,
-            description="Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, failed, timeout, memory, crashed, invalid, spoofed), test (first failing test), passed (k/n tests), mode (sandbox isolation); `parse_details` reads them.",
+            description=(
+                "Human-readable reason (may be empty); code verifiers write key=value pairs: verdict (passed, "
+                "failed, timeout, memory, crashed, invalid, spoofed), test (first failing test), passed (k/n tests), "
+                "mode (sandbox isolation); `parse_details` reads them."
+            ),
         ),
         COMPONENTS: pa.Column(
             str,
             _components(),
             required=False,
-            description="Each reward function's value, as a JSON object {name: float or null (not applicable)} in `rewards:` order; `reward` is their weighted sum. Optional on read (shards written before it are read as '{}'); always written.",
+            description=(
+                "Each reward function's value, as a JSON object {name: float or null (not applicable)} in `rewards:` "
+                "order; `reward` is their weighted sum. Optional on read (shards written before it are read as "
+                "'{}'); always written."
+            ),
         ),
         LOGGED: pa.Column(
             str,
             _logged(),
             required=False,
-            description="What reward plugins logged for this completion (TRL's log_extra / log_metric): a JSON object {\"extra\": {column: value}, \"metric\": {name: the batch's mean}}, or '{}'. Optional on read (shards written before it are read as '{}'); always written.",
+            description=(
+                "What reward plugins logged for this completion (TRL's log_extra / log_metric): a JSON object "
+                '{"extra": {column: value}, "metric": {name: the batch\'s mean}}, or \'{}\'. Optional on read '
+                "(shards written before it are read as '{}'); always written."
+            ),
         ),
     },
     strict=True,

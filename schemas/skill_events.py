@@ -46,7 +46,10 @@ SKILL_EVENTS_SCHEMA = pa.DataFrameSchema(
         ),
         "reason": pa.Column(
             str,
-            description="Why the skill was retired ('low utility', 'capacity'; '' otherwise); 'rubric criterion' on a rubric criterion's measured event.",
+            description=(
+                "Why the skill was retired ('low utility', 'capacity'; '' otherwise); 'rubric criterion' on a rubric "
+                "criterion's measured event."
+            ),
         ),
     },
     checks=[
