@@ -48,7 +48,8 @@ fork bomb is bounded only by the wall-clock kill.
 Mode "namespaces" (chosen by "auto" when a probe passes; see isolation.py and runner.py) adds:
 - new network namespace: only a down loopback, no route anywhere (no network);
 - new pid namespace: the supervisor is pid 1 (the program's process 2); the parent and every
-  other process are invisible and cannot be signalled; when pid 1 dies the kernel kills every process in the namespace, so nothing
+  other process are invisible and cannot be signalled; when pid 1 dies the kernel kills every process in the namespace,
+  so nothing
   escapes the group kill (setsid included);
 - new mount namespace with a private root: a 1 MiB read-only tmpfs holding read-only, nosuid bind
   mounts of /usr, /lib, /lib64, /bin and the interpreter's prefix, plus the working directory at

@@ -1,8 +1,10 @@
 """The supervisor: the code that runs INSIDE the sandbox as its first process (`python -I -S -B -c
-BOOT` reads it, compiled with wire.py's source in front, from stdin); stdlib only. It owns the tests, the verdict and the
+BOOT` reads it, compiled with wire.py's source in front, from stdin); stdlib only. It owns the tests, the verdict and
+the
 report channel; the program runs in a second process it starts (worker.py) and never sees them.
 
-Protocol: after the supervisor's own code, the parent writes to stdin a 10-digit length, the setup half {program, per_test_s, limits,
+Protocol: after the supervisor's own code, the parent writes to stdin a 10-digit length, the setup half {program,
+per_test_s, limits,
 confine, report_fd, seccomp, worker}, then the secret half {nonce, tests}; the supervisor
 1. reads the setup half only and confines itself when `confine` says so (namespaces mode): a private
    tmpfs root holding read-only bind mounts of the system directories Python needs plus the private
@@ -100,7 +102,10 @@ def confine(c):
     RDONLY, NOSUID, NODEV, REMOUNT, BIND, REC = 1, 2, 4, 32, 4096, 16384
 
     def mount(src, dst, fstype, flags, data=None):
-        if libc.mount(src and src.encode(), dst.encode(), fstype and fstype.encode(), flags, data and data.encode()) != 0:
+        if (
+            libc.mount(src and src.encode(), dst.encode(), fstype and fstype.encode(), flags, data and data.encode())
+            != 0
+        ):
             raise OSError(ctypes.get_errno(), "mount " + dst)
 
     root = c["root"]
@@ -142,7 +147,10 @@ def install_seccomp(bpf):
     code = ctypes.create_string_buffer(bpf, len(bpf))
     prog = Fprog(len(bpf) // 8, ctypes.addressof(code))
     PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+    if (
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+        or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0
+    ):
         raise OSError(ctypes.get_errno(), "seccomp filter not installed")
 
 
@@ -160,7 +168,13 @@ class WorkerGone(BaseException):
 
 WALL_FACTOR = 5  # wall-clock backstop per test, in per-test CPU budgets (for a program that sleeps)
 CPU_SLACK_S = 0.1  # rusage samples CPU time at tick granularity
-SIGNALS = {signal.SIGXCPU: "SIGXCPU", signal.SIGKILL: "SIGKILL", signal.SIGSEGV: "SIGSEGV", signal.SIGSYS: "SIGSYS", signal.SIGABRT: "SIGABRT"}
+SIGNALS = {
+    signal.SIGXCPU: "SIGXCPU",
+    signal.SIGKILL: "SIGKILL",
+    signal.SIGSEGV: "SIGSEGV",
+    signal.SIGSYS: "SIGSYS",
+    signal.SIGABRT: "SIGABRT",
+}
 _spoofed = []
 
 
@@ -176,7 +190,16 @@ class Worker:
             try:
                 for fd in (0, cfg["report_fd"], req_w, rep_r):
                     os.close(fd)
-                exec(code, {"__name__": "__worker__", "REQUESTS": req_r, "REPLY": rep_w, "PROGRAM": program, "PER_TEST_S": per_test_s})
+                exec(
+                    code,
+                    {
+                        "__name__": "__worker__",
+                        "REQUESTS": req_r,
+                        "REPLY": rep_w,
+                        "PROGRAM": program,
+                        "PER_TEST_S": per_test_s,
+                    },
+                )
             except BaseException:
                 import traceback
                 traceback.print_exc()
@@ -308,8 +331,12 @@ class Remote:
         return decode(WORKER.ask(message)["ok"], Remote)
 
     def __call__(self, *args, **kwargs):
-        message = {"op": "call", "h": object.__getattribute__(self, "_h"), "args": [encode(a, local_handle) for a in args],
-                   "kwargs": {str(k): encode(v, local_handle) for k, v in kwargs.items()}}
+        message = {
+            "op": "call",
+            "h": object.__getattribute__(self, "_h"),
+            "args": [encode(a, local_handle) for a in args],
+            "kwargs": {str(k): encode(v, local_handle) for k, v in kwargs.items()},
+        }
         answer = WORKER.ask(message)
         _copy_back(args, answer.get("back"))
         return decode(answer["ok"], Remote)
@@ -374,7 +401,9 @@ def load(per_test_s):
         answer = WORKER.receive()
         if answer.get("load") == "ok":
             return namespace_of(answer.get("names"))
-        kind = {"invalid": "invalid", "timeout": "load-timeout", "memory": "load-memory", "spoofed": "spoofed"}.get(answer.get("load"), "load-error")
+        kind = {"invalid": "invalid", "timeout": "load-timeout", "memory": "load-memory", "spoofed": "spoofed"}.get(
+            answer.get("load"), "load-error"
+        )
         report(kind, str(answer.get("detail", ""))[:300])
     except WorkerGone as gone:
         verdict, detail = gone.args[0]
@@ -433,8 +462,14 @@ try:
     if cfg["confine"]:
         confine(cfg["confine"])
     lim = cfg["limits"] or {}
-    for name, value in () if not lim else (("RLIMIT_CPU", lim["cpu_s"]), ("RLIMIT_AS", lim["memory_bytes"]), ("RLIMIT_NPROC", lim["nproc"]),
-                        ("RLIMIT_NOFILE", lim["nofile"]), ("RLIMIT_FSIZE", lim["fsize_bytes"]), ("RLIMIT_CORE", 0)):
+    for name, value in () if not lim else (
+        ("RLIMIT_CPU", lim["cpu_s"]),
+        ("RLIMIT_AS", lim["memory_bytes"]),
+        ("RLIMIT_NPROC", lim["nproc"]),
+        ("RLIMIT_NOFILE", lim["nofile"]),
+        ("RLIMIT_FSIZE", lim["fsize_bytes"]),
+        ("RLIMIT_CORE", 0),
+    ):
         resource.setrlimit(getattr(resource, name), (value, value + 1 if name == "RLIMIT_CPU" else value))
     if cfg["seccomp"]:
         install_seccomp(bytes.fromhex(cfg["seccomp"]))

@@ -115,7 +115,8 @@ def isolation_for(mode: str) -> Isolation:
     iso = MODES[mode]()
     if iso is None or (mode == "namespaces" and not namespaces_available()):
         raise RuntimeError(
-            "sandbox mode 'namespaces' is unavailable here (no unshare, or user namespaces are disabled); use 'auto' or 'rlimits'"
+            "sandbox mode 'namespaces' is unavailable here (no unshare, or user namespaces are disabled); use "
+            "'auto' or 'rlimits'"
         )
     return iso
 

@@ -48,7 +48,8 @@ def _libseccomp():
     except (ImportError, OSError, RuntimeError) as exc:  # pyseccomp raises RuntimeError when libseccomp.so is missing
         raise RuntimeError(
             f"the namespaces sandbox needs libseccomp (the pyseccomp package and the system libseccomp.so.2, "
-            f"e.g. Debian/Ubuntu libseccomp2): {type(exc).__name__}: {exc}; use sandbox mode 'rlimits' to run without it"
+            f"e.g. Debian/Ubuntu libseccomp2): {type(exc).__name__}: {exc}; use sandbox mode 'rlimits' to run "
+            f"without it"
         ) from exc
     return pyseccomp
 

@@ -45,8 +45,14 @@ def handle(value):
 
 
 def guarded():
-    return {**{("b", k): id(v) for k, v in vars(builtins).items()}, ("os", "write"): id(os.write), ("os", "_exit"): id(os._exit),
-            ("sys", "exit"): id(sys.exit), ("signal", "setitimer"): id(signal.setitimer), ("AE", "eq"): id(AssertionError.__init__)}
+    return {
+        **{("b", k): id(v) for k, v in vars(builtins).items()},
+        ("os", "write"): id(os.write),
+        ("os", "_exit"): id(os._exit),
+        ("sys", "exit"): id(sys.exit),
+        ("signal", "setitimer"): id(signal.setitimer),
+        ("AE", "eq"): id(AssertionError.__init__),
+    }
 
 
 def checked(fn):
@@ -187,7 +193,9 @@ def serve(message):
         return None
     if message["op"] == "end":
         signal.setitimer(signal.ITIMER_PROF, 0)
-        spoofed = _spoofed[0] if _spoofed else ("patched builtins or harness functions" if guarded() != GUARDED else None)
+        spoofed = (
+            _spoofed[0] if _spoofed else ("patched builtins or harness functions" if guarded() != GUARDED else None)
+        )
         return {"ok": ["n"], "admits": spoofed}
     if state["expired"]:
         return {"timeout": 1}

@@ -103,9 +103,11 @@ CREATE TABLE IF NOT EXISTS rewards (
     components VARCHAR NOT NULL DEFAULT '{{}}', logged VARCHAR NOT NULL DEFAULT '{{}}'
 );
 ALTER TABLE rewards ADD COLUMN IF NOT EXISTS components VARCHAR DEFAULT '{{}}';  -- catalogs made before the column
-ALTER TABLE rewards ADD COLUMN IF NOT EXISTS logged VARCHAR DEFAULT '{{}}';  -- what reward plugins logged (log_extra / log_metric)
+-- what reward plugins logged (log_extra / log_metric)
+ALTER TABLE rewards ADD COLUMN IF NOT EXISTS logged VARCHAR DEFAULT '{{}}';
 CREATE TABLE IF NOT EXISTS skill_events (
-    iteration BIGINT NOT NULL, skill_id VARCHAR NOT NULL, event VARCHAR NOT NULL CHECK (list_contains({_EVENT_LIST}, event)),
+    iteration BIGINT NOT NULL, skill_id VARCHAR NOT NULL,
+    event VARCHAR NOT NULL CHECK (list_contains({_EVENT_LIST}, event)),
     problem_id VARCHAR NOT NULL, gap DOUBLE, utility DOUBLE, reason VARCHAR NOT NULL,
     PRIMARY KEY (iteration, skill_id, event, problem_id)
 );
@@ -122,7 +124,8 @@ CREATE OR REPLACE VIEW pass_rate_by_family AS
     -- with the same problem_id, and a problem has one family; 4x faster at 10M rows than joining
     -- every rollout to its reward
     WITH per_problem AS (
-        SELECT iteration, problem_id, count(*) AS n, count_if(passed) AS passed FROM rewards GROUP BY iteration, problem_id
+        SELECT iteration, problem_id, count(*) AS n, count_if(passed) AS passed
+        FROM rewards GROUP BY iteration, problem_id
     ), families AS (
         SELECT iteration, problem_id, any_value(family) AS family FROM rollouts GROUP BY iteration, problem_id
     )
@@ -259,7 +262,8 @@ class Catalog:
         return self._query("SELECT iteration, family, n, pass_rate FROM pass_rate_by_family ORDER BY iteration, family")
 
     def skill_history(self, skill_id: str) -> pd.DataFrame:
-        """iteration, event, problem_id, gap, utility, reason of one skill; ordered by iteration, lifecycle order, problem."""
+        """iteration, event, problem_id, gap, utility, reason of one skill; ordered by iteration, lifecycle order,
+        problem."""
         return self._query(
             "SELECT iteration, event, problem_id, gap, utility, reason FROM skill_utility_history"
             " WHERE skill_id = ? ORDER BY iteration, event_rank(event), problem_id",
@@ -271,7 +275,8 @@ class Catalog:
         return self._query("SELECT * FROM rubric_criteria")
 
     def problem_completions(self, problem_id: str) -> pd.DataFrame:
-        """iteration, rollout_id, variant, skills, completion, reward, passed of one problem; ordered by iteration, rollout_id."""
+        """iteration, rollout_id, variant, skills, completion, reward, passed of one problem; ordered by iteration,
+        rollout_id."""
         return self._query(
             "SELECT iteration, rollout_id, variant, skills, completion, reward, passed FROM problem_completions"
             " WHERE problem_id = ? ORDER BY iteration, rollout_id",
@@ -352,7 +357,8 @@ def check_pairing(rollouts: pyarrow.Table, rewards: pyarrow.Table, rollouts_sour
     ).to_pylist()
     if differ:
         raise SchemaError(
-            f"{rewards_source}: problem_id differs from {rollouts_source} for {len(differ)} rollouts (e.g. {differ[:5]})"
+            f"{rewards_source}: problem_id differs from {rollouts_source} for {len(differ)} rollouts (e.g. "
+            f"{differ[:5]})"
         )
 
 
