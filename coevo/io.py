@@ -31,7 +31,8 @@ class DiskFullError(OSError):
         super().__init__(
             errno.ENOSPC,
             "No space left on device while writing it; nothing was written under this name. "
-            "Free space on that filesystem (or move run.out_dir) and rerun with --continue: the run resumes from its newest complete iteration",
+            "Free space on that filesystem (or move run.out_dir) and rerun with --continue: the run resumes from its "
+            "newest complete iteration",
             str(final),
         )
 

@@ -55,7 +55,10 @@ YES_NO_SYSTEM = (
     "You are a strict grader. Read the task, the response and one criterion. "
     "Answer yes if the response meets the criterion and no if it does not."
 )
-YES_NO_TEMPLATE = "Task:\n{prompt}\n\nResponse:\n{response}\n\nCriterion: {criterion}\n\nDoes the response meet the criterion? Answer yes or no."
+YES_NO_TEMPLATE = (
+    "Task:\n{prompt}\n\nResponse:\n{response}\n\nCriterion: {criterion}\n\nDoes the response meet the criterion? "
+    "Answer yes or no."
+)
 YES_NO_TOP = 20  # first-token alternatives asked for (vLLM's default max_logprobs)
 YES_NO_SAMPLING = {"temperature": 0.0}  # with YES_NO_TOP, part of the judge's version (the cache key)
 _SCORE = re.compile(r"^\s*(?:score\s*[:=]?\s*)?(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*\.?\s*$", re.IGNORECASE)

@@ -83,7 +83,8 @@ class PlainRenderer(_Renderer):
     def render(self, problem: Problem, context: Sequence[str] = ()) -> str:
         if conversation_of(problem):
             raise ValueError(
-                f"problem {problem.get('id', '?')!r} is a conversation (`messages`), which prompt.format: plain cannot render; "
+                f"problem {problem.get('id', '?')!r} is a conversation (`messages`), which prompt.format: plain "
+                f"cannot render; "
                 "set prompt.format: chat (the tokenizer's chat template)"
             )
         return render_prompt(_question(problem), context)
@@ -142,7 +143,8 @@ def check_chat_template(tokenizer: Any, checkpoint: str | Path | None) -> None:
     """A clear error when `prompt.format: chat` meets a tokenizer without a chat template."""
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         raise ValueError(
-            f"prompt.format: chat needs the tokenizer's chat template, but the tokenizer of {checkpoint or 'the policy'} has none; "
+            f"prompt.format: chat needs the tokenizer's chat template, but the tokenizer of "
+            f"{checkpoint or 'the policy'} has none; "
             "use prompt.format: plain, or a checkpoint whose tokenizer_config.json / chat_template.jinja holds one"
         )
 
@@ -154,7 +156,8 @@ def check_prompt_format(cfg: PromptConfig, checkpoint: str | Path | None) -> Non
         return
     if checkpoint is None:
         raise ValueError(
-            "prompt.format: chat needs policy.checkpoint, a model whose tokenizer has a chat template; the bootstrapped tiny policy has none (use prompt.format: plain)"
+            "prompt.format: chat needs policy.checkpoint, a model whose tokenizer has a chat template; the "
+            "bootstrapped tiny policy has none (use prompt.format: plain)"
         )
     if not Path(checkpoint).is_dir():
         return  # a missing checkpoint is reported by the policy loader, naming the path
@@ -168,7 +171,10 @@ def validate_messages(messages: object) -> list[str]:
     {role, content} with roles system/user/assistant, non-empty string contents, ending in a user turn."""
     if not isinstance(messages, list) or not messages:
         return [
-            f"expected a non-empty list of {{role, content}} objects, got {type(messages).__name__ if messages is not None else 'null'}"
+            (
+                f"expected a non-empty list of {{role, content}} objects, got "
+                f"{type(messages).__name__ if messages is not None else 'null'}"
+            )
         ]
     errors = []
     for i, turn in enumerate(messages):

@@ -20,7 +20,8 @@ class Registry:
     def add(self, name: str, entry: Any) -> Any:
         if name in self._entries:
             raise ValueError(
-                f"{self.what} {name!r} is already registered (by {getattr(self._entries[name], '__qualname__', self._entries[name])})"
+                f"{self.what} {name!r} is already registered (by "
+                f"{getattr(self._entries[name], '__qualname__', self._entries[name])})"
             )
         if self.name_attribute:
             setattr(entry, self.name_attribute, name)

@@ -92,7 +92,8 @@ def reward_terms(cfg: Config) -> list[RewardTerm]:
         if ":" not in entry.function:
             if entry.function not in BUILTIN_REWARDS.names():
                 raise RewardError(
-                    f"{where}: no such built-in reward; built-ins: {BUILTIN_REWARDS.names()}, or name a plugin as 'module:function'"
+                    f"{where}: no such built-in reward; built-ins: {BUILTIN_REWARDS.names()}, or name a plugin "
+                    f"as 'module:function'"
                 )
             builtin = BUILTIN_REWARDS[entry.function]
             terms.append(RewardTerm(where, entry.label, entry.weight, builtin.make(cfg), builtin.judge))
@@ -117,7 +118,8 @@ def load_plugin(spec: str) -> tuple[Callable, dict]:
         module = importlib.import_module(module_name)
     except Exception as exc:
         raise RewardError(
-            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); it is looked up in the working directory {cwd} first, then in the installed packages"
+            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); it is looked up in the working "
+            f"directory {cwd} first, then in the installed packages"
         ) from exc
     function = getattr(module, attribute, None)
     if function is None:
@@ -242,12 +244,15 @@ def checked(where: str, returned: object, ids: list[str]) -> list[float | None]:
     for i, (value, problem) in enumerate(zip(returned, ids)):
         if _is_messages(value):
             raise RewardError(
-                f"{where} returned a message list for completion {i} (problem {problem!r}): {value!r:.80}; a reward is a float — "
-                "a conversational completion arrives as [{'role': 'assistant', 'content': text}], read its text as completion[0]['content']"
+                f"{where} returned a message list for completion {i} (problem {problem!r}): {value!r:.80}; a reward "
+                f"is a float — "
+                "a conversational completion arrives as [{'role': 'assistant', 'content': text}], read its text as "
+                "completion[0]['content']"
             )
         if value is not None and not isinstance(value, numbers.Real):
             raise RewardError(
-                f"{where} returned {value!r} ({type(value).__name__}) for completion {i} (problem {problem!r}); expected a float, or None for 'not applicable'"
+                f"{where} returned {value!r} ({type(value).__name__}) for completion {i} (problem {problem!r}); "
+                f"expected a float, or None for 'not applicable'"
             )
         if value is not None and not math.isfinite(value):
             raise RewardError(

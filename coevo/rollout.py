@@ -77,12 +77,14 @@ def check_conversations(cfg: Config, problems: pd.DataFrame) -> None:
         turns = conversation_of(row)
         if turns and cfg.prompt.format != "chat":
             raise InputError(
-                f"problem {row['id']!r} is a conversation (`messages`), which prompt.format: {cfg.prompt.format} cannot render; "
+                f"problem {row['id']!r} is a conversation (`messages`), which prompt.format: {cfg.prompt.format} "
+                f"cannot render; "
                 "set prompt.format: chat (the tokenizer's chat template, policy.checkpoint's tokenizer must have one)"
             )
         if len(turns) > 1 and cfg.update_context == "strip":
             raise InputError(
-                f"problem {row['id']!r}: its `messages` hold {len(turns)} turns ({', '.join(t['role'] for t in turns)}); coevolver.update_context: strip "
+                f"problem {row['id']!r}: its `messages` hold {len(turns)} turns "
+                f"({', '.join(t['role'] for t in turns)}); coevolver.update_context: strip "
                 "trains on the bare question and cannot re-render the other turns; set coevolver.update_context: keep "
                 "(the update then trains on the prompt as sampled, context included)"
             )
@@ -97,6 +99,7 @@ def _check_strippable(renderer, rows) -> None:
             {"prompt": row["prompt"], "family": row["family"]}
         ):
             raise ValueError(
-                f"problem {row['id']!r}: its `messages` hold turns beyond the question, which coevolver.update_context: strip "
+                f"problem {row['id']!r}: its `messages` hold turns beyond the question, which "
+                f"coevolver.update_context: strip "
                 "cannot re-render in the policy update; set coevolver.update_context: keep"
             )

@@ -43,7 +43,8 @@ class RunLocked(RuntimeError):
         self.out_dir, self.holder = out_dir, holder
         who = f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')} since {holder.get('since', '?')}"
         super().__init__(
-            f"run directory {out_dir} is in use by {who} (command: {holder.get('command', '?')}); one run per directory — wait for it or use another run.out_dir"
+            f"run directory {out_dir} is in use by {who} (command: {holder.get('command', '?')}); one run per "
+            f"directory — wait for it or use another run.out_dir"
         )
 
 
@@ -104,7 +105,8 @@ def run_lock(out_dir: str | os.PathLike, command: str | None = None, log=None) -
             _held[path] = [fd, 1, created]
             if previous and log is not None:
                 log(
-                    f"run lock: took over {path}, last held by pid {previous.get('pid')} on {previous.get('host')} since {previous.get('since')} (no longer running)"
+                    f"run lock: took over {path}, last held by pid {previous.get('pid')} on "
+                    f"{previous.get('host')} since {previous.get('since')} (no longer running)"
                 )
     try:
         yield read_holder(out_dir)

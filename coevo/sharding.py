@@ -31,7 +31,8 @@ def shard_of(
         return batch, variants
     if shards > len(batch):
         raise ValueError(
-            f"pipeline.shards ({shards}) exceeds the problems of the iteration ({len(batch)}, rollout.problems_per_iter): a shard would be empty"
+            f"pipeline.shards ({shards}) exceeds the problems of the iteration ({len(batch)}, "
+            f"rollout.problems_per_iter): a shard would be empty"
         )
     rows = np.array_split(np.arange(len(batch)), shards)[shard]
     part = batch.iloc[rows]

@@ -3,8 +3,8 @@
 Each problem family's verifier comes from a registry (`FAMILY_VERIFIERS`, coevo/family_verifiers.py);
 `family_verdicts` (there, importable from here too) is the built-in reward `verifier` of `rewards:`
 (coevo/rewards.py), beside `format` and user plugins. `score_rows` is the one place a completion
-meets the run's rewards: the verification stage (`verify_rollouts`) and the held-out evaluation (coevo/evaluate.py) both call it,
-so a problem is judged the same way in training and in evaluation. The default `rewards:` is
+meets the run's rewards: the verification stage (`verify_rollouts`) and the held-out evaluation (coevo/evaluate.py) both
+call it, so a problem is judged the same way in training and in evaluation. The default `rewards:` is
 `verifier` alone with weight 1, so each reward is exactly its family verifier's.
 """
 

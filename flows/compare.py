@@ -42,7 +42,8 @@ def arm_run(spec: Spec, arm: str, seed: int, root: Path) -> tuple[dict, bool]:
     if marker is not None:
         if marker["identity"] != ident:
             raise InputError(
-                f"{run_dir}: finished with other params than {spec.path} now gives arm {arm!r}; remove it or compare into another --out"
+                f"{run_dir}: finished with other params than {spec.path} now gives arm {arm!r}; remove it or "
+                f"compare into another --out"
             )
         return marker, True
     train_flow(str(spec.arm(arm).params), arm_overrides(spec, spec.arm(arm), seed, run_dir))
@@ -75,7 +76,9 @@ def compare_flow(
             _, restored = arm_run(spec, arm, seed, root)
             nested = parent.nest(cell_dir(root, arm, seed), arm, seed)
             log.info(
-                f"{arm} seed {seed}: {'restored' if restored else 'trained'}{'' if nested else ' (its MLflow run is in another store: not nested)'}"
+                f"{arm} seed {seed}: "
+                f"{'restored' if restored else 'trained'}"
+                f"{'' if nested else ' (its MLflow run is in another store: not nested)'}"
             )
             pause_point("compare-arm", f"{arm}-seed{seed}")
         table = build_table(spec, list(finished_runs(spec, [root, *merged]).values()))

@@ -90,7 +90,10 @@ def rewards_frame(rollouts: pd.DataFrame, tables: list[ProblemTable], binary: bo
         for rid, reward, accurate, rejected, valid in zip(
             tester, cure.test, cure.accurate, cure.rejected_wrong, table.valid
         ):
-            details = f"role=tester valid={int(valid)} accurate={int(accurate)} rejected={int(rejected)} decidable={int(cure.decidable)} wrong={int((~cure.correct).sum())}"
+            details = (
+                f"role=tester valid={int(valid)} accurate={int(accurate)} rejected={int(rejected)} "
+                f"decidable={int(cure.decidable)} wrong={int((~cure.correct).sum())}"
+            )
             by_rollout[rid] = (float(reward), bool(accurate and cure.decidable), "cure_tester", details)
         stats["verify/coder_pass_rate"].append(float(cure.correct.mean()))
         stats["verify/decidable"].append(float(cure.decidable))

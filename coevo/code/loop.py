@@ -165,8 +165,15 @@ def code_iteration(state: dict, it: int) -> dict:
         engine_is_trainer=True,
     )
     times["time/update"] = time.perf_counter() - start
-    return {"iteration": it, **verify_stats, **{k: v for k, v in stats.items() if isinstance(v, float)}, **times,
-            "coevo/bank_size": float(bank.size()), "coevo/admitted": float(len(report["admitted"])), "coevo/retired": float(len(report["retired"]))}  # fmt: skip
+    return {
+        "iteration": it,
+        **verify_stats,
+        **{k: v for k, v in stats.items() if isinstance(v, float)},
+        **times,
+        "coevo/bank_size": float(bank.size()),
+        "coevo/admitted": float(len(report["admitted"])),
+        "coevo/retired": float(len(report["retired"])),
+    }
 
 
 def run_code_loop(cfg: Config, log=print) -> dict:
@@ -188,8 +195,16 @@ def run_code_loop(cfg: Config, log=print) -> dict:
     )
     bank = TestBank(cfg.coevolver, cfg.seed, cfg.code.cure)
     bank.save(out / "test_bank" / "iter_0000")
-    state = {"cfg": cfg, "policy": policy, "bank": bank, "out": out, "version": version, "sampler": ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed),
-             "optimizer": build_optimizer(policy.model, cfg), "objective": build_objective(cfg.objective)}  # fmt: skip
+    state = {
+        "cfg": cfg,
+        "policy": policy,
+        "bank": bank,
+        "out": out,
+        "version": version,
+        "sampler": ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed),
+        "optimizer": build_optimizer(policy.model, cfg),
+        "objective": build_objective(cfg.objective),
+    }
     before = evaluate_code(HFEngine(policy), test, cfg, derive_seed(cfg.seed, 0, "code-eval"))
     log(f"warm start {warm}; before: {before}")
     history = []
@@ -206,9 +221,18 @@ def run_code_loop(cfg: Config, log=print) -> dict:
         policy,
         {"iteration": cfg.code.iterations, "parent": version},
     )
-    summary = {"before": before, "after": after, "bank_size": bank.size(), "bank_accuracy": bank_accuracy(bank, train, cfg),
-               "history": history, "warm_start": warm, "final_checkpoint": str(out / "checkpoints" / f"iter_{cfg.code.iterations:04d}"),
-               "final_weights_sha256": final, "wall_time_s": time.perf_counter() - wall, "sandbox_mode": state_mode(cfg)}  # fmt: skip
+    summary = {
+        "before": before,
+        "after": after,
+        "bank_size": bank.size(),
+        "bank_accuracy": bank_accuracy(bank, train, cfg),
+        "history": history,
+        "warm_start": warm,
+        "final_checkpoint": str(out / "checkpoints" / f"iter_{cfg.code.iterations:04d}"),
+        "final_weights_sha256": final,
+        "wall_time_s": time.perf_counter() - wall,
+        "sandbox_mode": state_mode(cfg),
+    }
     write_json(out / "summary.json", summary)
     return summary
 

@@ -66,7 +66,8 @@ def build_code_splits(cfg: Config) -> dict[str, pd.DataFrame]:
 
 
 def prepare_code_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Write train/val/test parquet (problems table) to problems.data_dir and read train and test back, decoded and validated."""
+    """Write train/val/test parquet (problems table) to problems.data_dir and read train and test back, decoded and
+    validated."""
     splits = build_code_splits(cfg)
     paths = write_splits(cfg.problems.data_dir, *(to_problems_frame(splits[name]) for name in ("train", "test", "val")))
     write_report(cfg, {**splits, "report": {"source": cfg.problems.source, **splits.get("report", {})}})

@@ -61,7 +61,8 @@ def code_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config, source: st
     pool = train[train["family"].isin(code.synth.warm_start_families)]
     if pool.empty:
         note = (
-            f"no training problems of code.synth.warm_start_families {list(code.synth.warm_start_families)} in the {source} train split: "
+            f"no training problems of code.synth.warm_start_families {list(code.synth.warm_start_families)} in the "
+            f"{source} train split: "
             "the tiny policy starts untrained; set policy.checkpoint to train a real model on these problems"
         )
         warnings.warn(note, stacklevel=2)

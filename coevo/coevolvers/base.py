@@ -44,7 +44,8 @@ class PrunedCoevolverError(CoevolverDirError):
         super().__init__(
             f"{directory}: this co-evolver version's files were pruned by retention together with its checkpoint "
             f"(run.retention; {PRUNED} lists them, {MANIFEST} and the lineage remain). Use the co-evolver version of a "
-            "kept checkpoint (the newest, every keep_every-th, the best), or set run.retention.keep_last to null to keep every version."
+            "kept checkpoint (the newest, every keep_every-th, the best), or set run.retention.keep_last to null to "
+            "keep every version."
         )
 
 

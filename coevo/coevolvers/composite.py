@@ -4,10 +4,10 @@ A list behaves as one co-evolver towards the stages. Each member plays the roles
 (`roles`): "problems" (chooses the iteration's batch: a curriculum), "context" (plans the rollout's
 context variants and gives the evaluation and the self-teacher their context: a skill bank or a
 memory), "reward" (the artifact the `rubric` reward judges by: rubrics), "harness" (the sampling
-settings, answer-format instruction and reward weights in force: a harness); a role has at most one player, so no two members compete for the same decision. Members
-without a role in play fall back to the uniform sampler and the plain group. `update` runs the
-members in list order, each on the same rollouts and rewards, and the report keeps each member's
-report under its name (`member_reports` reads them back).
+settings, answer-format instruction and reward weights in force: a harness); a role has at most one player, so no two
+members compete for the same decision. Members without a role in play fall back to the uniform sampler and the plain
+group. `update` runs the members in list order, each on the same rollouts and rewards, and the report keeps each
+member's report under its name (`member_reports` reads them back).
 
 Saved layout: iter_NNNN/<i>-<kind>/ is member i's own directory (its manifest and files, exactly as it
 saves alone), and iter_NNNN/manifest.json (kind "list") lists every member file by its relative path,
@@ -117,7 +117,8 @@ class CoEvolverList:
         saved = [entry["kind"] for entry in manifest.get("members", [])]
         if saved != [entry.kind for entry in configs]:
             raise CoevolverDirError(
-                f"{Path(directory) / MANIFEST}: holds co-evolvers {saved} but coevolvers lists {[entry.kind for entry in configs]}"
+                f"{Path(directory) / MANIFEST}: holds co-evolvers {saved} but coevolvers lists "
+                f"{[entry.kind for entry in configs]}"
             )
         members = [
             load_coevolver(Path(directory) / entry["name"], member_cfg, seed, generate)
@@ -175,7 +176,8 @@ def load_coevolvers(directory: str | Path, cfg: Config, generate: TextGenerator 
         return load_coevolver(directory, configs[0], cfg.seed, generate)
     if read_manifest(directory).get("kind") != KIND:
         raise CoevolverDirError(
-            f"{Path(directory) / MANIFEST}: holds a single {read_manifest(directory).get('kind')!r} co-evolver but params list coevolvers {[c.kind for c in configs]}"
+            f"{Path(directory) / MANIFEST}: holds a single {read_manifest(directory).get('kind')!r} co-evolver "
+            f"but params list coevolvers {[c.kind for c in configs]}"
         )
     return CoEvolverList.load(Path(directory), configs, cfg.seed, generate)
 

@@ -88,7 +88,8 @@ def categories(problems: pd.DataFrame, columns: list[str]) -> pd.Series:
             continue
         source = problems.attrs.get("path", "the training problems")
         raise InputError(
-            f"{source}: coevolver.curriculum.category names column {column!r}, which the problems do not have (columns: {sorted(problems.columns)})"
+            f"{source}: coevolver.curriculum.category names column {column!r}, which the problems do not have "
+            f"(columns: {sorted(problems.columns)})"
         )
     names = parts[0]
     for part in parts[1:]:
@@ -276,7 +277,8 @@ class Curriculum:
         state = json.loads(files[STATE])
         if state["category"] != list(cfg.curriculum.category):
             raise CoevolverDirError(
-                f"{Path(directory) / STATE}: arms over columns {state['category']} but coevolver.curriculum.category is {list(cfg.curriculum.category)}"
+                f"{Path(directory) / STATE}: arms over columns {state['category']} but "
+                f"coevolver.curriculum.category is {list(cfg.curriculum.category)}"
             )
         curriculum = cls(cfg, seed)
         curriculum.temperature = float(state["temperature"])

@@ -292,7 +292,8 @@ class Harness(NoCoEvolver):
         unknown = {knob for knob in state["overrides"] if knob not in KNOBS and not knob.startswith(WEIGHT)}
         if unknown:
             raise CoevolverDirError(
-                f"{Path(directory) / HARNESS}: field 'overrides': unknown knobs {sorted(unknown)} (known: {list(KNOBS)} and {WEIGHT}<name of a rewards: entry>)"
+                f"{Path(directory) / HARNESS}: field 'overrides': unknown knobs {sorted(unknown)} (known: "
+                f"{list(KNOBS)} and {WEIGHT}<name of a rewards: entry>)"
             )
         harness = cls(cfg, seed)
         harness.overrides, harness.entries, harness.rejected_at = (

@@ -231,9 +231,17 @@ class RubricsCoEvolver:
         if not self.frozen:  # a frozen rubric is measured and reported, never changed (same content hash)
             self.rubric = RubricFile(iteration=iteration, families=families)
         report["criteria"] = [
-            {"family": f, "criterion": c.id, "text": c.text, "weight": c.weight, "discrimination": c.discrimination, "born": c.born}
-            for f, cs in sorted(families.items()) for c in cs
-        ]  # fmt: skip
+            {
+                "family": f,
+                "criterion": c.id,
+                "text": c.text,
+                "weight": c.weight,
+                "discrimination": c.discrimination,
+                "born": c.born,
+            }
+            for f, cs in sorted(families.items())
+            for c in cs
+        ]
         report["counts"] = {"criteria": sum(len(cs) for f, cs in families.items() if f != DEFAULT)}
         return report
 
@@ -309,12 +317,18 @@ def criterion_scores(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFr
         total = pairs.get("rubric", "na")
         for key, value in pairs.items():
             if key.startswith("c."):
-                records.append({
-                    "rollout_id": row.rollout_id, "problem_id": row.problem_id, "family": str(row.family),
-                    "prompt": str(prompts[row.rollout_id]) if prompts is not None else "", "response": str(row.completion),
-                    "rubric": float("nan") if total == "na" else float(total), "criterion": key[2:],
-                    "score": float("nan") if value == "na" else float(value),
-                })  # fmt: skip
+                records.append(
+                    {
+                        "rollout_id": row.rollout_id,
+                        "problem_id": row.problem_id,
+                        "family": str(row.family),
+                        "prompt": str(prompts[row.rollout_id]) if prompts is not None else "",
+                        "response": str(row.completion),
+                        "rubric": float("nan") if total == "na" else float(total),
+                        "criterion": key[2:],
+                        "score": float("nan") if value == "na" else float(value),
+                    }
+                )
     columns = ["rollout_id", "problem_id", "family", "prompt", "response", "rubric", "criterion", "score"]
     return pd.DataFrame(records, columns=columns)
 
@@ -330,9 +344,10 @@ def discrimination(rows: pd.DataFrame, cid: str) -> float | None:
 def extremes(rows: pd.DataFrame, shown: int) -> tuple[list[dict], list[dict]]:
     """The `shown` best and worst responses of a family by rubric score (ties: rollout id)."""
     per = rows.drop_duplicates("rollout_id").dropna(subset=["rubric"])
-    pick = lambda part: [
-        {"prompt": r.prompt, "response": r.response, "score": r.rubric} for r in part.head(shown).itertuples()
-    ]  # noqa: E731
+
+    def pick(part):
+        return [{"prompt": r.prompt, "response": r.response, "score": r.rubric} for r in part.head(shown).itertuples()]
+
     best = per.assign(key=-per["rubric"]).sort_values(["key", "rollout_id"])
     return pick(best), pick(per.sort_values(["rubric", "rollout_id"]))
 

@@ -35,11 +35,11 @@ Departures from the papers:
    Pocock-type alpha-spending function alpha * ln(1 + (e - 1) t) (Lan & DeMets 1983) of the information
    fraction t = informative groups / `max_count`, each look testing at the increment (a union bound, so
    the false-admission rate over all looks is at most `alpha`); a trial not admitted by `max_count`
-   matched groups is rejected, and one whose z is at or below `futility_z` at a look at once. Active -> stable after `stable_count` gaps with utility > `admit_threshold`;
-   active/stable -> retired when utility < `retire_threshold` (with `retire_z` set, the default, instead
-   when the test's statistic over its informative groups, older ones discounted by `evidence_decay`, is
-   at or below `retire_z`: the EMA rule retired a simulated +0.1 skill within 10 updates 66% of the
-   time, on noise and on the zero gaps of saturated groups); beyond `max_active` the lowest-utility
+   matched groups is rejected, and one whose z is at or below `futility_z` at a look at once. Active -> stable after
+   `stable_count` gaps with utility > `admit_threshold`; active/stable -> retired when utility < `retire_threshold`
+   (with `retire_z` set, the default, instead when the test's statistic over its informative groups, older ones
+   discounted by `evidence_decay`, is at or below `retire_z`: the EMA rule retired a simulated +0.1 skill within 10
+   updates 66% of the time, on noise and on the zero gaps of saturated groups); beyond `max_active` the lowest-utility
    skills are retired. Utility is an EMA, u <- decay*u + (1-decay)*gap, initialised by the first gap.
    Each skill makes at most one transition per update.
 3. No pre-RL evaluation pass (the online trial stage plays its part), no LLM mutation of surviving

@@ -110,7 +110,8 @@ class EndpointError(RuntimeError):
 
 
 class GarbageReply(RuntimeError):
-    """A reply that is not a chat completion with text (not JSON, wrong shape, empty): retried like a transient error."""
+    """A reply that is not a chat completion with text (not JSON, wrong shape, empty): retried like a transient
+    error."""
 
 
 class ChatEndpoint:
@@ -167,7 +168,8 @@ class ChatEndpoint:
         except (openai.OpenAIError, GarbageReply) as exc:
             tries = retrying.statistics.get("attempt_number", 1)  # transient errors are retried, others fail at once
             raise EndpointError(
-                f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient errors and garbage replies retried with backoff): {exc}"
+                f"request to {self.base_url} (model {self.model!r}) failed after {tries} attempt(s) (transient "
+                f"errors and garbage replies retried with backoff): {exc}"
             ) from exc
 
     def _choice(self, messages: list[dict], sampling: dict):

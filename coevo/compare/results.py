@@ -40,15 +40,18 @@ def finished_runs(spec: Spec, dirs: list[Path]) -> dict[tuple[str, int], dict]:
             cell = (marker["arm"], marker["seed"])
             if marker["arm"] not in arms or marker["seed"] not in spec.seeds:
                 raise InputError(
-                    f"{path}: arm {marker['arm']!r} seed {marker['seed']} is not in {spec.path} (arms {sorted(arms)}, seeds {spec.seeds})"
+                    f"{path}: arm {marker['arm']!r} seed {marker['seed']} is not in {spec.path} (arms "
+                    f"{sorted(arms)}, seeds {spec.seeds})"
                 )
             if marker["identity"] != expected_identity(spec, *cell):
                 raise InputError(
-                    f"{path}: this run of arm {marker['arm']!r} seed {marker['seed']} computed other params than {spec.path} gives that arm now; it cannot enter this comparison"
+                    f"{path}: this run of arm {marker['arm']!r} seed {marker['seed']} computed other params than "
+                    f"{spec.path} gives that arm now; it cannot enter this comparison"
                 )
             if cell in found and found[cell][0]["record"] != marker["record"]:
                 raise InputError(
-                    f"{path}: arm {cell[0]!r} seed {cell[1]} is also in {found[cell][1]} with other results; merge one of them"
+                    f"{path}: arm {cell[0]!r} seed {cell[1]} is also in {found[cell][1]} with other results; "
+                    f"merge one of them"
                 )
             found.setdefault(cell, (marker, path))
     return {cell: marker for cell, (marker, _) in found.items()}

@@ -86,7 +86,8 @@ def curve_of(cfg: Config, steps: list[dict]) -> list[dict]:
         it = int(record["iteration"])
         if "verdicts" not in record:
             raise ValueError(
-                f"{path}: no per-problem verdicts (written before `coevo compare` existed?); rerun the arm in a fresh directory"
+                f"{path}: no per-problem verdicts (written before `coevo compare` existed?); rerun the arm in a "
+                f"fresh directory"
             )
         curve.append(
             {

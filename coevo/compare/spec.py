@@ -168,7 +168,10 @@ class _Reader:
             if any(str(key) == d or str(key).startswith(d + ".") for d in DECIDED):
                 self.fail(
                     (*at, key),
-                    f"{key!r} is set by the comparison itself (seed, run directory, iterations, data directory, evaluation schedule, tracking); leave it out",
+                    (
+                        f"{key!r} is set by the comparison itself (seed, run directory, iterations, data directory, "
+                        f"evaluation schedule, tracking); leave it out"
+                    ),
                 )
         return nested(raw, f"{self.path}:{self.lines.get(at, 1)}")
 
@@ -206,7 +209,10 @@ def _budget(reader: _Reader) -> tuple[int | None, float | None, int | None]:
     if iterations is not None and seconds is not None:
         reader.fail(
             ("train_seconds",),
-            "both budgets given: set `iterations` (equal iterations) or `train_seconds` (equal measured training seconds), not both",
+            (
+                "both budgets given: set `iterations` (equal iterations) or `train_seconds` (equal measured training "
+                "seconds), not both"
+            ),
         )
     if iterations is None and seconds is None:
         reader.fail(
@@ -216,7 +222,10 @@ def _budget(reader: _Reader) -> tuple[int | None, float | None, int | None]:
     if seconds is not None and cap is None:
         reader.fail(
             ("train_seconds",),
-            "train_seconds needs max_iterations: the iterations every arm runs, long enough for its measured training seconds to pass train_seconds",
+            (
+                "train_seconds needs max_iterations: the iterations every arm runs, long enough for its measured "
+                "training seconds to pass train_seconds"
+            ),
         )
     if iterations is not None and cap is not None:
         reader.fail(
@@ -244,7 +253,10 @@ def _arms(reader: _Reader, default_params: Path) -> list[Arm]:
         if any(a.name == name for a in out):
             reader.fail(
                 ("arms", i, "name"),
-                f"two arms are named {name!r} (the first at line {next(a.line for a in out if a.name == name)}); arm names must differ",
+                (
+                    f"two arms are named {name!r} (the first at line {next(a.line for a in out if a.name == name)}); "
+                    f"arm names must differ"
+                ),
             )
         params = Path(raw["params"]) if raw.get("params") else default_params
         out.append(

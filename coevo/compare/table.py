@@ -130,7 +130,10 @@ def markdown(table: dict) -> str:
         "",
     ]
     out += [
-        "| arm | seeds | acc (mean) | gain over iteration 0, points [95% CI] | diff vs reference, points [95% CI] | per-seed diff | step s (median [q25, q75], n) | time ratio [95% CI] |",
+        (
+            "| arm | seeds | acc (mean) | gain over iteration 0, points [95% CI] | diff vs reference, points [95% "
+            "CI] | per-seed diff | step s (median [q25, q75], n) | time ratio [95% CI] |"
+        ),
         "|---|---|---|---|---|---|---|---|",
     ]
     for a in table["arms"]:
@@ -167,7 +170,8 @@ def markdown(table: dict) -> str:
         flag = "" if r["budget_reached"] else " (budget not reached)"
         stages = " | ".join(f"{r['stage_seconds'][s]:.2f}" for s in STAGES)
         out.append(
-            f"| {r['arm']} | {r['seed']} | {r['readout_iteration']}{flag} | {r['readout_train_seconds']:.2f} | {r['final_acc']:.3f} ± {r['half_width']:.3f} ({r['n_test']}) | {zv} | {stages} |"
+            f"| {r['arm']} | {r['seed']} | {r['readout_iteration']}{flag} | {r['readout_train_seconds']:.2f} | "
+            f"{r['final_acc']:.3f} ± {r['half_width']:.3f} ({r['n_test']}) | {zv} | {stages} |"
         )
     return "\n".join(out) + "\n"
 

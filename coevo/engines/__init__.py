@@ -51,7 +51,8 @@ def check_parallelism(config: EngineConfig, gpus: int, task_runner: str) -> None
     tp, dp = config.tensor_parallel_size, config.data_parallel_size
     if tp > 1 and config.kind != "vllm":
         raise ValueError(
-            f"engine.tensor_parallel_size={tp}: tensor parallelism is vLLM's (engine.kind: vllm), not the {config.kind!r} engine's"
+            f"engine.tensor_parallel_size={tp}: tensor parallelism is vLLM's (engine.kind: vllm), not the "
+            f"{config.kind!r} engine's"
         )
     if tp > 1 and gpus < tp:
         where = "no GPU (CPU only)" if gpus == 0 else f"only {gpus} GPU(s)"
@@ -60,7 +61,8 @@ def check_parallelism(config: EngineConfig, gpus: int, task_runner: str) -> None
         )
     if dp > 1 and task_runner != "ray":
         raise ValueError(
-            f"engine.data_parallel_size={dp}: one engine per worker needs the Ray task runner (pipeline.task_runner: ray); "
+            f"engine.data_parallel_size={dp}: one engine per worker needs the Ray task runner (pipeline.task_runner: "
+            f"ray); "
             f"the {task_runner!r} runner runs one engine: set it to 1"
         )
 

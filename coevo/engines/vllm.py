@@ -159,8 +159,10 @@ class VLLMEngine:
         for i, ids in enumerate(encoded):
             if len(ids) >= limit:
                 raise ValueError(
-                    f"prompt {i} of this batch has {len(ids)} tokens, and the vLLM engine holds {limit} (prompt and completion): "
-                    f"raise engine.max_model_len (null = the model's own context length). Prompt begins: {self.tokenizer.decode(ids[:40])!r}"
+                    f"prompt {i} of this batch has {len(ids)} tokens, and the vLLM engine holds {limit} (prompt and "
+                    f"completion): "
+                    f"raise engine.max_model_len (null = the model's own context length). Prompt begins: "
+                    f"{self.tokenizer.decode(ids[:40])!r}"
                 )
 
     def _generation(self, prompt_ids: list[int], completion) -> Generation:
@@ -288,6 +290,7 @@ def _check_cpu_head_size(checkpoint: Path) -> None:
     head = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     if head not in CPU_ATTENTION_HEAD_SIZES:
         raise ValueError(
-            f"{checkpoint}: head_dim {head} is not supported by vLLM's CPU attention (supported: {CPU_ATTENTION_HEAD_SIZES}); "
+            f"{checkpoint}: head_dim {head} is not supported by vLLM's CPU attention (supported: "
+            f"{CPU_ATTENTION_HEAD_SIZES}); "
             "use engine.kind=hf or a policy.shape with hidden_size/num_heads in that list"
         )

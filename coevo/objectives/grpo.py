@@ -68,7 +68,8 @@ class GRPO:
     needs_distributions = False
     needs_teacher = False
     token_signal = False
-    shardable = True  # one aggregate over the minibatch: ranks holding shares of it scale their losses exactly (kl.shard_weight)
+    # one aggregate over the minibatch: ranks holding shares of it scale their losses exactly (kl.shard_weight)
+    shardable = True
 
     def __init__(self, cfg: ObjectiveConfig) -> None:
         self.cfg = cfg

@@ -116,11 +116,13 @@ def check_distributed(cfg: Config, objective: Objective) -> None:
         raise ValueError(
             f"policy.distributed.world_size={cfg.policy.distributed.world_size}: objective {objective.name!r} "
             "reads a statistic of the whole minibatch (or two loss normalisers), which a rank's share cannot "
-            "reproduce exactly; use world_size 1 or a shardable objective (grpo, rlsd; opsd/sdar with teacher.apply_to: all)"
+            "reproduce exactly; use world_size 1 or a shardable objective (grpo, rlsd; opsd/sdar with "
+            "teacher.apply_to: all)"
         )
     if backend_of(cfg) == "nccl" and torch.cuda.device_count() < cfg.policy.distributed.world_size:
         raise ValueError(
-            f"policy.distributed: nccl needs one GPU per rank: world_size {cfg.policy.distributed.world_size}, {torch.cuda.device_count()} GPUs"
+            f"policy.distributed: nccl needs one GPU per rank: world_size {cfg.policy.distributed.world_size}, "
+            f"{torch.cuda.device_count()} GPUs"
         )
 
 
@@ -156,7 +158,8 @@ def launch_update(
             },
         )
         command = [
-            sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(settings.world_size),
+            sys.executable, "-m", "torch.distributed.run",
+            "--nnodes", "1", "--nproc-per-node", str(settings.world_size),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0",
             "-m", rank_module, str(job),
         ]  # fmt: skip
@@ -177,7 +180,8 @@ def failure_message(it: int, checkpoint: str, code: int, log: str) -> str:
     tail = "\n".join(log.strip().splitlines()[-15:])
     return (
         f"iteration {it}: the distributed policy update failed (torchrun exit {code}; {ranks}); "
-        f"checkpoint {it} was not written; re-run the update stage to resume from {checkpoint}.\n--- torchrun log (tail) ---\n{tail}"
+        f"checkpoint {it} was not written; re-run the update stage to resume from {checkpoint}.\n--- torchrun log "
+        f"(tail) ---\n{tail}"
     )
 
 

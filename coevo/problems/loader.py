@@ -113,7 +113,8 @@ def split_held_out(
     """
     if not 0 < test_fraction < 1 or not 0 <= val_fraction < 1 or test_fraction + val_fraction >= 1:
         raise ValueError(
-            f"test_fraction must be in (0, 1), val_fraction in [0, 1) and their sum < 1; got {test_fraction}, {val_fraction}"
+            f"test_fraction must be in (0, 1), val_fraction in [0, 1) and their sum < 1; got {test_fraction}, "
+            f"{val_fraction}"
         )
     group = pd.factorize(pd.Series(keys_of(frame), dtype=object))[0]  # [rows] content group of each row
     n_groups = int(group.max()) + 1 if len(frame) else 0
@@ -211,7 +212,8 @@ def _read_saved_dataset(path: Path) -> tuple[list[dict], list[str], list[str]]:
     if isinstance(loaded, datasets.DatasetDict):
         if "train" not in loaded:
             raise ProblemsFileError(
-                f"{path}: a DatasetDict without a 'train' split (splits: {sorted(loaded)}); save the split to use with save_to_disk, or name it 'train'"
+                f"{path}: a DatasetDict without a 'train' split (splits: {sorted(loaded)}); save the split to "
+                f"use with save_to_disk, or name it 'train'"
             )
         loaded, label = loaded["train"], "split 'train' "
     records = [_without_nulls(record) for record in loaded.to_list()]
@@ -236,7 +238,11 @@ def _conversation_columns(records: list[dict], rows: list[str]) -> list[str]:
     if records and not any("prompt" in record or MESSAGES in record for record in records):
         found = sorted(dict.fromkeys(key for record in records for key in record))
         return [
-            f"field 'prompt': missing column (no question column: expected 'prompt', a string or a conversation in TRL's format, or 'messages', a list of {{role, content}} ending in the user's question; columns found: {found})"
+            (
+                f"field 'prompt': missing column (no question column: expected 'prompt', a string or a conversation "
+                f"in TRL's format, or 'messages', a list of {{role, content}} ending in the user's question; columns "
+                f"found: {found})"
+            )
         ]
     return []
 

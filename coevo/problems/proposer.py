@@ -269,7 +269,8 @@ def _check_ids(frame: pd.DataFrame, source: str) -> None:
         if bad:
             label, value = bad[0]
             raise SchemaError(
-                f"{source}: row {label}, field 'id': not a proposal id 'p<iteration>-...' (got {value!r}; {len(bad)} such rows)"
+                f"{source}: row {label}, field 'id': not a proposal id 'p<iteration>-...' (got {value!r}; "
+                f"{len(bad)} such rows)"
             )
 
 

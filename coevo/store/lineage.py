@@ -482,7 +482,8 @@ def _model_version(ref: str, tracking_uri: str | None):
     store = where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else None
     if store is not None and not Path(store).is_file():  # a lookup must not create an empty registry
         raise InputError(
-            f"{ref}: no model registry at {where} ({Path(store).resolve()} does not exist; set tracking.mlflow_uri, or --tracking-uri for coevo lineage)"
+            f"{ref}: no model registry at {where} ({Path(store).resolve()} does not exist; set "
+            f"tracking.mlflow_uri, or --tracking-uri for coevo lineage)"
         )
     client = mlflow.MlflowClient(tracking_uri)
     try:

@@ -23,10 +23,10 @@ What is logged where
   registry   model `tracking.model_name`: one version per distinct weights hash, source
              `runs:/<run_id>/checkpoints/iter_NNNN`, tags coevo.iteration, coevo.weights_sha256,
              coevo.checkpoint_path, coevo.val_acc. Alias "best" = the version with the highest
-             coevo.val_acc (set here): the validation split's accuracy, never the test split's. "latest" is MLflow's built-in alias, which cannot be set
-             (reserved) but resolves to the highest version number: `models:/<name>@latest` and
-             `get_model_version_by_alias(name, "latest")` give the newest registered checkpoint,
-             since versions are created in logging order and never twice for the same weights.
+             coevo.val_acc (set here): the validation split's accuracy, never the test split's. "latest" is MLflow's
+             built-in alias, which cannot be set (reserved) but resolves to the highest version number:
+             `models:/<name>@latest` and `get_model_version_by_alias(name, "latest")` give the newest registered
+             checkpoint, since versions are created in logging order and never twice for the same weights.
 
 Resume and idempotency
   - `start` resumes the run named in mlflow_run.json when it still exists in the experiment, is not
@@ -280,7 +280,8 @@ class Tracker:
         return self.client.create_model_version(self.cfg.model_name, source, run_id=self.run_id, tags=tags)
 
     def _update_best(self, version: int | str, eval_acc: float) -> None:
-        """Point "best" at `version` when `eval_acc` (validation accuracy) beats the current best's coevo.val_acc (or none)."""
+        """Point "best" at `version` when `eval_acc` (validation accuracy) beats the current best's coevo.val_acc (or
+        none)."""
         name = self.cfg.model_name
         best = self.client.get_registered_model(name).aliases.get(ALIAS_BEST)
         best_acc = (
