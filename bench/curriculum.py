@@ -163,9 +163,13 @@ def collect(arm: str, seed: int, out_dir: Path, upto: int | None = None) -> dict
 
 
 def markdown(results: list[dict], plan: dict) -> str:
-    head = "| arm | seed | s/iter (probe) | iterations | train s | initial acc | final acc | zero-var share (mean) |\n|---|---|---|---|---|---|---|---|\n"
+    head = (
+        "| arm | seed | s/iter (probe) | iterations | train s | initial acc | final acc | zero-var share (mean) "
+        "|\n|---|---|---|---|---|---|---|---|\n"
+    )
     body = "".join(
-        f"| {r['arm']} | {r['seed']} | {plan[(r['arm'], r['seed'])]['s_per_iter']:.2f} | {r['iterations']} | {r['train_s']:.1f} "
+        f"| {r['arm']} | {r['seed']} | {plan[(r['arm'], r['seed'])]['s_per_iter']:.2f} | {r['iterations']} | "
+        f"{r['train_s']:.1f} "
         f"| {r['initial_acc']:.3f} | {r['final_acc']:.3f} | {statistics.fmean(r['zero_var_share']):.3f} |\n"
         for r in results
     )
@@ -202,7 +206,10 @@ def main() -> None:
         nargs="*",
         default=[],
         metavar="ARM=N",
-        help="fixed iteration counts (replay; skips the probe for these arms); with --collect: read ARM's runs up to iteration N",
+        help=(
+            "fixed iteration counts (replay; skips the probe for these arms); with --collect: read ARM's runs up to "
+            "iteration N"
+        ),
     )
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument(

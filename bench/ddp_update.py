@@ -11,7 +11,8 @@ reports each arm's max abs weight difference from the first arm's checkpoint. Ea
 DEVICE:WORLD_SIZE (policy.device, policy.distributed.world_size); rollouts are always on the CPU.
 JSON to bench/results/ddp_update/ (`--out-json` elsewhere).
 
-    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--arms cpu:1,cpu:2] [--problems 8] [--group 8] [--tokens 16] [--smollm DIR] [--reuse]
+    nice -n 10 .venv/bin/python bench/ddp_update.py [--models tiny,smollm2] [--arms cpu:1,cpu:2] [--problems 8] \
+        [--group 8] [--tokens 16] [--smollm DIR] [--reuse]
 """
 
 from __future__ import annotations

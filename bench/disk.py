@@ -194,8 +194,10 @@ def main() -> None:
     console.print({k: round(v / 1e3, 1) for k, v in unit.items()}, "kB per unit")
     ext = result["extrapolated"]
     console.print(
-        f"extrapolated to {big} iterations: off {ext['off_bytes'] / MB:.1f} MB, on <= {ext['on_bound_bytes'] / MB:.1f} MB "
-        f"({disk_bound_checkpoints(big, 2, 50, True)} checkpoints incl. the bootstrap, ceil({big}/50) = {math.ceil(big / 50)})"
+        f"extrapolated to {big} iterations: off {ext['off_bytes'] / MB:.1f} MB, on <= "
+        f"{ext['on_bound_bytes'] / MB:.1f} MB "
+        f"({disk_bound_checkpoints(big, 2, 50, True)} checkpoints incl. the bootstrap, ceil({big}/50) = "
+        f"{math.ceil(big / 50)})"
     )
 
 

@@ -192,17 +192,23 @@ def report(results: list[dict]) -> str:
     for res in results:
         for arm, row in res["throughput"].items():
             lines.append(
-                f"| {res['model']} | {res['parameters'] / 1e6:.1f}M | {arm} | {row['completions_per_s']:.1f} | {row['tokens_per_s']:.1f} |"
+                f"| {res['model']} | {res['parameters'] / 1e6:.1f}M | {arm} | {row['completions_per_s']:.1f} | "
+                f"{row['tokens_per_s']:.1f} |"
             )
     lines += [
         "",
-        "| model | coevo-vLLM / direct vLLM (tokens/s) | coevo-vLLM / HF | sync: state dict (s) | sync: checkpoint dir (s) | restart (s) | state dict / restart | dir / restart |",
+        (
+            "| model | coevo-vLLM / direct vLLM (tokens/s) | coevo-vLLM / HF | sync: state dict (s) | sync: "
+            "checkpoint dir (s) | restart (s) | state dict / restart | dir / restart |"
+        ),
         "|---|---|---|---|---|---|---|---|",
     ]
     for res in results:
         lines.append(
-            f"| {res['model']} | {res['coevo_vs_direct']:.3f}x | {res['coevo_vs_hf']:.2f}x | {res['sync_state_dict_s']:.3f} | "
-            f"{res['sync_checkpoint_dir_s']:.3f} | {res['restart_s']:.1f} | {res['sync_state_dict_vs_restart']:.4f}x | {res['sync_checkpoint_dir_vs_restart']:.4f}x |"
+            f"| {res['model']} | {res['coevo_vs_direct']:.3f}x | {res['coevo_vs_hf']:.2f}x | "
+            f"{res['sync_state_dict_s']:.3f} | "
+            f"{res['sync_checkpoint_dir_s']:.3f} | {res['restart_s']:.1f} | {res['sync_state_dict_vs_restart']:.4f}x "
+            f"| {res['sync_checkpoint_dir_vs_restart']:.4f}x |"
         )
     return "\n".join(lines)
 

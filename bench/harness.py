@@ -130,13 +130,16 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
 
 def markdown(results: list[dict], knob: str) -> str:
     head = (
-        f"| arm | seed | initial acc | final acc | zero-var share (mean) | sampled reward / pass rate (last 5 it.) | backtests | first fix accepted at iteration | final {knob} |\n"
+        f"| arm | seed | initial acc | final acc | zero-var share (mean) | sampled reward / pass rate (last 5 it.) | "
+        f"backtests | first fix accepted at iteration | final {knob} |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
     )
     return head + "".join(
-        f"| {r['arm']} | {r['seed']} | {r['initial_acc']:.3f} | {r['final_acc']:.3f} | {statistics.fmean(r['zero_var_share']):.3f} "
+        f"| {r['arm']} | {r['seed']} | {r['initial_acc']:.3f} | {r['final_acc']:.3f} | "
+        f"{statistics.fmean(r['zero_var_share']):.3f} "
         f"| {statistics.fmean(r['mean_reward'][-5:]):.3f} / {statistics.fmean(r['pass_rate'][-5:]):.3f} "
-        f"| {len(r['backtests'])} | {r['fixed_at'] if r['fixed_at'] is not None else '-'} | {r['final'].get(knob, '-')} |\n"
+        f"| {len(r['backtests'])} | {r['fixed_at'] if r['fixed_at'] is not None else '-'} | "
+        f"{r['final'].get(knob, '-')} |\n"
         for r in results
     )
 

@@ -125,8 +125,11 @@ def main() -> None:
     criteria = SEED_POOL[:4]
     with vllm_server(args.model, RESULTS / "judge-server.log") as url:
         written = responses(url, list(train["prompt"]), args.samples, seed=0)
-        rows = [(prompt, kind, response, gold_check(response, parse_spec(answer)))
-                for prompt, kind, answer, replies in zip(train["prompt"], train["family"], train["answer"], written) for response in replies]  # fmt: skip
+        rows = [
+            (prompt, kind, response, gold_check(response, parse_spec(answer)))
+            for prompt, kind, answer, replies in zip(train["prompt"], train["family"], train["answer"], written)
+            for response in replies
+        ]
         gold = [ok for *_, ok in rows]
         items = [(prompt, response, criterion) for prompt, _, response, _ in rows for criterion in criteria]
         modes = []
@@ -141,8 +144,15 @@ def main() -> None:
                 start = time.perf_counter()
                 judged = judge.score(items)
                 seconds = time.perf_counter() - start
-                passes.append({"pass": label, "seconds": round(seconds, 3), "judgements_per_s": round(len(items) / seconds, 2),
-                               "requests": judge.stats.requests, "cache_hit_rate": judge.stats.cache_hits / len(items)})  # fmt: skip
+                passes.append(
+                    {
+                        "pass": label,
+                        "seconds": round(seconds, 3),
+                        "judgements_per_s": round(len(items) / seconds, 2),
+                        "requests": judge.stats.requests,
+                        "cache_hit_rate": judge.stats.cache_hits / len(items),
+                    }
+                )
             per_item = [j.score for j in judged]
             by_criterion = {c: per_item[i :: len(criteria)] for i, c in enumerate(criteria)}
             rubric = [
@@ -160,10 +170,17 @@ def main() -> None:
                 "replies": [j.reply for j in judged[:3]],
             })  # fmt: skip
     by_kind = {kind: [ok for _, k, _, ok in rows if k == kind] for kind in KINDS}
-    report = {"model": str(args.model), "workers": args.workers, "items": len(items), "responses": len(rows), "gold_pass_share": round(sum(gold) / len(gold), 3),
-              "gold_pass_by_kind": {kind: round(sum(oks) / len(oks), 3) for kind, oks in by_kind.items() if oks},
-              "examples": [{"prompt": p, "response": r, "gold": ok} for p, _, r, ok in rows[:: max(1, len(rows) // 6)]],
-              "load_average": os.getloadavg(), "modes": modes}  # fmt: skip
+    report = {
+        "model": str(args.model),
+        "workers": args.workers,
+        "items": len(items),
+        "responses": len(rows),
+        "gold_pass_share": round(sum(gold) / len(gold), 3),
+        "gold_pass_by_kind": {kind: round(sum(oks) / len(oks), 3) for kind, oks in by_kind.items() if oks},
+        "examples": [{"prompt": p, "response": r, "gold": ok} for p, _, r, ok in rows[:: max(1, len(rows) // 6)]],
+        "load_average": os.getloadavg(),
+        "modes": modes,
+    }
     (RESULTS / "judge.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
 

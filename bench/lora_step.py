@@ -7,8 +7,8 @@ position and the completion positions), a policy-gradient surrogate with fixed a
 gradient clipping and AdamW (coevo's `build_optimizer`: all parameters, or the adapters only).
 Per arm: one warm-up step, then --steps timed steps (mean and spread); then `save_checkpoint` with
 the optimizer state, timed, and the bytes each checkpoint holds (weights or adapter, optimizer state,
-everything). JSON goes to bench/results/lora_step/. The arms run one after the other in one process. Arm `head` times a no-grad trainer
-pass with the LM head on the last prompt position only vs on every prompt position.
+everything). JSON goes to bench/results/lora_step/. The arms run one after the other in one process. Arm `head` times a
+no-grad trainer pass with the LM head on the last prompt position only vs on every prompt position.
 
     .venv/bin/python bench/lora_step.py [--model models/smollm2-135m-instruct] [--steps 3]
         [--batch 16] [--prompt-len 32] [--completion-len 24] [--rank 8] [--arms full,lora,head]

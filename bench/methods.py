@@ -2,8 +2,10 @@
 PMD ablations (frozen memory, frozen policy, no co-evolver), several seeds each.
 
     .venv/bin/python bench/methods.py --seeds 0 1 2 --budget-s 150 --workers 2 [--mlflow]
-    .venv/bin/python bench/methods.py --bootstrap-steps 400 --recall-prob 0.5 --tag reader  # a policy that reads its context
-    .venv/bin/python bench/methods.py --params examples/smollm2.yaml --set policy.checkpoint=models/smollm2-135m-instruct \
+    # a policy that reads its context
+    .venv/bin/python bench/methods.py --bootstrap-steps 400 --recall-prob 0.5 --tag reader
+    .venv/bin/python bench/methods.py --params examples/smollm2.yaml \
+        --set policy.checkpoint=models/smollm2-135m-instruct \
         --methods grpo skill_bank pmd pmd-frozen-memory --seeds 0 1 --workers 1 --tag smollm2   # a pretrained model
 
 Every run starts from the same bootstrap checkpoint of its seed (bootstrapped once, copied into each
@@ -145,15 +147,20 @@ def table(results: list[dict], methods: list[str]) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = "| method | seeds | held-out acc (mean [min, max]) | acc with memory | initial acc | response len | iterations | wall s | entries admitted |\n"
+    head = (
+        "| method | seeds | held-out acc (mean [min, max]) | acc with memory | initial acc | response len | "
+        "iterations | wall s | entries admitted |\n"
+    )
     head += "|---|---|---|---|---|---|---|---|---|\n"
 
     def fmt(value: float | None, spec: str = ".3f") -> str:
         return "-" if value is None else format(value, spec)
 
     body = "".join(
-        f"| {r['method']} | {r['seeds']} | {r['acc_mean']:.3f} [{r['acc_min']:.3f}, {r['acc_max']:.3f}] | {fmt(r['acc_with_memory'])} "
-        f"| {r['initial_acc']:.3f} | {r['response_len']:.2f} | {r['iterations']:.0f} | {r['wall_time_s']:.0f} | {r['admitted']:.1f} |\n"
+        f"| {r['method']} | {r['seeds']} | {r['acc_mean']:.3f} [{r['acc_min']:.3f}, {r['acc_max']:.3f}] | "
+        f"{fmt(r['acc_with_memory'])} "
+        f"| {r['initial_acc']:.3f} | {r['response_len']:.2f} | {r['iterations']:.0f} | {r['wall_time_s']:.0f} | "
+        f"{r['admitted']:.1f} |\n"
         for r in rows
     )
     return head + body

@@ -298,7 +298,10 @@ def main() -> None:
     )
     per_round = ", ".join(f"{o * 100:+.1f}%" for o in overhead["per_round_iteration_wall"])
     shape = f"{args.problems_per_iter} problems per iteration" if args.problems_per_iter else "default scale"
-    title = f"flow vs plain driver, {shape}, {args.iterations} iterations x {args.rounds} rounds (median s per iteration; per round: {per_round}; Prefect server start-up {server_startup_cpu:.1f} s CPU, once)"
+    title = (
+        f"flow vs plain driver, {shape}, {args.iterations} iterations x {args.rounds} rounds (median s per "
+        f"iteration; per round: {per_round}; Prefect server start-up {server_startup_cpu:.1f} s CPU, once)"
+    )
     report = {
         "iterations": args.iterations,
         "rounds": args.rounds,

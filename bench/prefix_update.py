@@ -209,7 +209,8 @@ def main() -> None:
     print("| arm | median s | min-max s | GFLOP (est.) | GFLOP/s | teacher reused |")
     for r in rows:
         print(
-            f"| {r['arm']} | {r['median_s']:.1f} | {r['min_s']:.1f}-{r['max_s']:.1f} | {r['gflop']:.0f} | {r['achieved_gflops']:.1f} | {r['teacher_reused_frac']} |"
+            f"| {r['arm']} | {r['median_s']:.1f} | {r['min_s']:.1f}-{r['max_s']:.1f} | {r['gflop']:.0f} | "
+            f"{r['achieved_gflops']:.1f} | {r['teacher_reused_frac']} |"
         )
 
 

@@ -90,7 +90,8 @@ def main() -> None:
         )  # after each seed: a kill keeps the finished ones
         r = runs[-1]
         console.print(
-            f"seed {seed}: acc {r['start_acc']:.3f} -> {r['final_acc']:.3f}, training {r['train_wall_s']:.0f} s, {r['run_dir_mb']:.1f} MB"
+            f"seed {seed}: acc {r['start_acc']:.3f} -> {r['final_acc']:.3f}, training {r['train_wall_s']:.0f} s, "
+            f"{r['run_dir_mb']:.1f} MB"
         )
     gains = [r["final_acc"] - r["start_acc"] for r in runs]
     console.print(f"mean gain {statistics.fmean(gains):+.3f} over {len(runs)} seed(s); curves:")

@@ -167,11 +167,13 @@ def main() -> None:
     if "seccomp_ms_per_sample_per_worker" in result:
         cost = result["seccomp_ms_per_sample_per_worker"]
         print(
-            f"seccomp filter: {cost['median']:+.1f} ms per sample per worker (median of paired rounds: {', '.join(f'{c:+.1f}' for c in cost['rounds'])})"
+            f"seccomp filter: {cost['median']:+.1f} ms per sample per worker (median of paired rounds: "
+            f"{', '.join(f'{c:+.1f}' for c in cost['rounds'])})"
         )
         ns = result["getppid_ns"]
         print(
-            f"one getppid() from Python: {ns['seccomp']:.0f} ns with the filter, {ns['no seccomp']:.0f} ns without (median of 5 alternated runs)"
+            f"one getppid() from Python: {ns['seccomp']:.0f} ns with the filter, {ns['no seccomp']:.0f} ns "
+            f"without (median of 5 alternated runs)"
         )
     print(f"written: {args.out}")
 

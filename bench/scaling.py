@@ -103,7 +103,10 @@ def main() -> None:
         "ms/rollout",
         "ms/rollout vs first",
     ]
-    title = f"coevo driver step time, iterations 2..{args.iterations - 1} of {args.iterations}, median of {args.repetitions}"
+    title = (
+        f"coevo driver step time, iterations 2..{args.iterations - 1} of {args.iterations}, median of "
+        f"{args.repetitions}"
+    )
     report = {
         "iterations": args.iterations,
         "repetitions": args.repetitions,

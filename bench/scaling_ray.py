@@ -15,7 +15,8 @@
    is what Ray costs. The runs' weights must agree (asserted): sharding depends on the shard, not
    the runner.
 
-    PYTHONPATH=. .venv/bin/python bench/scaling_ray.py [--rounds 3] [--iterations 4] [--bootstrap-steps N] [--parts verify,flow] [--out F]
+    PYTHONPATH=. .venv/bin/python bench/scaling_ray.py [--rounds 3] [--iterations 4] [--bootstrap-steps N] \
+        [--parts verify,flow] [--out F]
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ import json
 NONCE = (
     "import gc, os, sys\n"
     "def is_nonce(x):\n    return type(x) is str and len(x) == 32 and all(c in '0123456789abcdef' for c in x)\n"
-    "def in_closure(fn):\n    return [c.cell_contents for c in (getattr(fn, '__closure__', None) or ()) if is_nonce(c.cell_contents)]\n"
+    "def in_closure(fn):\n    return [c.cell_contents for c in (getattr(fn, '__closure__', None) or ()) if "
+    "is_nonce(c.cell_contents)]\n"
     "found = []\n"
 )
 ROUTE_CLOSURE = (
@@ -40,14 +41,16 @@ ROUTE_GETFRAME = NONCE + (
     "    frame = frame.f_back\nroute = '_getframe'\n"
 )
 ROUTE_GC = NONCE + (
-    "for obj in gc.get_objects():\n    if type(obj).__name__ == 'cell':\n        try:\n            found += [obj.cell_contents] if is_nonce(obj.cell_contents) else []\n"
+    "for obj in gc.get_objects():\n    if type(obj).__name__ == 'cell':\n        try:\n            found += "
+    "[obj.cell_contents] if is_nonce(obj.cell_contents) else []\n"
     "        except ValueError:\n            pass\n    elif type(obj) in (list, tuple, dict):\n"
     "        found += [x for x in (obj.values() if type(obj) is dict else obj) if is_nonce(x)]\nroute = 'gc'\n"
 )
 FORGE = (
     "print('route', route, 'found' if found else 'nothing')\n"
     "if found:\n    lines = ''.join(f'{found[0]} test {i} pass x\\n' for i in range(3)) + f'{found[0]} done\\n'\n"
-    "    for fd in range(3, 64):\n        try:\n            os.write(fd, lines.encode())\n        except OSError:\n            pass\n"
+    "    for fd in range(3, 64):\n        try:\n            os.write(fd, lines.encode())\n        except OSError:\n  "
+    "          pass\n"
     "    sys.stdout.flush()\n    os._exit(0)\n"
     "def add(a, b): return 0\n"
 )
@@ -55,11 +58,17 @@ FORGE = (
 TESTS = ("assert add(2, 3) == 5", "assert add(1, 1) == 2", "assert add(0, 0) != 1")
 TRICKS: dict[str, tuple[str, str]] = {  # name -> (program, expected status)
     "always-equal object": (
-        "class E:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\ndef add(a, b): return E()",
+        (
+            "class E:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\ndef add(a, b): "
+            "return E()"
+        ),
         "spoofed",
     ),
     "int subclass with __eq__": (
-        "class I(int):\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n    __hash__ = int.__hash__\ndef add(a, b): return I(0)",
+        (
+            "class I(int):\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n    "
+            "__hash__ = int.__hash__\ndef add(a, b): return I(0)"
+        ),
         "spoofed",
     ),
     "str subclass": ("class S(str):\n    def __eq__(self, o): return True\ndef add(a, b): return S('x')", "spoofed"),
@@ -76,7 +85,10 @@ TRICKS: dict[str, tuple[str, str]] = {  # name -> (program, expected status)
         "spoofed",
     ),
     "method on a class": (
-        "class E:\n    def __eq__(self, o): return True\nclass Sol:\n    def add(self, a, b): return E()\nadd = Sol().add",
+        (
+            "class E:\n    def __eq__(self, o): return True\nclass Sol:\n    def add(self, a, b): return E()\nadd = "
+            "Sol().add"
+        ),
         "spoofed",
     ),
     "lambda returning fake": ("class E:\n    def __eq__(self, o): return True\nadd = lambda a, b: E()", "spoofed"),
@@ -101,7 +113,10 @@ TRICKS: dict[str, tuple[str, str]] = {  # name -> (program, expected status)
         "spoofed",
     ),
     "swallows the check (catches BaseException)": (
-        "class E:\n    def __eq__(self, o): return True\ndef inner(a, b): return E()\ndef add(a, b):\n    try:\n        return inner(a, b)\n    except BaseException:\n        return 5",
+        (
+            "class E:\n    def __eq__(self, o): return True\ndef inner(a, b): return E()\ndef add(a, b):\n    try:\n "
+            "       return inner(a, b)\n    except BaseException:\n        return 5"
+        ),
         "spoofed",
     ),
     "sys.exit(0) at load": ("import sys\nsys.exit(0)\ndef add(a, b): return 0", "crashed"),

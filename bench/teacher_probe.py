@@ -12,8 +12,8 @@ under three prompts: the bare question (the student), the question after its own
 worked example of another question of the family (a retrieved skill). Writes
 bench/results/teacher_probe.json.
 
-With --params (results in teacher_probe_chat.json) (an instruct model under `prompt.format: chat`) the prompts are rendered as the run
-renders them: the chat template, the question in words ("What is 7 * 8?") and the answer-format
+With --params (results in teacher_probe_chat.json) (an instruct model under `prompt.format: chat`) the prompts are
+rendered as the run renders them: the chat template, the question in words ("What is 7 * 8?") and the answer-format
 instruction, the worked examples as co-evolver context inside the user turn ("What is 7 * 8?
 \boxed{56}", as a level-1 memory entry or a skill reads), and the answer scored is the reply the
 instruction asks for, `\boxed{56}`, at the start of the assistant turn.
@@ -102,7 +102,8 @@ def main() -> None:
     }
     for checkpoint, rows in results.items():
         print(
-            f"\n{checkpoint}\n| family | p(answer) bare | after its own worked example | after another question's |\n|---|---|---|---|"
+            f"\n{checkpoint}\n| family | p(answer) bare | after its own worked example | after another "
+            f"question's |\n|---|---|---|---|"
         )
         for family, row in rows.items():
             print(f"| {family} | {row['bare']:.3g} | {row['own_example']:.3g} | {row['other_example']:.3g} |")

@@ -165,9 +165,12 @@ def main() -> None:
     arms = (args.arms or ("trl,coevo-grpo" if args.model else ",".join(ARMS))).split(",")
     by_seed = {}
     for seed in seeds:
-        run = lambda arm, rep, seed=seed: (trl_run if arm == "trl" else coevo_run)(
-            RESULTS / "tmp" / f"learning-{arm}", deep_merge(common, ARMS[arm]), seed, args.budget, args.every
-        )
+
+        def run(arm, rep, seed=seed):
+            return (trl_run if arm == "trl" else coevo_run)(
+                RESULTS / "tmp" / f"learning-{arm}", deep_merge(common, ARMS[arm]), seed, args.budget, args.every
+            )
+
         by_seed[seed] = alternate(arms[seed % len(arms) :] + arms[: seed % len(arms)], 1, run)
     runs = {arm: [by_seed[seed][arm][0] for seed in seeds] for arm in arms}
     points = len(runs[arms[0]][0]["curve"])
@@ -186,7 +189,10 @@ def main() -> None:
         for arm in arms
     ]
     model = f"{Path(args.model).name}, LoRA, " if args.model else ""
-    title = f"{model}held-out greedy accuracy at equal training wall-clock (mean of seeds {args.seeds}); trl {trl_version()}"
+    title = (
+        f"{model}held-out greedy accuracy at equal training wall-clock (mean of seeds {args.seeds}); trl "
+        f"{trl_version()}"
+    )
     report = {
         "model": args.model,
         "overrides": common,

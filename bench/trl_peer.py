@@ -45,7 +45,8 @@ def build_trainer(cfg: Config, checkpoint: Path, output_dir: Path, max_generatio
     rollouts = cfg.rollouts_per_iter
     if rollouts % cfg.optim.minibatch_size:
         raise ValueError(
-            f"rollouts per iteration ({rollouts}) must be a multiple of optim.minibatch_size for TRL's steps_per_generation"
+            f"rollouts per iteration ({rollouts}) must be a multiple of optim.minibatch_size for TRL's "
+            f"steps_per_generation"
         )
     steps_per_generation = rollouts // cfg.optim.minibatch_size
     problems = pd.read_parquet(Path(cfg.problems.data_dir) / "train.parquet")[["prompt", "answer"]]
@@ -93,7 +94,8 @@ def build_trainer(cfg: Config, checkpoint: Path, output_dir: Path, max_generatio
         fp16=False,
         dataloader_num_workers=0,
         log_completions=False,
-        gradient_checkpointing=False,  # TRL's default is True; coevo recomputes nothing, and with it on TRL also generates without a KV cache
+        # TRL's default is True; coevo recomputes nothing, and with it on TRL also generates without a KV cache
+        gradient_checkpointing=False,
     )
     model = AutoModelForCausalLM.from_pretrained(checkpoint)
     return GRPOTrainer(

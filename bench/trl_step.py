@@ -144,7 +144,10 @@ def main() -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help="A local HF checkpoint for both arms (real-model mode, chat format, LoRA); default: the bootstrapped tiny policy.",
+        help=(
+            "A local HF checkpoint for both arms (real-model mode, chat format, LoRA); default: the bootstrapped "
+            "tiny policy."
+        ),
     )
     parser.add_argument(
         "--lora-rank", type=int, default=16, help="--model mode: LoRA rank for both arms (0 = full fine-tuning)."
@@ -198,7 +201,10 @@ def main() -> None:
         for arm in arms
     ]
     model = f"{Path(args.model).name}, LoRA r={args.lora_rank}, " if args.model else ""
-    title = f"{model}seconds per step (median ±half-range of {args.repetitions} runs x steps 2..{args.iterations - 1}); trl {trl_version()}"
+    title = (
+        f"{model}seconds per step (median ±half-range of {args.repetitions} runs x steps 2..{args.iterations - 1}); "
+        f"trl {trl_version()}"
+    )
     report = {
         "model": args.model,
         "iterations": args.iterations,

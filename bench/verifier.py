@@ -77,7 +77,8 @@ def main() -> None:
     for name, values in rates.items():
         print(f"{name:>24}: {statistics.median(values):>10.0f} verdicts/s")
     print(
-        f"fast path / math-verify: {statistics.median(rates['fast path']) / statistics.median(rates['math-verify']):.0f}x"
+        f"fast path / math-verify: "
+        f"{statistics.median(rates['fast path']) / statistics.median(rates['math-verify']):.0f}x"
     )
 
 
