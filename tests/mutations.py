@@ -45,14 +45,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "chat-update-renders-plain",
         "coevo/policy/update.py",
         "renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering",
-        'renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)  # the engine\'s rendering',
+        (
+            'renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)  # the '
+            "engine's rendering"
+        ),
         ("tests/test_prompting.py::test_tiny_run_under_chat_trains_on_the_exact_templated_tokens",),
     ),
     Mutation(
         "rollouts-ignore-harness-temperature",
         "coevo/stages.py",
         "        batch,\n        harnessed(cfg, it),\n        it,\n        policy_version(checkpoint),",
-        '        batch,\n        harnessed(cfg, it).model_copy(update={"sampling": cfg.sampling}),\n        it,\n        policy_version(checkpoint),',
+        (
+            '        batch,\n        harnessed(cfg, it).model_copy(update={"sampling": cfg.sampling}),\n        '
+            "it,\n        policy_version(checkpoint),"
+        ),
         (
             "tests/coevolvers/test_harness.py::test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed",
         ),
@@ -61,7 +67,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "curriculum-choose-replaced-by-uniform",
         "coevo/stages.py",
         "batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)",
-        'batch = __import__("coevo.coevolvers.base", fromlist=["uniform_batch"]).uniform_batch(split, cfg.rollout.problems_per_iter, cfg.seed, it)',
+        (
+            'batch = __import__("coevo.coevolvers.base", fromlist=["uniform_batch"]).uniform_batch(split, '
+            "cfg.rollout.problems_per_iter, cfg.seed, it)"
+        ),
         ("tests/coevolvers/test_list.py::test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage",),
     ),
     Mutation(
@@ -96,7 +105,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "mlflow-marker-in-its-own-transaction",
         "coevo/tracking/mlflow_tracker.py",
         "self.run_id, metrics=[*chunk, Metric(METRICS_MARKER, float(i), now, int(iteration))]",
-        "self.run_id, metrics=chunk\n                ) or self.client.log_batch(\n                    self.run_id, metrics=[Metric(METRICS_MARKER, float(i), now, int(iteration))]",
+        (
+            "self.run_id, metrics=chunk\n                ) or self.client.log_batch(\n                    "
+            "self.run_id, metrics=[Metric(METRICS_MARKER, float(i), now, int(iteration))]"
+        ),
         ("tests/tracking/test_mlflow_tracker.py::test_a_kill_right_after_the_metrics_commit_logs_no_step_twice",),
     ),
     Mutation(
@@ -138,7 +150,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "teacher-prompts-rendered-plain-under-chat",
         "coevo/policy/update.py",
         "    renderer = prompt_renderer(cfg.prompt, policy.tokenizer)\n    texts = ",
-        '    renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)\n    texts = ',
+        (
+            '    renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)\n   '
+            " texts = "
+        ),
         ("tests/policy/test_teacher.py::test_under_chat_the_teacher_prompts_are_templated_like_the_students",),
     ),
     Mutation(
@@ -166,7 +181,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "rollout-not-retried",
         "tasks/stages.py",
         "plain.update({t.name: t.with_options(**storage, **retrying) for t in (rollout, verify)})",
-        "plain.update({t.name: t.with_options(**storage, **(retrying if t is verify else {})) for t in (rollout, verify)})",
+        (
+            "plain.update({t.name: t.with_options(**storage, **(retrying if t is verify else {})) for t in (rollout, "
+            "verify)})"
+        ),
         ("tests/flows/test_retries.py::test_rollout_and_verification_retry_transient_faults_with_exponential_backoff",),
     ),
     Mutation(

@@ -26,7 +26,8 @@ def _params(tmp_path, **extra) -> str:
 def test_eval_json_reports_metrics_per_family(tmp_path, tiny_policy_dir):
     problems = tmp_path / "mine.jsonl"
     problems.write_text(
-        '{"id": "a", "prompt": "2+2=", "answer": 4, "family": "add"}\n{"id": "b", "prompt": "3*3=", "answer": "9", "family": "mul"}\n'
+        '{"id": "a", "prompt": "2+2=", "answer": 4, "family": "add"}\n{"id": "b", "prompt": "3*3=", "answer": '
+        '"9", "family": "mul"}\n'
     )
     result = CliRunner().invoke(
         app, ["eval", str(tiny_policy_dir), "--problems", str(problems), "--params", _params(tmp_path), "--json"]

@@ -28,6 +28,7 @@ def test_every_coevo_module_has_a_docstring_of_at_least_one_sentence():
         docstring = ast.get_docstring(ast.parse(file.read_text(), str(file)))
         if docstring is None or not SENTENCE.search(docstring):
             lacking.append(
-                f"{file.relative_to(ROOT)}: {'no module docstring' if docstring is None else f'no sentence in {docstring[:60]!r}'}"
+                f"{file.relative_to(ROOT)}: "
+                f"{'no module docstring' if docstring is None else f'no sentence in {docstring[:60]!r}'}"
             )
     assert not lacking, "modules without a docstring of at least one sentence:\n" + "\n".join(lacking)

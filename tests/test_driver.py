@@ -16,7 +16,8 @@ from .conftest import tiny_config
 
 
 def test_two_iterations_write_valid_artifacts_and_move_the_policy(tmp_path):
-    # seed 1: with the unseen splits, seed 0's first two batches are all zero-variance groups (dropped), so nothing moves
+    # seed 1: with the unseen splits, seed 0's first two batches are all zero-variance groups (dropped),
+    # so nothing moves
     cfg = tiny_config(tmp_path, seed=1)
     summary = train(cfg)
     out = cfg.run.out_dir

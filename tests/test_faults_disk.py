@@ -1,4 +1,5 @@
-"""Fault matrix, disk rows (docs/operations/failure-modes.md): a full disk, a damaged newest checkpoint, a damaged shard.
+"""Fault matrix, disk rows (docs/operations/failure-modes.md): a full disk, a damaged newest checkpoint, a damaged
+shard.
 
 Each test runs the real plain driver (coevo.driver.train) or the real Prefect flow on the tiny config:
 - disk full: the run directory is a small size-limited tmpfs (needs root, as CI runs; where it cannot
@@ -93,7 +94,10 @@ def test_driver_continue_falls_back_from_a_truncated_checkpoint_and_remakes_shar
     assert damaged_files(layout.checkpoint(2)) == [WEIGHTS]
     with pytest.warns(
         UserWarning,
-        match=rf"iter_0002: files whose sha256 differs from its {META} \(truncated or overwritten\): {WEIGHTS}; not resuming from it",
+        match=(
+            rf"iter_0002: files whose sha256 differs from its {META} \(truncated or overwritten\): {WEIGHTS}; not "
+            rf"resuming from it"
+        ),
     ):
         assert latest_complete(cfg) == 1
     with warnings.catch_warnings():

@@ -261,7 +261,10 @@ def test_garbage_reply_is_retried_then_fails_naming_the_endpoint(serve, garbage)
     endpoint = ChatEndpoint(server.base_url, "writer", "EMPTY", timeout_s=5, backoff_s=0.01)
     with pytest.raises(
         EndpointError,
-        match=rf"request to {server.base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\).*{REASONS[garbage]}",
+        match=(
+            rf"request to {server.base_url} \(model 'writer'\) failed after {ATTEMPTS} "
+            rf"attempt\(s\).*{REASONS[garbage]}"
+        ),
     ):
         endpoint.ask("system", "write a skill")
     assert server.hits == ATTEMPTS

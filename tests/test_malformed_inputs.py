@@ -27,7 +27,10 @@ from .conftest import ROOT, TINY, tiny_config
 
 MALFORMED_INPUTS_PAGE = ROOT / "docs" / "operations" / "malformed-inputs.md"  # the table the tests mirror
 
-PROBLEMS_OK = '{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "2+2=", "answer": 4}\n{"id": "c", "prompt": "3+3=", "answer": 6}\n'
+PROBLEMS_OK = (
+    '{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "2+2=", "answer": 4}\n{"id": "c", "prompt": '
+    '"3+3=", "answer": 6}\n'
+)
 
 
 @pytest.fixture(scope="module")

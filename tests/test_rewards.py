@@ -200,7 +200,10 @@ def test_default_rewards_are_the_family_verifiers_unchanged(tmp_path):
         ),
         (
             "{plugin}:NOT_A_FUNCTION",
-            r"rewards\[1\]\.function '{plugin}:NOT_A_FUNCTION': {plugin}:NOT_A_FUNCTION is not callable \(it is a int\)",
+            (
+                r"rewards\[1\]\.function '{plugin}:NOT_A_FUNCTION': {plugin}:NOT_A_FUNCTION is not callable \(it is "
+                r"a int\)"
+            ),
         ),
         (
             "{plugin}:wrong_length",
@@ -218,7 +221,10 @@ def test_default_rewards_are_the_family_verifiers_unchanged(tmp_path):
         ("{plugin}:broken", r"rewards\[1\]\.function '{plugin}:broken' raised KeyError: 'label'"),
         (
             "verifyer",
-            r"rewards\[1\]\.function 'verifyer': no such built-in reward; built-ins: \['format', 'rubric', 'verifier'\]",
+            (
+                r"rewards\[1\]\.function 'verifyer': no such built-in reward; built-ins: \['format', 'rubric', "
+                r"'verifier'\]"
+            ),
         ),
     ],
 )
@@ -313,7 +319,8 @@ def test_a_catalog_made_before_the_components_column_gains_it(tmp_path):
     path = tmp_path / "catalog.duckdb"
     with duckdb.connect(str(path)) as con:  # the rewards table as catalogs were created before
         con.execute(
-            "CREATE TABLE rewards (rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT NULL,"
+            "CREATE TABLE rewards (rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT "
+            "NULL,"
             " reward DOUBLE NOT NULL, passed BOOLEAN NOT NULL, verifier VARCHAR NOT NULL, details VARCHAR NOT NULL)"
         )
         con.execute("INSERT INTO rewards VALUES ('r0', 1, 'p0', 1.0, true, 'math_exact', '')")

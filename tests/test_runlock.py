@@ -22,7 +22,10 @@ from .conftest import ROOT, tiny_config
 from .test_cli import _params
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-HOLD = "import sys; from coevo.runlock import run_lock\nwith run_lock(sys.argv[1], 'holder under test'):\n    print('held', flush=True); sys.stdin.read()"
+HOLD = (
+    "import sys; from coevo.runlock import run_lock\nwith run_lock(sys.argv[1], 'holder under test'):\n    "
+    "print('held', flush=True); sys.stdin.read()"
+)
 
 
 class Holder:

@@ -226,7 +226,10 @@ BAD_INPUTS = {
         "returns_messages",
         WITH_SYSTEM,
         {},
-        r"rewards\[1\]\.function .*returns_messages.* returned a message list for completion 0 \(problem '0'\).*completion\[0\]\['content'\]",
+        (
+            r"rewards\[1\]\.function .*returns_messages.* returned a message list for completion 0 \(problem "
+            r"'0'\).*completion\[0\]\['content'\]"
+        ),
         "rewards[1].function",
     ),
     "wrong-length": (

@@ -81,8 +81,13 @@ def test_code_jsonl_errors_name_file_line_and_field(tmp_path):
     with pytest.raises(ProblemsFileError) as err:
         load_code_file(path)
     message = str(err.value)
-    for expected in ("line 2: invalid JSON", "line 3, field 'entry_point': wrong type int", "line 4, field 'test': missing",
-                     "line 5, field 'prompt': empty prompt", "line 6, field 'task_id': duplicate id 't/0' (first at line 1)"):  # fmt: skip
+    for expected in (
+        "line 2: invalid JSON",
+        "line 3, field 'entry_point': wrong type int",
+        "line 4, field 'test': missing",
+        "line 5, field 'prompt': empty prompt",
+        "line 6, field 'task_id': duplicate id 't/0' (first at line 1)",
+    ):
         assert f"{path}: {expected}" in message
     path.write_text(json.dumps(good) + "\n")
     frame = load_code_file(path)

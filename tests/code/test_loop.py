@@ -76,7 +76,12 @@ def assert_bank_grows(banks: list[TestBank], summary: dict, out) -> None:
             read_rewards(out / "rewards" / f"iter_{it:04d}.parquet"),
         )
         facts = dict(zip(rewards["rollout_id"], map(parse_details, rewards["details"])))
-        admitted = {TESTER_CUE + r.completion for r in rollouts.itertuples() if r.problem_id.endswith(TESTER_SUFFIX)
-                    and facts[r.rollout_id]["accurate"] == facts[r.rollout_id]["decidable"] == "1" and int(facts[r.rollout_id]["rejected"]) >= 1}  # fmt: skip
+        admitted = {
+            TESTER_CUE + r.completion
+            for r in rollouts.itertuples()
+            if r.problem_id.endswith(TESTER_SUFFIX)
+            and facts[r.rollout_id]["accurate"] == facts[r.rollout_id]["decidable"] == "1"
+            and int(facts[r.rollout_id]["rejected"]) >= 1
+        }
         new = [e["test"] for entries in banks[it].tests.values() for e in entries if e["added_iter"] == it]
         assert len(new) == summary["history"][it - 1]["coevo/admitted"] and set(new) <= admitted

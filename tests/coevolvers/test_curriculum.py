@@ -59,7 +59,8 @@ def test_td0_values_by_hand():
     assert arms["mul/2"]["value"] == pytest.approx(0.25) and arms["add/1"]["count"] == 2 and arms["mul/2"]["count"] == 1
     assert report["zero_var_share"] == pytest.approx(1 / 3)
     assert {d["category"]: d["zero_var_share"] for d in report["drawn"]} == {"add/1": 0.5, "mul/2": 0.0}
-    # softmax over (.09375, .25) / .2: e^(.78125) = 2.18420, p_add = 1/3.18420 = .314051; floor: .95*.314051 + .025 = .323348
+    # softmax over (.09375, .25) / .2: e^(.78125) = 2.18420, p_add = 1/3.18420 = .314051;
+    # floor: .95*.314051 + .025 = .323348
     assert arms["add/1"]["prob"] == pytest.approx(0.323348, abs=1e-6) and arms["mul/2"]["prob"] == pytest.approx(
         0.676652, abs=1e-6
     )

@@ -55,9 +55,17 @@ def harness(**params: object) -> Harness:
 
 def test_evidence_shares_by_hand():
     assert group_evidence(*COLLAPSED, PROBLEMS) == {
-        "collapsed_share": 2 / 3, "signal_share": 1 / 3, "format_failure_share": 0.0, "finished_share": 1.0, "unfinished_share": 0.0,
-        "formatted_share": 1.0, "misranked_share": 0.0, "ranked_share": 1.0, "mean_reward": 0.5, "pass_rate": 0.5,
-    }  # fmt: skip
+        "collapsed_share": 2 / 3,
+        "signal_share": 1 / 3,
+        "format_failure_share": 0.0,
+        "finished_share": 1.0,
+        "unfinished_share": 0.0,
+        "formatted_share": 1.0,
+        "misranked_share": 0.0,
+        "ranked_share": 1.0,
+        "mean_reward": 0.5,
+        "pass_rate": 0.5,
+    }
     rollouts, rewards = SPREAD
     shaped = rewards.assign(
         reward=[1.0, 1.5, 1.0, 1.5, 0.5, 1.0, 0.5, 1.0]
@@ -260,7 +268,9 @@ def sampled_at(checkpoint, rollouts, temperature: float) -> bool:
     return True
 
 
-COLD = 0.01  # nearly every group of the tiny policy collapses (15 of 16; 0.05 left 5 of 16); the candidate fix starts from 0.05 all the same
+# nearly every group of the tiny policy collapses (15 of 16; 0.05 left 5 of 16); the candidate fix starts from 0.05
+# all the same
+COLD = 0.01
 
 
 def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(tmp_path):

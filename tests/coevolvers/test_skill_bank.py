@@ -357,9 +357,10 @@ def test_sequential_holds_a_small_gap_the_threshold_admits():
 def test_sequential_rejects_a_null_effect_at_max_count():
     bank = SkillBank(sequential(), seed=0)
     skill = put(bank, "7*8=56", key="7*8=")
-    null = lambda: (
-        matched("m2", skill.id, [0, 0, 1, 0], [0, 0, 1, 0]) + matched("m3", skill.id, [0, 1, 0, 0], [1, 0, 0, 0])
-    )  # noqa: E731
+
+    def null():
+        return matched("m2", skill.id, [0, 0, 1, 0], [0, 0, 1, 0]) + matched("m3", skill.id, [0, 1, 0, 0], [1, 0, 0, 0])
+
     bank.update(1, PROBLEMS, *frames(null()))  # score 0 + 0 -> z = 0 < 1.5385; 2 of max_count 4 groups: stays
     assert skill.status == "trial" and skill.z() == 0.0
     report = bank.update(
@@ -458,7 +459,8 @@ def test_retire_z_on_discounted_evidence(decay, status):
     bank = SkillBank(sequential(retire_z=0.0, evidence_decay=decay), seed=0)
     skill = put(bank, "7*8=56", key="7*8=", status="active")
     # m2: base [0,0,1,0], probe [1,1,1,0] -> score +1 (variance 0.5714); then m3: base [0,1,1,0], probe [0,0,1,0]
-    # -> 3 pass, mean 0.375, probe sum 1 - 1.5 = -0.5. Discounted: 0.5*1 - 0.5 = 0 <= 0 retires; undiscounted 0.5 > 0 stays.
+    # -> 3 pass, mean 0.375, probe sum 1 - 1.5 = -0.5. Discounted: 0.5*1 - 0.5 = 0 <= 0 retires;
+    # undiscounted 0.5 > 0 stays.
     report = bank.update(
         1,
         PROBLEMS,

@@ -1,5 +1,5 @@
-"""`coevo train --plain` and the Prefect flow run the same stages (docs/pipeline.md, "What one iteration does"): with the same
-params they produce the same checkpoints (weights sha256), co-evolver versions and metrics. The flow
+"""`coevo train --plain` and the Prefect flow run the same stages (docs/pipeline.md, "What one iteration does"): with
+the same params they produce the same checkpoints (weights sha256), co-evolver versions and metrics. The flow
 run also publishes one `coevo-iteration` table artifact per iteration holding that iteration's metrics
 and skill counts (docs/pipeline.md, "Prefect"), read back here through the Prefect client."""
 

@@ -69,7 +69,8 @@ def test_opsd_pure_distillation_is_the_token_mean_divergence_and_its_gradient():
     expected = (0.5 * LN2 + 0.5 * math.log(2 / 3) + 0.0) / 2
     assert_close(loss, torch.tensor(expected, dtype=F64))
     loss.backward()
-    # d/dlog p_s(0) of sum_v p_s(v)(log p_s(v) - log p_t(v)) at fixed normalisation is p_s(0)(log p_s(0) - log p_t(0) + 1);
+    # d/dlog p_s(0) of sum_v p_s(v)(log p_s(v) - log p_t(v)) at fixed normalisation is
+    # p_s(0)(log p_s(0) - log p_t(0) + 1);
     # with token-mean over 2 tokens and the logit-free parametrisation used here (both entries free):
     grad = batch.distributions.grad  # [1, 2, 2]
     p_s, p_t = 0.5, 0.25

@@ -154,7 +154,8 @@ def test_objectives_with_minibatch_statistics_are_refused(tmp_path, name, apply_
 
 @pytest.mark.parametrize(("name", "apply_to"), [("grpo", "all"), ("opsd", "all"), ("sdar", "all"), ("rlsd", "correct")])
 def test_shardable_objectives_pass_the_check(tmp_path, name, apply_to):
-    """The shardable list of docs/policy.md ("Distributed policy update"): GRPO, rlsd whatever apply_to, opsd/sdar distilling on every sequence."""
+    """The shardable list of docs/policy.md ("Distributed policy update"): GRPO, rlsd whatever apply_to, opsd/sdar
+    distilling on every sequence."""
     cfg = tiny_config(
         tmp_path,
         policy={"distributed": {"world_size": 2, "backend": "gloo"}},

@@ -105,7 +105,7 @@ def tiny_import(tiny_gguf, tmp_path_factory) -> tuple[Path, dict]:
 
 
 def test_tiny_gguf_becomes_a_plain_checkpoint_with_the_written_weights(tiny_gguf, tiny_import):
-    (source, tensors), (out, _) = tiny_gguf, tiny_import
+    (_, tensors), (out, _) = tiny_gguf, tiny_import
     config = json.loads((out / "config.json").read_text())
     assert "quantization_config" not in config and config["model_type"] == "llama"
     policy = load_policy(out, "cpu")  # coevo's loader: local files only

@@ -213,9 +213,10 @@ def test_resume_with_group_minibatches_is_bit_identical(tmp_path):
         signal,
         frame.assign(reward=[float(i % 2) for i in range(len(frame))], passed=[i % 2 == 1 for i in range(len(frame))]),
     )
-    update = lambda it, parent: stages.update_stage(
-        cfg, it, str(parent), rollouts, str(signal), boot["coevolver"], data
-    )  # noqa: E731
+
+    def update(it, parent):
+        return stages.update_stage(cfg, it, str(parent), rollouts, str(signal), boot["coevolver"], data)
+
     first = update(1, boot["checkpoint"])
     second = update(2, first["checkpoint"])  # uninterrupted: policy kept in memory
     assert second["metrics"]["policy/steps"] > 1 and second["weights_sha256"] != first["weights_sha256"]

@@ -112,7 +112,8 @@ def test_math_verify_runs_in_worker_threads_and_repeats_its_verdicts():
     ],
 )
 def test_arithmetic_families_need_the_answer_stated_as_a_number(completion, passed):
-    # SmolLM2-135M under GRPO learned to box the question's expression (docs/benchmarks/methods-smollm2.md: "GRPO vs skill bank vs PMD on SmolLM2-135M-Instruct, on the lent GPU")
+    # SmolLM2-135M under GRPO learned to box the question's expression (docs/benchmarks/methods-smollm2.md: "GRPO vs
+    # skill bank vs PMD on SmolLM2-135M-Instruct, on the lent GPU")
     problems = pd.DataFrame({"family": ["mul"], "answer": ["7912"], "prompt": ["What is 92 * 86?"]})
     (reward,) = family_verdicts(problems, [completion], Config())
     assert (reward.passed, reward.verifier) == (passed, "math_exact")

@@ -126,12 +126,15 @@ def test_files_of_the_parent_cannot_be_read_written_or_deleted(mode, tmp_path):
     (precious / "keep.txt").write_text("keep")
     program = (
         "import os, shutil\n"
-        f"try:\n    print(open({str(secret)!r}).read())\nexcept OSError as e:\n    print('read blocked', type(e).__name__)\n"
-        f"try:\n    open({str(outside)!r}, 'w').write('x')\nexcept OSError as e:\n    print('write blocked', type(e).__name__)\n"
+        f"try:\n    print(open({str(secret)!r}).read())\nexcept OSError as e:\n    print('read blocked', "
+        f"type(e).__name__)\n"
+        f"try:\n    open({str(outside)!r}, 'w').write('x')\nexcept OSError as e:\n    print('write blocked', "
+        f"type(e).__name__)\n"
         f"shutil.rmtree({str(precious)!r}, ignore_errors=True)\n"
         f"try:\n    os.remove({str(secret)!r})\nexcept OSError as e:\n    print('delete blocked', type(e).__name__)\n"
         "for path in ('/etc/passwd', '/root', '/home', '/tmp', '/proc/1/environ'):\n"
-        "    try:\n        open(path).read() if '.' in path or 'passwd' in path or 'environ' in path else os.listdir(path)\n"
+        "    try:\n        open(path).read() if '.' in path or 'passwd' in path or 'environ' in path else "
+        "os.listdir(path)\n"
         "        print('visible', path)\n    except OSError:\n        pass\n"
     )
     verdict = run(mode, program)
@@ -163,7 +166,8 @@ def test_parent_cannot_be_killed(mode):
     program = (
         "import os, signal\n"
         f"for pid in ({me}, os.getppid()):\n"
-        "    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError as e:\n        print('kill blocked', pid, type(e).__name__)\n"
+        "    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError as e:\n        print('kill blocked', "
+        "pid, type(e).__name__)\n"
         "os.kill(-1, signal.SIGKILL)\n"
     )
     verdict = run(mode, program)
@@ -191,7 +195,8 @@ def test_process_count_is_capped_by_nproc(mode):
     limits = dataclasses.replace(LIMITS, nproc=16)
     program = (
         "import errno, os, signal\nn = 0\n"
-        "try:\n    while n < 200:\n        if os.fork() == 0:\n            signal.pause()\n            os._exit(0)\n        n += 1\n"
+        "try:\n    while n < 200:\n        if os.fork() == 0:\n            signal.pause()\n            os._exit(0)\n "
+        "       n += 1\n"
         "except OSError as e:\n    print('fork refused', errno.errorcode[e.errno], n)\n"
     )
     verdict = run(mode, program, limits=limits)

@@ -28,7 +28,8 @@ def test_auto_contains_a_hostile_program_on_this_machine(tmp_path):
         "import os, signal\n"
         f"for act in (lambda: open({str(pwned)!r}, 'w').write('x'), lambda: print(open({str(secret)!r}).read()),\n"
         f"            lambda: os.kill({os.getpid()}, signal.SIGCONT)):\n"
-        "    try:\n        act()\n        print('escaped')\n    except OSError as e:\n        print('blocked', type(e).__name__)\n"
+        "    try:\n        act()\n        print('escaped')\n    except OSError as e:\n        print('blocked', "
+        "type(e).__name__)\n"
         "print('pid', os.getpid())\n"
     )
     verdict = run_job(Job(program, ("pass",)), Limits(wall_s=10), mode="auto")

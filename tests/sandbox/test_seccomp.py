@@ -44,8 +44,9 @@ REFUSED = {
     "keyctl": CALL + f"check(libc.syscall({_nr('keyctl')}, 0, -3, 0), 'keyctl')",  # KEYCTL_GET_KEYRING_ID, session
     "clone-newns": CALL + f"r = libc.syscall({_nr('clone')}, 0x20000 | 0x200 | 17, 0, 0, 0, 0)\n"
     "if r == 0: libc._exit(0)\ncheck(r, 'clone(CLONE_NEWNS)')",  # NEWNS|FS is EINVAL otherwise
+    # own pid, 0 iovecs: 0
     "process_vm_readv": CALL
-    + "import os\ncheck(libc.process_vm_readv(os.getpid(), None, 0, None, 0, 0), 'process_vm_readv')",  # own pid, 0 iovecs: 0
+    + "import os\ncheck(libc.process_vm_readv(os.getpid(), None, 0, None, 0, 0), 'process_vm_readv')",
 }
 
 

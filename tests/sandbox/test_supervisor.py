@@ -10,7 +10,8 @@ from coevo.sandbox import Job, Limits, run_job
 
 LIMITS = Limits(wall_s=10, cpu_s=3, per_test_s=2, memory_mb=256)
 STACK = (
-    "class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n        self.items.append(x)\n"
+    "class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n        "
+    "self.items.append(x)\n"
     "    def pop(self):\n        return self.items.pop()\n    def __len__(self):\n        return len(self.items)\n"
 )
 HONEST = {  # program, tests: every test must pass

@@ -301,7 +301,8 @@ def test_shards_validated_on_write_are_not_validated_again(tmp_path, monkeypatch
 
 
 def test_a_shard_changed_since_validation_is_validated_again(run_dir):
-    """The recorded hash is of the valid shard; the file now holds an invalid row: rejected, naming file, row and field."""
+    """The recorded hash is of the valid shard; the file now holds an invalid row: rejected, naming file, row and
+    field."""
     path = run_dir / "catalog.duckdb"
     before = snapshot(path)
     paths = write_iteration(run_dir / "changed", 2)
@@ -319,7 +320,8 @@ def test_report_iteration_must_match(tmp_path):
 
 
 def test_real_skill_bank_report_ingests(tmp_path):
-    """The report of an actual SkillBank.update: measured, admitted and created events arrive as the bank reports them."""
+    """The report of an actual SkillBank.update: measured, admitted and created events arrive as the bank reports
+    them."""
     bank = SkillBank(
         CoevolverConfig(skill_bank=SkillBankConfig(min_count=1, admission="threshold")), seed=0
     )  # admits on one gap
