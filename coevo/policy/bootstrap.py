@@ -37,7 +37,7 @@ from coevo.config import Config
 from coevo.policy.checkpoint import Policy, linkable_weights, load_policy, resolve_device, save_checkpoint
 from coevo.policy.constraint_warm_start import constraint_warm_start
 from coevo.policy.lora import check_target_modules
-from coevo.policy.supervised import BootstrapReport, supervised_steps
+from coevo.policy.supervised import BootstrapReport, bootstrap_steps
 from coevo.policy.tokenizer import build_char_tokenizer
 from coevo.problems.arithmetic import FAMILIES
 from coevo.registry import Registry
@@ -134,28 +134,13 @@ def arithmetic_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> B
     pool = train[train["family"].isin(cfg.problems.bootstrap_families)]
     if pool.empty:
         raise ValueError(f"no training problems in problems.bootstrap_families {cfg.problems.bootstrap_families}")
-    boot, tok, model = cfg.bootstrap, policy.tokenizer, policy.model
     rng = np.random.default_rng(cfg.seed)
-    step, loss_value, seconds = supervised_steps(
-        model,
-        lambda: demonstration_sequences(pool, cfg, rng, tok),
-        tok.pad_token_id,
-        boot.lr,
-        boot.steps,
-        max(1, boot.steps // 20),
-        boot.time_budget_s,
-        boot.replay_steps,
-    )
-    stopped_by = "steps" if step >= boot.steps else ("replay_steps" if boot.replay_steps is not None else "time_budget")
-    return BootstrapReport(
-        kind="arithmetic",
-        steps=step,
-        seconds=seconds,
-        final_loss=loss_value,
-        parameters=sum(p.numel() for p in model.parameters()),
-        demonstrations=step * boot.batch_size,
-        stopped_by=stopped_by,
-    )
+    tok = policy.tokenizer
+
+    def batches():
+        return demonstration_sequences(pool, cfg, rng, tok)
+
+    return bootstrap_steps("arithmetic", policy.model, batches, tok.pad_token_id, cfg.bootstrap)
 
 
 @dataclass(frozen=True)

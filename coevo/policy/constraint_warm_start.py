@@ -15,7 +15,7 @@ import pandas as pd
 
 from coevo.config import Config
 from coevo.policy.checkpoint import Policy
-from coevo.policy.supervised import BootstrapReport, supervised_steps
+from coevo.policy.supervised import BootstrapReport, bootstrap_steps
 from coevo.problems.constraints import demonstration, parse_spec
 
 
@@ -37,25 +37,12 @@ def constraint_sequences(
 
 def constraint_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> BootstrapReport:
     """bootstrap.steps supervised steps (or its time budget / replay_steps) on the demonstrations."""
-    boot, tok = cfg.bootstrap, policy.tokenizer
     rng = np.random.default_rng(cfg.seed)
-    step, loss_value, seconds = supervised_steps(
+    tok = policy.tokenizer
+    return bootstrap_steps(
+        "constraints",
         policy.model,
-        lambda: constraint_sequences(train, boot.batch_size, rng, tok),
+        lambda: constraint_sequences(train, cfg.bootstrap.batch_size, rng, tok),
         tok.pad_token_id,
-        boot.lr,
-        boot.steps,
-        max(1, boot.steps // 20),
-        boot.time_budget_s,
-        boot.replay_steps,
-    )
-    stopped_by = "steps" if step >= boot.steps else ("replay_steps" if boot.replay_steps is not None else "time_budget")
-    return BootstrapReport(
-        kind="constraints",
-        steps=step,
-        seconds=seconds,
-        final_loss=loss_value,
-        parameters=sum(p.numel() for p in policy.model.parameters()),
-        demonstrations=step * boot.batch_size,
-        stopped_by=stopped_by,
+        cfg.bootstrap,
     )

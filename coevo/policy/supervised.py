@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from coevo.config import BootstrapConfig
+
 
 @dataclass
 class BootstrapReport:
@@ -83,3 +85,32 @@ def supervised_steps(
         step, loss_value = step + 1, loss.item()
     model.eval()
     return step, loss_value, time.perf_counter() - start
+
+
+Batches = Callable[[], tuple[list[list[int]], list[list[float]]]]  # a step's (token ids, loss masks)
+
+
+def bootstrap_steps(kind: str, model, batches: Batches, pad_id: int, boot: BootstrapConfig) -> BootstrapReport:
+    """A math warm start: `boot.steps` supervised steps on `batches()` (warm-up over a twentieth of
+    them), or `boot.time_budget_s` if set and sooner (recorded as stopped_by="time_budget" with the
+    steps done), or exactly `boot.replay_steps`; its report for checkpoint 0's coevo.json."""
+    step, loss_value, seconds = supervised_steps(
+        model,
+        batches,
+        pad_id,
+        boot.lr,
+        boot.steps,
+        max(1, boot.steps // 20),
+        boot.time_budget_s,
+        boot.replay_steps,
+    )
+    stopped_by = "steps" if step >= boot.steps else ("replay_steps" if boot.replay_steps is not None else "time_budget")
+    return BootstrapReport(
+        kind=kind,
+        steps=step,
+        seconds=seconds,
+        final_loss=loss_value,
+        parameters=sum(p.numel() for p in model.parameters()),
+        demonstrations=step * boot.batch_size,
+        stopped_by=stopped_by,
+    )
