@@ -1,7 +1,7 @@
 """Reward-hacking tricks against the code sandbox and the verdict each gets (issue 17 item 5).
 
 Each trick is a program that tries to make `assert add(2, 3) == 5` (and friends) pass without
-computing the sum. The harness (coevo/sandbox/harness.py) checks every value a program's function
+computing the sum. The harness (coevo/sandbox/supervisor.py) checks every value a program's function
 returns is plain data (exact built-in types, recursively), checks builtins and the harness's own
 entry points were not patched, and decides pass/fail itself; a run that exits cleanly before the
 harness reports "done" is spoofed too. Expected verdict: "spoofed", or a plain failure where the
@@ -9,7 +9,7 @@ trick simply does not work ("failed"/"crashed").
 
 Reading the report nonce (a function's __closure__, sys._getframe, gc.get_objects) and forging
 report lines worked while the program shared the harness's interpreter; now the tests and the
-verdict live in a supervisor process the program never reaches (coevo/sandbox/harness.py), so the
+verdict live in a supervisor process the program never reaches (coevo/sandbox/supervisor.py), so the
 last three tricks find nothing to forge with and fail on their wrong answer.
 
 Run: PYTHONPATH=$PWD python bench/spoof_guards.py [--mode rlimits]

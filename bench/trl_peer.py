@@ -39,7 +39,7 @@ def build_trainer(cfg: Config, checkpoint: Path, output_dir: Path, max_generatio
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from coevo.problems.verifier import check_answer
+    from coevo.problems.math_verifier import check_answer
     from coevo.prompting import ChatRenderer
 
     rollouts = cfg.rollouts_per_iter

@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coevo.problems.arithmetic import generate_arithmetic
+from coevo.problems.math_verifier import check_answer
 from coevo.problems.symbolic import check_symbolic, parse_answer
-from coevo.problems.verifier import check_answer
 
 FORMS = ("{a}", "= {a}", "The answer is {a}.", "\\boxed{{{a}}}", "{w}", "so it is {w}")
 

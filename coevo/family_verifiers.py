@@ -27,7 +27,7 @@ from coevo.problems.arithmetic import COMBINATIONS
 from coevo.problems.arithmetic import FAMILIES as ARITHMETIC_FAMILIES
 from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS
 from coevo.problems.constraints import score_constraints
-from coevo.problems.verifier import MathVerifier, check_stated_number
+from coevo.problems.math_verifier import MathVerifier, check_stated_number
 from coevo.registry import Registry
 from coevo.types import Reward
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from coevo.code.prepare import CODE_SOURCES, prepare_code_problems
+from coevo.code.sources import CODE_SOURCES, prepare_code_problems
 from coevo.config import Config
 from coevo.problems.arithmetic import arithmetic_splits, train_only_cells, write_splits
 from coevo.problems.constraints import constraint_splits
@@ -60,7 +60,7 @@ def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
 def prepare_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Build the splits, write them atomically to problems.data_dir, and read train and test back validated.
 
-    Code sources (coevo/code/prepare.py) write the same problems table and are read back decoded."""
+    Code sources (coevo/code/sources.py) write the same problems table and are read back decoded."""
     if cfg.problems.source in CODE_SOURCES:
         return prepare_code_problems(cfg)
     splits = build_all_splits(cfg)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from coevo.code.prepare import CODE_SOURCES
+from coevo.code.sources import CODE_SOURCES
 from coevo.coevolvers import CoEvolver, TextGenerator
 from coevo.coevolvers.base import MANIFEST, load_coevolver
 from coevo.coevolvers.composite import (

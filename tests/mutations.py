@@ -89,14 +89,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sandbox-cpu-limit-end-not-read-from-the-program",
-        "coevo/sandbox/harness.py",
+        "coevo/sandbox/supervisor.py",
         "if sig in (signal.SIGXCPU, signal.SIGKILL) and cpu >= cpu_s - CPU_SLACK_S:",
         "if False:",
         ("tests/sandbox/test_load.py::test_a_loop_past_its_cpu_limit_is_a_timeout_beside_two_busy_loops",),
     ),
     Mutation(
         "sandbox-mutated-arguments-not-copied-back",
-        "coevo/sandbox/harness.py",
+        "coevo/sandbox/supervisor.py",
         '_copy_back(args, answer.get("back"))',
         '_copy_back((), answer.get("back"))',
         ("tests/sandbox/test_supervisor.py::test_ordinary_tests_keep_their_verdict[in-place mutation]",),

@@ -13,7 +13,7 @@ import pytest
 
 from coevo.config import ConfigError
 from coevo.problems.loader import load_problem_file
-from coevo.problems.verifier import MathVerifier
+from coevo.problems.math_verifier import MathVerifier
 from coevo.rewards import RewardError, check_rewards, reward_sources
 from coevo.stages import prepare_stage, reward_metrics
 from coevo.verify import family_verdicts, score_rows, verify_rollouts

@@ -26,7 +26,7 @@ Choices where the paper is silent, and departures:
    pays most for tests that reject everything, garbage included (a real risk with a tiny policy).
    Here such a table gives valid tests reward 0 (no signal: the group is dropped unless invalid
    tests are in it); `accurate` still reports the vacuous truth, `decidable` says which case holds,
-   and the test bank (test_bank.py) never admits a test judged on an undecidable table.
+   and the test bank (unit_test_bank.py) never admits a test judged on an undecidable table.
 3. A test that does not compile (`valid` False) is inaccurate whatever the table says and gets the
    worst reward, -(1 + #wrong) (binary: 0). A test that compiles but errors counts as failed by every
    solution that runs it (B = 0), as does every test of a solution that does not compile.

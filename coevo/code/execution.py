@@ -16,7 +16,7 @@ import pandas as pd
 
 from coevo.code.cure import cure_rewards
 from coevo.code.problems import TESTER_CUE, program_of
-from coevo.code.test_bank import TESTER_SUFFIX
+from coevo.code.unit_test_bank import TESTER_SUFFIX
 from coevo.sandbox import Job, Limits, Verdict, run_jobs
 
 

@@ -37,7 +37,7 @@ from coevo.code.problems import (
     program_of,
     tester_prompt,
 )
-from coevo.code.test_bank import TESTER_SUFFIX, TestBank
+from coevo.code.unit_test_bank import TESTER_SUFFIX, TestBank
 from coevo.code.verifier import sandbox_limits
 from coevo.code.warm_start import code_warm_start
 from coevo.config import Config, SamplingConfig

@@ -67,7 +67,7 @@ from coevo.code.families import CODE_FAMILIES
 from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact
 from coevo.coevolvers.none import NoCoEvolver
 from coevo.config import CoevolverConfig, Config, RewardEntry
-from coevo.problems.verifier import canonical_number, extract_final_number
+from coevo.problems.math_verifier import canonical_number, extract_final_number
 from coevo.seeding import derive_seed
 
 HARNESS = "harness.json"

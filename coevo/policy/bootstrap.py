@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from coevo.code.prepare import CODE_SOURCES
+from coevo.code.sources import CODE_SOURCES
 from coevo.code.warm_start import CODE_WARM_START_SETTINGS, code_warm_start_problems
 from coevo.config import Config
 from coevo.policy.checkpoint import Policy, linkable_weights, load_policy, resolve_device, save_checkpoint

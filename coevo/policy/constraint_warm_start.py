@@ -1,9 +1,9 @@
 """Warm start of the tiny policy for the constraint problems (problems.source: constraints).
 
 The character-level tiny model knows no English. It sees `bootstrap.steps` batches of demonstrations
-"<bos>prompt response<eos>" (the plain prompt layout, the space scored), where the response is a short template sentence
-about the prompt's topic
-that satisfies the constraint about half of the time (coevo/problems/constraints.py `demonstration`):
+"<bos>prompt response<eos>" (the plain prompt layout, the space scored), where the response is a
+short template sentence about the prompt's topic that satisfies the constraint about half of the
+time (coevo/problems/constraints.py `demonstration`):
 the policy learns to answer in sentences and to stop, and RL starts from groups with mixed outcomes.
 The loss covers the response and <eos> only.
 """

@@ -2,7 +2,7 @@
 
 from coevo.problems.arithmetic import generate_arithmetic, write_splits
 from coevo.problems.loader import ProblemsFileError, load_problem_file, split_problems
-from coevo.problems.verifier import MathVerifier, canonical_number, check_answer, extract_final_number
+from coevo.problems.math_verifier import MathVerifier, canonical_number, check_answer, extract_final_number
 
 __all__ = [
     "MathVerifier",

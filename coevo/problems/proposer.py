@@ -34,7 +34,7 @@ import pandera.pandas as pa
 
 from coevo.config import ProposerConfig
 from coevo.problems.arithmetic import _FAMILY_CODE, COLUMNS, _fill_evenly, _operand_range, max_level, sample_cell
-from coevo.problems.verifier import check_answer
+from coevo.problems.math_verifier import check_answer
 from schemas.errors import SchemaError, validate_frame
 from schemas.problems import read_problems, validate_problems, write_problems
 

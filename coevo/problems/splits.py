@@ -2,7 +2,7 @@
 
 `SPLITS` names them (train, val, test); `user_splits` holds out a user file's validation and test
 problems (or takes the user's own test file whole, dropping the training rows it repeats), the same
-rules for math files (coevo/prepare.py) and code files (coevo/code/prepare.py); `write_report`
+rules for math files (coevo/prepare.py) and code files (coevo/code/sources.py); `write_report`
 writes data_dir/splits.json, each split's size and what building them held out or dropped.
 """
 

@@ -6,7 +6,7 @@ one `Verdict` per sample: passed, failed (with the first failing test), timeout,
 invalid (does not compile) or spoofed (it tried to fake a pass), plus the outcome of every test
 (the pass-table row CURE needs; a spoofed sample passes none).
 
-Two processes per sample (harness.py, worker.py): the supervisor owns the tests, the verdict and
+Two processes per sample (supervisor.py, worker.py): the supervisor owns the tests, the verdict and
 the report pipe with its nonce; the program runs in a second process, forked before the supervisor
 reads the nonce and the tests, that closes stdin and the report pipe before the program starts, so
 it never holds any of them. The tests run in the supervisor,
@@ -48,9 +48,8 @@ fork bomb is bounded only by the wall-clock kill.
 Mode "namespaces" (chosen by "auto" when a probe passes; see isolation.py and runner.py) adds:
 - new network namespace: only a down loopback, no route anywhere (no network);
 - new pid namespace: the supervisor is pid 1 (the program's process 2); the parent and every
-  other process are invisible and cannot be signalled; when pid 1 dies the kernel kills every process in the namespace,
-  so nothing
-  escapes the group kill (setsid included);
+  other process are invisible and cannot be signalled; when pid 1 dies the kernel kills every
+  process in the namespace, so nothing escapes the group kill (setsid included);
 - new mount namespace with a private root: a 1 MiB read-only tmpfs holding read-only, nosuid bind
   mounts of /usr, /lib, /lib64, /bin and the interpreter's prefix, plus the working directory at
   /work (the only writable place); chroot into it. The caller's files, /tmp, /home, /root, /etc,

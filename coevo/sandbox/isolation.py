@@ -2,7 +2,7 @@
 
 - "namespaces": `unshare` (util-linux) puts the child in new network, mount and pid namespaces; as
   an unprivileged user also a new user namespace (`--user --map-root-user`), which needs
-  unprivileged user namespaces enabled. The harness then builds a private root (see harness.py),
+  unprivileged user namespaces enabled. The harness then builds a private root (see supervisor.py),
   chroots into it and, if it started as real root, drops to nobody; rlimits on top; last, right
   before the program runs, a seccomp filter refusing syscalls a test program never needs (seccomp.py;
   no libseccomp here is a loud RuntimeError, not a silent fallback).

@@ -3,7 +3,7 @@
 One sample = one child process: `python -I -S -B -c BOOT` (isolated mode: no user site, no
 PYTHON* variables, no site-packages, no .pyc writes), started in a new session with a scrubbed
 environment, in an empty private working directory, fed on stdin the supervisor's compiled code,
-the setup (program, limits) and then the nonce and the tests (length-prefixed, harness.py); inside,
+the setup (program, limits) and then the nonce and the tests (length-prefixed, supervisor.py); inside,
 that supervisor runs the program in a second process of its own, forked before it reads the nonce
 and the tests (worker.py). The parent reads at most `output_bytes` of its merged stdout/stderr and
 the report pipe, kills the whole process group at the wall-clock deadline or when output
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from coevo.sandbox.harness import BOOT, compiled
 from coevo.sandbox.isolation import MODES, NOBODY, Isolation
+from coevo.sandbox.supervisor import BOOT, compiled
 
 STATUSES = (
     "passed",
@@ -256,7 +256,7 @@ def _communicate(proc: subprocess.Popen, report_fd: int, payload: bytes, limits:
 def _reap(proc: subprocess.Popen, options: int) -> float | None:
     """Reap the child (`options`: 0 waits, os.WNOHANG only if it has exited), setting its returncode;
     returns the CPU seconds it and its reaped descendants used, None if it is still running. The
-    program's own CPU-limit end is reported by the supervisor (harness.py); this covers the
+    program's own CPU-limit end is reported by the supervisor (supervisor.py); this covers the
     supervisor itself reaching the limit (a test snippet that loops in C), known from the CPU used,
     not from how the child ended: in namespaces mode the child is `unshare`, which can exit 1
     ("sigprocmask unblock failed") rather than re-raise the signal that ended the supervisor."""

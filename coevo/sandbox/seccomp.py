@@ -9,7 +9,7 @@ program sees a PermissionError and the verdict's detail names it ("crashed ... P
 The parent compiles the filter once (libseccomp resolves the names for this machine's
 architecture) and exports it as raw classic BPF; the harness, which runs stdlib only (`-I -S`, no
 site-packages), installs those bytes with prctl(PR_SET_NO_NEW_PRIVS) + prctl(PR_SET_SECCOMP) right
-before it compiles the program (harness.py). A syscall made through another ABI than the native one
+before it compiles the program (supervisor.py). A syscall made through another ABI than the native one
 (int 0x80 on x86_64) hits libseccomp's bad-architecture action, which kills the process.
 What it does NOT do: the allowed remainder is still the whole rest of the kernel (open, mmap,
 ioctl, ...); on s390 clone's flags are its second argument, which the clone rule does not check.

@@ -1,5 +1,5 @@
 """Plain data across the sandbox's process boundary: the one encoding the supervisor and the program's
-process speak (stdlib only; this file's source is also sent into the sandbox, see harness.py).
+process speak (stdlib only; this file's source is also sent into the sandbox, see supervisor.py).
 
 A value is encoded as a tagged JSON list and decoded into exact built-in types only (int, float,
 complex, str, bool, None, bytes, list, tuple, dict, set, frozenset, nested at most MAX_DEPTH deep),

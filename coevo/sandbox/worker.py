@@ -1,6 +1,6 @@
 """The program's process: the code that runs the untrusted program, inside the sandbox; stdlib only.
 
-The supervisor (harness.py) forks this process after reading only the setup half of its stdin
+The supervisor (supervisor.py) forks this process after reading only the setup half of its stdin
 (program, limits) and before reading the nonce and the tests; the child closes stdin and the report
 pipe first thing and then runs this source (after wire.py's) with REQUESTS, REPLY, PROGRAM and
 PER_TEST_S in its globals. So it never holds the nonce, the report channel or a test. Protocol (one

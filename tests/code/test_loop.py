@@ -8,7 +8,7 @@ from safetensors.torch import load_file
 
 from coevo.code.loop import run_code_loop
 from coevo.code.problems import TESTER_CUE
-from coevo.code.test_bank import TESTER_SUFFIX, TestBank
+from coevo.code.unit_test_bank import TESTER_SUFFIX, TestBank
 from coevo.config import CoevolverConfig
 from schemas.rewards import parse_details, read_rewards
 from schemas.rollouts import read_rollouts

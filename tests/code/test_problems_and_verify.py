@@ -6,13 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from coevo.code.prepare import prepare_code_problems
 from coevo.code.problems import (
     from_problems_frame,
     generate_synthetic,
     program_of,
     to_problems_frame,
 )
+from coevo.code.sources import prepare_code_problems
 from coevo.sandbox import Job, run_jobs
 from coevo.verify import verify_rollouts
 from schemas.code import validate_code_problems

@@ -14,7 +14,7 @@ import re
 import pandas as pd
 import pytest
 
-from coevo.code.prepare import build_code_splits
+from coevo.code.sources import build_code_splits
 from coevo.prepare import build_all_splits, prepare_problems
 from coevo.problems.arithmetic import arithmetic_splits
 from coevo.problems.heldout import check_unseen, overlap

@@ -12,6 +12,7 @@ import pytest
 
 from coevo.config import ProposerConfig
 from coevo.problems.arithmetic import generate_arithmetic, sample_cell
+from coevo.problems.math_verifier import check_answer
 from coevo.problems.proposer import (
     EARLIER_DUPLICATE,
     OUT_OF_RANGE,
@@ -27,7 +28,6 @@ from coevo.problems.proposer import (
     validate_candidates,
     write_proposals,
 )
-from coevo.problems.verifier import check_answer
 from schemas import validate_problems
 from schemas.errors import SchemaError
 

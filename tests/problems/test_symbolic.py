@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from coevo.config import Config
+from coevo.problems.math_verifier import check_answer
 from coevo.problems.symbolic import NAME, check_symbolic
-from coevo.problems.verifier import check_answer
 from coevo.verify import family_verdicts
 
 

@@ -1,4 +1,4 @@
-"""What tests can do with a program that runs in its own process (coevo/sandbox/harness.py,
+"""What tests can do with a program that runs in its own process (coevo/sandbox/supervisor.py,
 worker.py): the ordinary shapes of unit tests keep their verdicts, a program's object can never
 compare equal to what a test expects, and the way the program's process ends is the verdict."""
 

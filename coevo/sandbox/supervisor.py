@@ -1,11 +1,11 @@
 """The supervisor: the code that runs INSIDE the sandbox as its first process (`python -I -S -B -c
-BOOT` reads it, compiled with wire.py's source in front, from stdin); stdlib only. It owns the tests, the verdict and
-the
-report channel; the program runs in a second process it starts (worker.py) and never sees them.
+BOOT` reads it, compiled with wire.py's source in front, from stdin); stdlib only. It owns the
+tests, the verdict and the report channel; the program runs in a second process it starts
+(worker.py) and never sees them.
 
-Protocol: after the supervisor's own code, the parent writes to stdin a 10-digit length, the setup half {program,
-per_test_s, limits,
-confine, report_fd, seccomp, worker}, then the secret half {nonce, tests}; the supervisor
+Protocol: after the supervisor's own code, the parent writes to stdin a 10-digit length, the setup
+half {program, per_test_s, limits, confine, report_fd, seccomp, worker}, then the secret half
+{nonce, tests}; the supervisor
 1. reads the setup half only and confines itself when `confine` says so (namespaces mode): a private
    tmpfs root holding read-only bind mounts of the system directories Python needs plus the private
    working directory at /work, chroot into it, and, when it was started as real root, drops to

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from coevo.code.test_bank import TESTER_SUFFIX, TestBank
+from coevo.code.unit_test_bank import TESTER_SUFFIX, TestBank
 from coevo.coevolvers.base import CoEvolver, read_manifest
 from coevo.config import CoevolverConfig, CureConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coevo.problems.verifier import MathVerifier, canonical_number, check_answer, extract_final_number
+from coevo.problems.math_verifier import MathVerifier, canonical_number, check_answer, extract_final_number
 from coevo.types import Reward
 
 
