@@ -65,11 +65,8 @@ class FlowRunner:
     catalog = True
 
     def __init__(self, cfg: Config):
-        self.cfg, self.params, self.t = (
-            cfg,
-            cfg.model_dump_json(),
-            configured(cfg),
-        )  # one JSON string: see tasks/stages.py
+        self.cfg, self.t = cfg, configured(cfg)
+        self.params = cfg.model_dump_json()  # one JSON string: see tasks/stages.py
         self.track = FlowTracking(cfg, results_dir(cfg))
         self.runner = None  # the started task runner during the iterations (None: local)
         self.resume_from = self.on_disk = 0
