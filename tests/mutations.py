@@ -204,6 +204,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "stop = False",
         ("tests/flows/test_time_budget.py::test_a_spent_time_budget_stops_after_the_iteration_and_says_so[flow]",),
     ),
+    Mutation(
+        "time-budget-stop-leaves-its-iteration-unevaluated",
+        "coevo/loop.py",
+        "                if not evaluated:\n                    metrics.update(runner.evaluate(it, at, data))",
+        "                if False:\n                    metrics.update(runner.evaluate(it, at, data))",
+        ("tests/flows/test_loop_runners.py::test_a_spent_time_budget_stops_both_runners_alike",),
+    ),
 )
 
 
