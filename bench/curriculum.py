@@ -84,7 +84,7 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
     """Prepare the seed's problems and bootstrap its checkpoint once (fixed steps, no time cap)."""
     from coevo import stages
     from coevo.config import load_config
-    from coevo.driver import set_threads
+    from coevo.loop import set_threads
 
     cfg = load_config(
         ROOT / "params.yaml", overrides("grpo", seed, args, 1, RESULTS / args.name / f"seed{seed}" / "_bootstrap")

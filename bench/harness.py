@@ -98,7 +98,8 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
     from rich.console import Console
 
     from coevo.coevolvers.harness import in_force
-    from coevo.driver import set_threads, train
+    from coevo.driver import train
+    from coevo.loop import set_threads
 
     out_dir = RESULTS / args.name / f"seed{seed}" / arm
     shutil.rmtree(out_dir, ignore_errors=True)

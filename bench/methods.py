@@ -72,7 +72,7 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
     load gets the same checkpoint."""
     from coevo import stages
     from coevo.config import deep_merge, load_config
-    from coevo.driver import set_threads
+    from coevo.loop import set_threads
 
     cfg = load_config(
         args.params,

@@ -1,5 +1,8 @@
 """Rollout and verification of one iteration as pipeline.shards tasks on pipeline.task_runner.
 
+The loop (coevo/loop.py `rollout_and_verify`) asks the flow's runner for an iteration's shards;
+they run here, as tasks:
+
 - local (the default): the shard tasks run in the flow's process, one after another; Ray is neither
   imported nor started.
 - ray: the shard tasks are submitted to Prefect's RayTaskRunner (prefect-ray) on pipeline.ray.address
@@ -25,7 +28,8 @@ from contextlib import contextmanager
 from prefect import Task, get_run_logger
 
 from coevo.config import Config
-from coevo.driver import Timers
+from coevo.loop import Position
+from coevo.policy.checkpoint import read_pruned
 from coevo.stages import intact
 
 
@@ -74,35 +78,46 @@ def same_threads(options: dict) -> dict:
     return env
 
 
-def rollout_and_verify(
-    t: dict, runner, params: str, cfg: Config, it: int, state: dict, data: dict, timers: Timers, possible: bool
-) -> tuple[dict, dict]:
-    """The iteration's rollouts and rewards records ({"path", "sha256", "metrics"}), in
-    pipeline.shards shards on `runner` (None: in this process), merged when more than one."""
-    k, common = cfg.pipeline.shards, {"params": params, "it": it}
-    with timers.phase("rollout"):
-        calls = [
-            {
-                **common,
-                "checkpoint": state["checkpoint"],
-                "coevolver": state["coevolver"],
-                "data": data,
-                "shard": j,
-                "shards": k,
-            }
-            for j in range(k)
-        ]
-        rolled = gather(runner, t["rollout"], calls, possible)
-    with timers.phase("verify"):
-        calls = [{**common, "rollouts": r, "data": data, "shard": j, "shards": k} for j, r in enumerate(rolled)]
-        scored = gather(runner, t["verify"], calls)
-        if k == 1:
-            return rolled[0], scored[0]
-        merge = {**common, "rollouts": [record(r) for r in rolled], "rewards": [record(r) for r in scored]}
-        merged = t["merge"](**merge)
-        if not (intact(merged["rollouts"]) and intact(merged["rewards"])):
-            merged = t["merge"].with_options(refresh_cache=True)(**merge)
-    return merged["rollouts"], merged["rewards"]
+def rollouts(t: dict, runner, params: str, it: int, at: Position, data: dict, shards: int) -> list[dict]:
+    """The iteration's rollout records ({"path", "sha256", "metrics"}), one per shard, on `runner`
+    (None: in this process). A cached shard of a checkpoint retention pruned since cannot be re-made."""
+    calls = [
+        {
+            "params": params,
+            "it": it,
+            "checkpoint": at.checkpoint,
+            "coevolver": at.coevolver,
+            "data": data,
+            "shard": j,
+            "shards": shards,
+        }
+        for j in range(shards)
+    ]
+    return gather(runner, t["rollout"], calls, possible=read_pruned(at.checkpoint["path"]) is None)
+
+
+def rewards(t: dict, runner, params: str, it: int, rolled: list[dict], data: dict) -> list[dict]:
+    """The rewards record of each rollout shard, on `runner`."""
+    k = len(rolled)
+    calls = [
+        {"params": params, "it": it, "rollouts": r, "data": data, "shard": j, "shards": k} for j, r in enumerate(rolled)
+    ]
+    return gather(runner, t["verify"], calls)
+
+
+def merged(t: dict, params: str, it: int, rolled: list[dict], scored: list[dict]) -> tuple[dict, dict]:
+    """The iteration's rollouts and rewards records from its shards (the merge task, re-made when a
+    cached result's tables changed since)."""
+    merge = {
+        "params": params,
+        "it": it,
+        "rollouts": [record(r) for r in rolled],
+        "rewards": [record(r) for r in scored],
+    }
+    result = t["merge"](**merge)
+    if not (intact(result["rollouts"]) and intact(result["rewards"])):
+        result = t["merge"].with_options(refresh_cache=True)(**merge)
+    return result["rollouts"], result["rewards"]
 
 
 def gather(runner, stage_task: Task, calls: list[dict], possible: bool = True) -> list[dict]:

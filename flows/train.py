@@ -1,24 +1,28 @@
-"""The `coevo-train` Prefect flow: the rollout -> verify -> co-evolve -> update loop as versioned, cached, resumable tasks.
+"""The `coevo-train` Prefect flow: the training loop (coevo/loop.py) as versioned, cached, resumable tasks.
 
-Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when due) -> retain
-(checkpoint retention: run.retention) -> catalog
-ingest (every pipeline.ingest_every) -> MLflow tracking (metrics; checkpoint, co-evolver version and
-learning curve when due; in the flow, see tasks/tracking.py) -> a Prefect table artifact.
+The flow runs the loop every runner shares with `FlowRunner`, whose stages are the Prefect tasks of
+tasks/stages.py. Per iteration: rollout -> verify -> co-evolve -> policy update (-> evaluate when
+due) -> retain (checkpoint retention: run.retention) -> catalog ingest (every
+pipeline.ingest_every) -> MLflow tracking (metrics; checkpoint, co-evolver version and learning
+curve when due; see tasks/tracking.py) -> a Prefect table artifact.
 Re-running the flow with the same params after a failure or a kill restores every completed task
 from its persisted result (cache keys: inputs' content hashes + task source) and resumes at the
 interrupted stage. With `continue_latest` (the nightly deployment) the flow starts from the newest
 complete iteration of the run directory instead of the bootstrap. Either way the newest checkpoint
 whose weights retention kept (`latest_complete`) bounds what the cache may stand in for: a cached
-policy update after it whose checkpoint has been pruned or damaged since is run again (`run_iteration`;
-so is a cached co-evolution whose version retention pruned), and a cached rollout or verify result
-whose shard no longer has its recorded sha256 is re-made (flows/fanout.py `remade`). Rollout and
-verification run as pipeline.shards tasks on pipeline.task_runner (local, or Ray workers: flows/fanout.py).
+policy update after it whose checkpoint has been pruned or damaged since is run again
+(`FlowRunner.update`; so is a cached co-evolution whose version retention pruned), and a cached
+rollout or verify result whose shard no longer has its recorded sha256 is re-made (flows/fanout.py
+`remade`). Rollout and verification run as pipeline.shards tasks on pipeline.task_runner (local, or
+Ray workers: flows/fanout.py).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,15 +30,15 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from rich.text import Text
 
-from coevo.coevolvers.base import read_manifest
+from coevo import loop
 from coevo.coevolvers.composite import member_reports
 from coevo.config import Config, load_config
-from coevo.driver import Timers, eval_due, format_progress, frozen_heap, over_time_budget, set_threads, write_summary
-from coevo.metrics_log import MetricsLog
-from coevo.policy.checkpoint import META, policy_version, read_pruned
+from coevo.loop import Position, format_progress
+from coevo.policy.checkpoint import META, read_pruned
 from coevo.runlock import RunLocked, run_lock
 from coevo.stages import RunLayout, damaged_files, latest_complete
-from flows.fanout import rollout_and_verify, task_runner
+from flows import fanout
+from flows.fanout import task_runner
 from tasks.stages import configured, results_dir
 from tasks.tracking import FlowTracking
 
@@ -52,57 +56,92 @@ def publish(it: int, metrics: dict[str, float], report_path: str) -> None:
     create_table_artifact(table=rows, key="coevo-iteration", description=f"coevo iteration {it}")
 
 
-def run_iteration(
-    t: dict, runner, params: str, cfg: Config, it: int, last: int, state: dict, data: dict
-) -> tuple[dict, dict]:
-    """One iteration of tasks (rollout and verification in shards on `runner`: flows/fanout.py);
-    returns the new state (checkpoint, co-evolver, shards not yet in the catalog) and the iteration's
-    metrics. The catalog ingests every pipeline.ingest_every iterations."""
-    timers, checkpoint, coevolver = Timers(), state["checkpoint"], state["coevolver"]
-    rollouts, rewards = rollout_and_verify(
-        t, runner, params, cfg, it, state, data, timers, possible=read_pruned(checkpoint["path"]) is None
-    )
-    with timers.phase("coevolve"):
-        evolved = t["coevolve"](params, it, coevolver, rollouts, rewards, data)
-        if it > state["resume_from"] and read_pruned(evolved["path"]) is not None:
+class FlowRunner:
+    """The loop's stages as Prefect tasks (coevo/loop.py `Runner`): cached by their inputs' hashes,
+    rollout and verification in shards on pipeline.task_runner (flows/fanout.py), the catalog fed
+    every pipeline.ingest_every iterations, MLflow and a table artifact per iteration. The newest
+    complete iteration (`latest_complete`, once per flow) bounds what the cache may stand in for."""
+
+    catalog = True
+
+    def __init__(self, cfg: Config):
+        self.cfg, self.t = cfg, configured(cfg)
+        self.params = cfg.model_dump_json()  # one JSON string: see tasks/stages.py
+        self.track = FlowTracking(cfg, results_dir(cfg))
+        self.runner = None  # the started task runner during the iterations (None: local)
+        self.resume_from = self.on_disk = 0
+
+    def prepare(self) -> dict:
+        return self.t["prepare"](self.params)
+
+    def bootstrap(self, data: dict) -> dict:
+        return self.t["bootstrap"](self.params, data)
+
+    @contextmanager
+    def iterations(self, first: int, last: int, newest: int | None) -> Iterator[None]:
+        # newest intact kept checkpoint (hashes it): cached updates after it must have their weights
+        self.resume_from = latest_complete(self.cfg) if newest is None else newest
+        layout = RunLayout(self.cfg.run.out_dir)
+        self.on_disk = max((k for k in range(first, last + 1) if (layout.checkpoint(k) / META).is_file()), default=0)
+        with task_runner(self.cfg) as self.runner:  # pipeline.task_runner (flows/fanout.py): None = in this process
+            yield
+
+    def rollout(self, it: int, at: Position, data: dict, shards: int) -> list[dict]:
+        return fanout.rollouts(self.t, self.runner, self.params, it, at, data, shards)
+
+    def verify(self, it: int, rolled: list[dict], data: dict) -> list[dict]:
+        return fanout.rewards(self.t, self.runner, self.params, it, rolled, data)
+
+    def merge(self, it: int, rolled: list[dict], scored: list[dict]) -> tuple[dict, dict]:
+        return fanout.merged(self.t, self.params, it, rolled, scored)
+
+    def coevolve(self, it: int, at: Position, rollouts: dict, rewards: dict, data: dict) -> dict:
+        args = (self.params, it, at.coevolver, rollouts, rewards, data)
+        evolved = self.t["coevolve"](*args)
+        if it > self.resume_from and read_pruned(evolved["path"]) is not None:
             # a cached co-evolver version retention has pruned since (with its checkpoint), past the newest
             # kept checkpoint: evolve again from version it-1 (kept or just re-made; seeded: the same version)
-            evolved = t["coevolve"].with_options(refresh_cache=True)(params, it, coevolver, rollouts, rewards, data)
-    with timers.phase("update"):
-        updated = t["policy-update"](params, it, checkpoint, rollouts, rewards, evolved, data)
-        if it > state["resume_from"] and (
+            evolved = self.t["coevolve"].with_options(refresh_cache=True)(*args)
+        return evolved
+
+    def update(self, it: int, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict:
+        args = (self.params, it, at.checkpoint, rollouts, rewards, evolved, data)
+        updated = self.t["policy-update"](*args)
+        if it > self.resume_from and (
             read_pruned(updated["checkpoint"]) is not None
-            or (it <= state["on_disk"] and damaged_files(updated["checkpoint"]))
+            or (it <= self.on_disk and damaged_files(updated["checkpoint"]))
         ):
             # a cached result whose weights retention has pruned since, or (a checkpoint there before this
             # flow started: only those are hashed) whose files no longer match coevo.json's sha256, past the
             # newest intact kept checkpoint: train again (from the kept checkpoint it-1, bit-identically)
-            updated = t["policy-update"].with_options(refresh_cache=True)(
-                params, it, checkpoint, rollouts, rewards, evolved, data
-            )
-    state = {
-        "resume_from": state["resume_from"],
-        "on_disk": state["on_disk"],
-        "checkpoint": {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
-        "coevolver": {"path": evolved["path"], "content_hash": evolved["content_hash"]},
-        "report": evolved["report"],
-        "shards": [
-            *state.get("shards", []),
-            {"iteration": it, "rollouts": shard(rollouts), "rewards": shard(rewards), "report": evolved["report"]},
-        ],
-    }
-    metrics = {"iteration": float(it)}
-    for stage in (rollouts, rewards, evolved, updated):
-        metrics.update(stage["metrics"])
-    if eval_due(cfg, it, last):
-        with timers.phase("eval"):
-            metrics.update(t["evaluate"](params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
-    with timers.phase("retain"):
-        t["retain"](params, it, state["checkpoint"])  # after the eval: keep_best sees this iteration's accuracy
-    if it % cfg.pipeline.ingest_every == 0 or it == last:
-        with timers.phase("ingest"):
-            t["ingest"](params, state.pop("shards"))
-    return state, {**metrics, **timers.seconds}
+            updated = self.t["policy-update"].with_options(refresh_cache=True)(*args)
+        return updated
+
+    def evaluate(self, it: int, at: Position, data: dict) -> dict[str, float]:
+        return self.t["evaluate"](self.params, it, at.checkpoint, at.coevolver, data)["metrics"]
+
+    def retain(self, it: int, at: Position) -> None:
+        self.t["retain"](self.params, it, at.checkpoint)
+
+    def ingest(self, finished: list[dict]) -> None:
+        self.t["ingest"](self.params, finished)
+
+    def started(self, it: int, metrics: dict[str, float], boot: dict, data: dict) -> None:
+        self.track(it, metrics, data=data)
+
+    def finished(
+        self, it: int, metrics: dict, at: Position, curve: list[dict] | None, final: bool, report: str
+    ) -> None:
+        logged = it % self.cfg.run.checkpoint_every == 0 or final
+        self.track(it, metrics, at.checkpoint if logged else None, at.coevolver if logged else None, curve, final)
+        publish(it, metrics, report)
+        get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
+
+    def warn(self, message: str) -> None:
+        get_run_logger().warning(message)
+
+    def summary_extra(self, first: int, completed: int, boot: dict, setup: dict[str, float]) -> dict:
+        return {"first_iteration": first, "last_iteration": completed, "bootstrap": boot.get("bootstrap", {})}
 
 
 @flow(name="coevo-train")
@@ -119,7 +158,7 @@ def train_flow(
     cfg = load_config(params_file, overrides)
     try:
         with run_lock(cfg.run.out_dir, f"prefect flow coevo-train {params_file}", log=get_run_logger().warning):
-            return train_locked(cfg, continue_latest, started)
+            return loop.run(FlowRunner(cfg), cfg, continue_latest, started)
     except RunLocked as exc:
         if not skip_if_locked:
             raise
@@ -141,80 +180,6 @@ def record_skip(cfg: Config, exc: RunLocked) -> dict:
     ) as fh:  # one short line per append: O_APPEND keeps lines whole
         fh.write(json.dumps(entry, sort_keys=True) + "\n")
     return {"skipped": entry}
-
-
-@frozen_heap()
-def train_locked(cfg: Config, continue_latest: bool, started: float) -> dict:
-    """The flow's body, run under the run lock."""
-    set_threads(cfg)
-    params, t = cfg.model_dump_json(), configured(cfg)  # one JSON string: see tasks/stages.py
-    track = FlowTracking(cfg, results_dir(cfg))
-    data = t["prepare"](params)
-    boot = t["bootstrap"](params, data)
-    newest = latest_complete(cfg)  # hashes the newest checkpoint: once per flow
-    first = newest + 1 if continue_latest else 1
-    last = first + cfg.run.iterations - 1
-    layout = RunLayout(cfg.run.out_dir)
-    state = {
-        "checkpoint": record(layout.checkpoint(first - 1), "checkpoint"),
-        "coevolver": record(layout.coevolver(first - 1), "coevolver"),
-    }
-    state["resume_from"] = newest  # newest intact kept checkpoint: cached updates after it must have their weights
-    state["on_disk"] = max((k for k in range(first, last + 1) if (layout.checkpoint(k) / META).is_file()), default=0)
-    initial = t["evaluate"](params, first - 1, state["checkpoint"], state["coevolver"], data)["metrics"]
-    curve, log = [{"iteration": first - 1, **initial}], MetricsLog(cfg.run.out_dir, first)
-    track(first - 1, initial, data=data)
-    completed, stopped_by = first - 1, "iterations"
-    with task_runner(cfg) as runner:  # pipeline.task_runner (flows/fanout.py): None = in this process
-        for it in range(first, last + 1):
-            state, metrics = run_iteration(t, runner, params, cfg, it, last, state, data)
-            stop = over_time_budget(cfg, started) and it < last
-            if stop:  # the run ends here: its final evaluation and catalog ingest, as after the last iteration
-                if "eval/acc" not in metrics:
-                    metrics.update(t["evaluate"](params, it, state["checkpoint"], state["coevolver"], data)["metrics"])
-                if state.get("shards"):
-                    t["ingest"](params, state.pop("shards"))
-            log.append(metrics)
-            if "eval/acc" in metrics:
-                curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith(("eval/", "val/"))}})
-            final = it == last or stop
-            logged = it % cfg.run.checkpoint_every == 0 or final
-            track(
-                it,
-                metrics,
-                state["checkpoint"] if logged else None,
-                state["coevolver"] if logged else None,
-                curve if "eval/acc" in metrics else None,
-                final,
-            )
-            publish(it, metrics, state["report"])
-            get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
-            completed = it
-            if stop:
-                get_run_logger().warning(
-                    f"time budget {cfg.run.time_budget_s}s reached after iteration {it}; rerun with run.iterations={it - first + 1} to reproduce"
-                )
-                stopped_by = "time_budget"
-                break
-    extra = {
-        "first_iteration": first,
-        "last_iteration": completed,
-        "bootstrap": boot.get("bootstrap", {}),
-        "stopped_by": stopped_by,
-    }
-    return write_summary(cfg, curve, first, completed, time.perf_counter() - started, extra)
-
-
-def shard(stage: dict) -> dict:
-    """A stage table for the ingest task: its path and the sha256 of the content its stage validated."""
-    return {"path": stage["path"], "sha256": stage["sha256"]}
-
-
-def record(path: Path, kind: str) -> dict:
-    """The {"path", hash} record a task passes on, for an existing checkpoint or co-evolver version."""
-    if kind == "checkpoint":
-        return {"path": str(path), "weights_sha256": policy_version(path)}
-    return {"path": str(path), "content_hash": read_manifest(path)["content_hash"]}
 
 
 def nightly_deployment(params_file: str, cfg: Config, overrides: dict | None = None):

@@ -23,7 +23,7 @@ from prefect.tasks import exponential_backoff
 
 from coevo import stages
 from coevo.config import Config
-from coevo.driver import set_threads
+from coevo.loop import set_threads
 from coevo.store.catalog import Catalog, IterationFiles
 
 RESUMABLE = INPUTS + TASK_SOURCE

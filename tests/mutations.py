@@ -210,17 +210,24 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "flow-continue-restarts-the-metrics-log",
-        "flows/train.py",
+        "coevo/loop.py",
         "MetricsLog(cfg.run.out_dir, first)",
         "MetricsLog(cfg.run.out_dir, 1)",
         ("tests/flows/test_continue.py::test_cli_continue_numbers_after_the_newest_complete_iteration",),
     ),
     Mutation(
         "flow-ignores-the-time-budget",
-        "flows/train.py",
+        "coevo/loop.py",
         "stop = over_time_budget(cfg, started) and it < last",
         "stop = False",
         ("tests/flows/test_time_budget.py::test_a_spent_time_budget_stops_after_the_iteration_and_says_so[flow]",),
+    ),
+    Mutation(
+        "time-budget-stop-leaves-its-iteration-unevaluated",
+        "coevo/loop.py",
+        "                if not evaluated:\n                    metrics.update(runner.evaluate(it, at, data))",
+        "                if False:\n                    metrics.update(runner.evaluate(it, at, data))",
+        ("tests/flows/test_loop_runners.py::test_a_spent_time_budget_stops_both_runners_alike",),
     ),
 )
 

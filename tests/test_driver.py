@@ -8,7 +8,8 @@ import torch
 from safetensors.torch import load_file
 
 from coevo.coevolvers import load_coevolver
-from coevo.driver import frozen_heap, train
+from coevo.driver import train
+from coevo.loop import frozen_heap
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 

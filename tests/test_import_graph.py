@@ -80,6 +80,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.code.loop",
         "coevo.compare",
         "coevo.driver",
+        "coevo.loop",
         "coevo.rollout",
         "coevo.stages",
         "coevo.update_rank",
