@@ -136,8 +136,9 @@ def latest_complete(cfg: Config) -> int:
         k -= 1
     if k == 0 and newest > 0:
         warnings.warn(
-            f"{layout.root}: no checkpoint after the bootstrap can resume (iterations {passed[-1]}..{newest} pruned or damaged; "
-            "run.retention.keep_last bounds how far back one can); restarting from the bootstrap at iteration 1",
+            f"{layout.root}: no checkpoint after the bootstrap can resume (iterations {passed[-1]}..{newest} pruned or "
+            "damaged; run.retention.keep_last bounds how far back one can); restarting from the bootstrap at "
+            "iteration 1",
             stacklevel=2,
         )
     return k
