@@ -288,9 +288,7 @@ def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: f
 
 
 def skill_summary(reports: list[dict]) -> dict:
-    members = [
-        member for report in reports for member in member_reports(report)
-    ]  # a list of co-evolvers: each member's
+    members = [member for report in reports for member in member_reports(report)]  # a list's: each member's
     admitted = [entry for r in members for entry in r.get("admitted", [])]
     rejected = [entry for r in members for entry in r.get("rejected", [])]
     retired = [entry for r in members for entry in r.get("retired", [])]
