@@ -229,6 +229,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                if False:\n                    metrics.update(runner.evaluate(it, at, data))",
         ("tests/flows/test_loop_runners.py::test_a_spent_time_budget_stops_both_runners_alike",),
     ),
+    Mutation(
+        "flow-keeps-a-damaged-cached-update",
+        "flows/train.py",
+        "        if it > self.resume_from and (",
+        "        if False and it > self.resume_from and (",
+        ("tests/test_faults_disk.py::test_flow_rerun_remakes_a_damaged_checkpoint_and_shards_its_cache_points_at",),
+    ),
 )
 
 
