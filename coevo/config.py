@@ -464,6 +464,15 @@ class EngineConfig(Strict):
     cpu_kv_cache_gib: int = Field(
         1, ge=1, description="vLLM on CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE unless already exported)."
     )
+    cpu_threads: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "vLLM on CPU: cores its forward pass runs on, the first n this process may use "
+            "(VLLM_CPU_OMP_THREADS_BIND). null = vLLM's own binding, which on x86 keeps one core for its scheduler "
+            "process: on a 2-core machine the forward then runs on one thread (docs/benchmarks/engine-bound.md)."
+        ),
+    )
     tensor_parallel_size: int = Field(
         1,
         ge=1,

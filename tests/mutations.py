@@ -236,6 +236,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False and it > self.resume_from and (",
         ("tests/test_faults_disk.py::test_flow_rerun_remakes_a_damaged_checkpoint_and_shards_its_cache_points_at",),
     ),
+    Mutation(
+        "vllm-ignores-engine-cpu-threads",
+        "coevo/engines/vllm.py",
+        '            if self.config.cpu_threads:  # read when',
+        '            if False:  # read when',
+        ("tests/engines/test_vllm.py::test_the_forward_runs_on_the_cores_engine_cpu_threads_names",),
+    ),
 )
 
 

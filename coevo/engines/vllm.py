@@ -76,6 +76,15 @@ def on_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def cpu_binding(threads: int) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for `threads` cores: the first `threads` of the cores this process
+    may run on, e.g. '0,1'."""
+    usable = sorted(os.sched_getaffinity(0))
+    if threads > len(usable):
+        raise ValueError(f"engine.cpu_threads: {threads} is more than the {len(usable)} cores this process may use")
+    return ",".join(str(core) for core in usable[:threads])
+
+
 class VLLMEngine:
     """A running vLLM engine serving one checkpoint directory; `load_weights` swaps its weights in place."""
 
@@ -101,6 +110,8 @@ class VLLMEngine:
         gpu = on_gpu()
         if not gpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.config.cpu_kv_cache_gib))
+            if self.config.cpu_threads:  # read when the engine's worker process starts
+                os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binding(self.config.cpu_threads)
         from vllm import LLM
 
         cfg = self.config

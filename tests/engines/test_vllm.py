@@ -12,6 +12,8 @@ the same logprobs by >1e-2, so a missed sync cannot pass.
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
 import torch
@@ -39,7 +41,9 @@ def setup(tmp_path_factory):
         tmp_path_factory.mktemp("vllm"),
         policy={"shape": VLLM_SHAPE},
         bootstrap={"steps": 10},
-        engine={"kind": "vllm"},  # batch_size 512: one step can hold more prompt tokens than vLLM's prefill budget
+        # batch_size 512: one step can hold more prompt tokens than vLLM's prefill budget; every core to the
+        # forward (vLLM's own binding keeps one for its scheduler)
+        engine={"kind": "vllm", "cpu_threads": len(os.sched_getaffinity(0))},
         coevolver={"kind": "none"},
         optim={"lr": 3e-2},
         objective={"drop_zero_variance": False},
@@ -206,6 +210,27 @@ def test_registry_builds_engines_by_name_and_rejects_unknown_ones(setup, tiny_po
         hf_cfg, tiny_policy_dir, policy_version(tiny_policy_dir), lambda: load_policy(tiny_policy_dir, "cpu")
     )
     assert isinstance(engine, HFEngine) and live.engine is None and live.starts == 0  # HF: built per call, nothing kept
+
+
+def test_the_forward_runs_on_the_cores_engine_cpu_threads_names(setup):
+    """vLLM's worker binds its threads to the cores of engine.cpu_threads. Its own binding (the
+    default, null) keeps one core for its scheduler process: on 2 cores every worker thread sits on
+    core 0 and the forward runs on one thread (docs/benchmarks/engine-bound.md)."""
+    import psutil
+
+    cfg, _, _ = setup
+    workers = [p for p in psutil.Process().children(recursive=True) if p.name() == "VLLM::Worker"]
+    assert len(workers) == 1, [p.name() for p in psutil.Process().children(recursive=True)]
+    cores = set().union(*(os.sched_getaffinity(t.id) for t in workers[0].threads()))
+    assert cores == set(sorted(os.sched_getaffinity(0))[: cfg.engine.cpu_threads])
+
+
+def test_engine_cpu_threads_beyond_the_usable_cores_is_named(setup):
+    from coevo.engines.vllm import VLLMEngine
+
+    cfg, _, _ = setup
+    with pytest.raises(ValueError, match="engine.cpu_threads: 999 is more than"):
+        VLLMEngine(cfg.bootstrap_dir, cfg.engine.model_copy(update={"cpu_threads": 999}))
 
 
 def test_cpu_head_size_is_checked_before_start(tiny_policy_dir):
