@@ -57,7 +57,7 @@ def gold_metrics(test: pd.DataFrame, completions: Sequence[str]) -> dict[str, fl
 
 
 def validate(engine: Engine, val: pd.DataFrame, cfg: Config) -> dict[str, float]:
-    """val/acc and val/acc/<family>: skill-free greedy accuracy on the validation split, the figure
+    """val/acc and val/acc/<family>: context-free greedy accuracy on the validation split, the figure
     every choice made by looking at results reads (keep-best retention, the `best` alias), so the
     test split's eval/acc stays untouched by them."""
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)

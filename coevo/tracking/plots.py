@@ -1,6 +1,6 @@
 """The learning-curve figure: held-out accuracy against training iteration.
 
-`learning_curve` draws one line per headline metric present in the curve -- `eval/acc` (skill-free
+`learning_curve` draws one line per headline metric present in the curve -- `eval/acc` (context-free
 greedy accuracy), `eval/acc_context` (with the co-evolver's context) and `eval/pass@<k>` -- and a
 thinner dashed line per family for `eval/acc/<family>`. A series is drawn through the iterations
 that carry it, so evaluations every few iterations still give connected lines.
