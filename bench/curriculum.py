@@ -17,7 +17,7 @@ iterations), coevo/zero_var_share per iteration (the share of groups with no lea
 number a curriculum should push down) and, for the curriculum, each category's bandit value and draw
 probability over iterations. Writes bench/results/curriculum[-<tag>].json and .md.
 
-Arms: GRPO alone, the curriculum, the curriculum and the skill bank in one run (`coevolvers:`), the
+Arms: GRPO alone, the curriculum, the curriculum and the skill bank in one run (a `coevolver:` list), the
 skill bank alone, the frozen-curriculum ablation (its bandit stops updating after FROZEN_AFTER
 iterations and keeps drawing from the values it had then), all at temperature 0.2, and the same
 curriculum arms at 0.03, the default since (`curriculum_sharp*`, not in the default arms), the last
@@ -46,7 +46,7 @@ FLAT, SHARP = {"temperature": 0.2}, {"temperature": 0.03}
 ARMS: dict[str, dict] = {
     "grpo": {"coevolver": {"kind": "none"}},
     "curriculum": {"coevolver": {"kind": "curriculum", "curriculum": FLAT}},
-    "curriculum+skill_bank": {"coevolvers": [{"kind": "curriculum", "curriculum": FLAT}, {"kind": "skill_bank"}]},
+    "curriculum+skill_bank": {"coevolver": [{"kind": "curriculum", "curriculum": FLAT}, {"kind": "skill_bank"}]},
     "skill_bank": {"coevolver": {"kind": "skill_bank"}},
     "curriculum_frozen": {
         "coevolver": {"kind": "curriculum", "frozen": True, "frozen_after": FROZEN_AFTER, "curriculum": FLAT}
@@ -74,7 +74,7 @@ def overrides(arm: str, seed: int, args: argparse.Namespace, iterations: int, ou
         },
         "policy": {"threads": 1},
         "bootstrap": {"steps": args.bootstrap_steps, "time_budget_s": 10**5},
-        "eval": {"every": args.eval_every, "with_skills": False},
+        "eval": {"every": args.eval_every, "with_context": False},
         "tracking": {"mlflow_uri": f"sqlite:///{out_dir / 'mlflow.db'}"},
     }
     return deep_merge(base, ARMS[arm])

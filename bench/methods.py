@@ -114,7 +114,7 @@ def run(method: str, seed: int, args: argparse.Namespace, boot_dir: str) -> dict
         "iterations": summary["iterations"],
         "wall_time_s": summary["wall_time_s"],
         "final_acc": summary["final_eval"]["eval/acc"],
-        "final_acc_memory": summary["final_eval"].get("eval/acc_skills"),
+        "final_acc_memory": summary["final_eval"].get("eval/acc_context"),
         "initial_acc": summary["initial_eval"]["eval/acc"],
         "response_len": statistics.fmean(r["rollout/completion_len"] for r in tail),
         "admitted": summary["skills"]["n_admitted"],

@@ -87,7 +87,7 @@ def saved_rollouts(args) -> tuple[pd.DataFrame, pd.DataFrame]:
         train, _ = prepare_problems(cfg)
         batch = train.iloc[: cfg.rollout.problems_per_iter]
         policy = load_policy(args.model, "cpu")
-        variants = build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size)
+        variants = build_coevolver(cfg.coevolver_list[0], cfg.seed).plan(batch, cfg.rollout.group_size)
         frame = run_rollouts(HFEngine(policy), variants, batch, cfg, 1, "v0")
         scored = verify_rollouts(frame, batch, cfg)
     OUT.mkdir(parents=True, exist_ok=True)

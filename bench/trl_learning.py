@@ -87,7 +87,7 @@ def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float
     data = stages.prepare_stage(cfg0)  # params.yaml's seed: the bootstrap's problems
     cfg = cfg0.model_copy(update={"seed": seed})
     layout, test = stages.RunLayout(cfg.run.out_dir), stages.problems(data["test"]["path"])
-    build_coevolver(cfg.coevolver, cfg.seed).save(layout.coevolver(0))
+    build_coevolver(cfg.coevolver_list[0], cfg.seed).save(layout.coevolver(0))
     state = {"checkpoint": str(layout.checkpoint(0)), "coevolver": str(layout.coevolver(0))}
     clock = Budget(budget, every, lambda: greedy_acc(stages.cached_policy(state["checkpoint"], cfg), test, cfg))
     it, train = 0, data["train"]["path"]

@@ -86,7 +86,7 @@ def real_model(args: argparse.Namespace) -> dict:
         "engine": {"kind": "hf"},
         "rollout": {"problems_per_iter": 8, "group_size": 8},
         "optim": {"minibatch_size": 32},
-        "eval": {"pass_k": 1, "with_skills": False},
+        "eval": {"pass_k": 1, "with_context": False},
     }
 
 

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 Family = Literal["add", "sub", "mul"]
 
@@ -1002,6 +1011,9 @@ class CoevolverConfig(Strict):
         return self.frozen and iteration > self.frozen_after
 
 
+_COEVOLVER_LIST = TypeAdapter(list[CoevolverConfig])
+
+
 class EvalConfig(Strict):
     every: int = Field(
         25, ge=1, description="Evaluate on the held-out split every this many iterations (and always after the last)."
@@ -1009,7 +1021,20 @@ class EvalConfig(Strict):
     pass_k: int = Field(
         4, ge=1, description="k of the sampled pass@k (k samples per problem at the rollout temperature)."
     )
-    with_skills: bool = Field(True, description="Also report held-out accuracy with retrieved skills in the prompt.")
+    with_context: bool = Field(
+        True,
+        description=(
+            "Also report held-out accuracy with the co-evolvers' context (skill bank or memory entries) in the prompt "
+            "(eval/acc_context); no effect when no listed co-evolver gives context."
+        ),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_old_keys(cls, data):
+        if isinstance(data, dict) and "with_skills" in data:
+            raise ValueError("with_skills: renamed; write `with_context` instead (same meaning)")
+        return data
 
 
 class TrackingConfig(Strict):
@@ -1304,13 +1329,13 @@ class Config(Strict):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Rollout batch shape.")
     objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig, description="Policy-update objective.")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer of the policy update.")
-    coevolver: CoevolverConfig = Field(default_factory=CoevolverConfig, description="The co-evolving artifact.")
-    coevolvers: list[CoevolverConfig] | None = Field(
-        None,
+    coevolver: CoevolverConfig | list[CoevolverConfig] = Field(
+        default_factory=CoevolverConfig,
+        validate_default=True,
         description=(
-            "Several co-evolvers in one run (e.g. [{kind: curriculum}, {kind: skill_bank}]), each with the settings "
-            "of `coevolver` and its own artifact and version; they evolve in this order in the co-evolution stage. "
-            "null = the single `coevolver` (which must then keep its defaults)."
+            "The co-evolving artifact: one mapping ({kind: curriculum, ...}), or a list of them for several "
+            "co-evolvers in one run (e.g. [{kind: curriculum}, {kind: skill_bank}]), each with its own artifact and "
+            "version, evolving in the list's order in the co-evolution stage. Held as a list (`coevolver_list`)."
         ),
     )
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
@@ -1367,43 +1392,64 @@ class Config(Strict):
             seen[entry.label] = i
         return rewards
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_old_keys(cls, data):
+        if isinstance(data, dict) and "coevolvers" in data:
+            raise ValueError(
+                "coevolvers: no longer a setting; write the list under `coevolver` instead (coevolver: [{kind: "
+                "curriculum}, {kind: skill_bank}]; one co-evolver stays a mapping)"
+            )
+        return data
+
+    @field_validator("coevolver", mode="before")
+    @classmethod
+    def _one_or_several(cls, value):
+        """One mapping or a list of them, held as a list. Each entry is validated here, so an error
+        names the path as written (`coevolver.kind` for a mapping, `coevolver.1.kind` in a list)
+        rather than once per shape the union allows."""
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("an empty list: give one co-evolver (a mapping) or a list of them")
+            return _COEVOLVER_LIST.validate_python(value)
+        return [CoevolverConfig.model_validate(value)]
+
+    @field_serializer("coevolver", mode="wrap")
+    def _dump_coevolver(self, entries: list[CoevolverConfig], handler):
+        """One co-evolver dumps as its mapping (the params as written and as they always were), several
+        as the list."""
+        dumped = handler(entries)
+        return dumped[0] if len(dumped) == 1 else dumped
+
     @model_validator(mode="after")
     def _check_coevolvers(self) -> Config:
-        for i, entry in enumerate(self.coevolver_list):
+        entries = self.coevolver_list
+        for i, entry in enumerate(entries):
             if entry.curriculum.proposer.enabled and (
                 entry.kind != "curriculum" or self.problems.source != "arithmetic"
             ):
-                where = f"coevolvers[{i}]" if self.coevolvers else "coevolver"
+                where = f"coevolver[{i}]" if len(entries) > 1 else "coevolver"
                 raise ValueError(
                     f"{where}.curriculum.proposer.enabled needs kind: curriculum and problems.source: arithmetic "
                     f"(got kind {entry.kind!r}, source {self.problems.source!r})"
                 )
-        if self.coevolvers is None:
+        if len(entries) == 1:
             return self
-        if self.coevolver != CoevolverConfig():  # params.yaml spells out the defaults; anything else is a second choice
-            raise ValueError(
-                "set either `coevolver` (one co-evolver) or `coevolvers` (a list), not both: `coevolver` differs "
-                "from its defaults"
-            )
-        kinds = [entry.kind for entry in self.coevolvers]
-        if len(kinds) < 2:
-            raise ValueError(f"coevolvers: list at least two co-evolvers (got {kinds}); for one, use `coevolver`")
+        kinds = [entry.kind for entry in entries]
         for i, kind in enumerate(kinds):
             if kind == "none":
-                raise ValueError(
-                    f"coevolvers[{i}].kind: 'none' cannot be combined with other co-evolvers; leave it out"
-                )
+                raise ValueError(f"coevolver[{i}].kind: 'none' cannot be combined with other co-evolvers; leave it out")
             if kind in kinds[:i]:
                 raise ValueError(
-                    f"coevolvers[{i}].kind: {kind!r} is already coevolvers[{kinds.index(kind)}]; each kind at most once"
+                    f"coevolver[{i}].kind: {kind!r} is already coevolver[{kinds.index(kind)}]; each kind at most once"
                 )
         return self
 
     # ---- derived (the only place values are computed from several fields) ----
     @property
     def coevolver_list(self) -> list[CoevolverConfig]:
-        """The run's co-evolvers in update order: `coevolvers`, or the single `coevolver`."""
-        return self.coevolvers or [self.coevolver]
+        """The run's co-evolvers in update order: `coevolver` as a list (one entry when it is a mapping)."""
+        return self.coevolver
 
     @property
     def gives_context(self) -> bool:
@@ -1476,8 +1522,17 @@ def load_config(path: str | Path = "params.yaml", overrides: dict | None = None)
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        lines = [f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
-        raise ConfigError("\n".join(lines)) from exc
+        raise ConfigError(error_lines(path, exc)) from exc
+
+
+def error_lines(path: str | Path, exc: ValidationError) -> str:
+    """A validation error as `file: key.path: message` lines (`file: message` for a whole-file check;
+    our validators' messages without pydantic's "Value error, " before them)."""
+    lines = []
+    for err in exc.errors():
+        loc, msg = ".".join(str(part) for part in err["loc"]), err["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}")
+    return "\n".join(lines)
 
 
 def deep_merge(base: dict, extra: dict) -> dict:

@@ -1,9 +1,9 @@
-"""Held-out evaluation: greedy accuracy and sampled pass@k per family, with and without skills.
+"""Held-out evaluation: greedy accuracy and sampled pass@k per family, with and without co-evolver context.
 
 pass@k uses exactly k samples per problem, for which the unbiased estimator of Chen et al. (2021)
-reduces to "any of the k passed". "With skills" adds what the co-evolver retrieves for each
+reduces to "any of the k passed". "With context" (`eval/acc_context`) adds what the co-evolvers retrieve for each
 problem (`context_for`) as the prompt format places context (coevo/prompting.py); the headline `eval/acc` is always
-skill-free, as the student is deployed. The validation split gets the same greedy accuracy under `val/` (`validate`):
+context-free, as the student is deployed. The validation split gets the same greedy accuracy under `val/` (`validate`):
 keep-best and the `best` alias read it, never the test split's `eval/acc`. Every completion is judged by its problem's
 family verifier (`coevo.verify.score_rows`, the one the verification stage uses): exact match for math, the sandboxed
 hidden tests for code. Constraint problems also get `eval/gold_acc`, their gold checks on the greedy completions
@@ -57,7 +57,7 @@ def gold_metrics(test: pd.DataFrame, completions: Sequence[str]) -> dict[str, fl
 
 
 def validate(engine: Engine, val: pd.DataFrame, cfg: Config) -> dict[str, float]:
-    """val/acc and val/acc/<family>: skill-free greedy accuracy on the validation split, the figure
+    """val/acc and val/acc/<family>: context-free greedy accuracy on the validation split, the figure
     every choice made by looking at results reads (keep-best retention, the `best` alias), so the
     test split's eval/acc stays untouched by them."""
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
@@ -76,7 +76,7 @@ def evaluate(
     context_for: Callable[[dict], list[str]] | None = None,
     verdicts: dict[str, bool] | None = None,
 ) -> dict[str, float]:
-    """Metrics namespaced eval/: acc, acc_skills (when context_for is given), pass@k (k =
+    """Metrics namespaced eval/: acc, acc_context (when context_for is given), pass@k (k =
     eval.pass_k samples under `sampling`); each per family. `test` is a problems-table split.
     `verdicts`, when given, is filled with each problem id's greedy verdict (True = passed): the
     per-problem outcomes behind eval/acc that a paired comparison pairs across arms."""
@@ -94,7 +94,7 @@ def evaluate(
     if context_for is not None:
         prompts = [renderer.render(row, context_for(row)) for row in rows]
         metrics.update(
-            _per_family("acc_skills", test, passed(test, greedy_completions(engine, prompts, max_new_tokens), cfg))
+            _per_family("acc_context", test, passed(test, greedy_completions(engine, prompts, max_new_tokens), cfg))
         )
     samples = engine.generate(questions, k, cfg.sampling, seed)  # [len(test)][k]
     repeated = test.iloc[[i for i in range(len(test)) for _ in range(k)]].reset_index(

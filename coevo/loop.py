@@ -310,8 +310,8 @@ def format_progress(m: dict[str, float]) -> str:
     ]
     if "eval/acc" in m:
         parts.append(f"[bold]eval/acc {m['eval/acc']:.3f}[/]")
-        if "eval/acc_skills" in m:
-            parts.append(f"acc_skills {m['eval/acc_skills']:.3f}")
+        if "eval/acc_context" in m:
+            parts.append(f"acc_context {m['eval/acc_context']:.3f}")
     active = int(m.get("coevo/n_active", 0) + m.get("coevo/n_stable", 0))
     parts.append(f"skills +{int(m.get('coevo/admitted', 0))}/-{int(m.get('coevo/rejected', 0))} active {active}")
     parts.append(" ".join(f"{k[5:]} {v:.2f}s" for k, v in m.items() if k.startswith("time/")))

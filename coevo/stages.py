@@ -567,7 +567,7 @@ def update_save(
 
 def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: str) -> dict:
     evolver = coevolver_at(cfg, it, coevolver)
-    context_for = evolver.context_for if cfg.eval.with_skills and "context" in evolver.roles else None
+    context_for = evolver.context_for if cfg.eval.with_context and "context" in evolver.roles else None
     engine = live_engine(cfg, checkpoint)
     asked = cfg.model_copy(
         update={"prompt": harnessed(cfg, it).prompt}

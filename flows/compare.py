@@ -19,7 +19,7 @@ from prefect import flow, get_run_logger
 
 from coevo.compare.results import ParentRun, finished_runs, interleaved
 from coevo.compare.runs import cell_dir, finish, read_marker
-from coevo.compare.spec import Spec, arm_config, arm_overrides, identity, load_spec
+from coevo.compare.spec import Spec, arm_config, arm_overrides, identities, identity, load_spec
 from coevo.compare.table import build_table, write_outputs
 from coevo.errors import InputError
 from coevo.faults import pause_point
@@ -40,7 +40,7 @@ def arm_run(spec: Spec, arm: str, seed: int, root: Path) -> tuple[dict, bool]:
     ident = identity(cfg)
     marker = read_marker(run_dir)
     if marker is not None:
-        if marker["identity"] != ident:
+        if marker["identity"] not in identities(cfg):
             raise InputError(
                 f"{run_dir}: finished with other params than {spec.path} now gives arm {arm!r}; remove it or "
                 f"compare into another --out"

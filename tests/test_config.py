@@ -1,3 +1,5 @@
+import types
+import typing
 from pathlib import Path
 
 import pytest
@@ -9,12 +11,20 @@ from coevo.config import Config, ConfigError, load_config
 from .conftest import ROOT
 
 
+def _mapping_model(annotation) -> type[BaseModel] | None:
+    """The model a field takes as one mapping: X, or the X of `X | list[X]` (`coevolver`)."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for arg in typing.get_args(annotation) if union else (annotation,):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
+
+
 def _walk(model: type[BaseModel], prefix: str = ""):
     for name, field in model.model_fields.items():
         yield prefix + name, field
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _walk(annotation, prefix + name + ".")
+        if (sub := _mapping_model(field.annotation)) is not None:
+            yield from _walk(sub, prefix + name + ".")
 
 
 def test_params_yaml_is_valid_and_complete():
@@ -48,6 +58,25 @@ def test_wrong_type_and_cross_field_errors(tmp_path: Path):
     path.write_text("problems:\n  min_digits: 3\n  max_digits: 2\n")
     with pytest.raises(ConfigError, match="min_digits"):
         load_config(path)
+
+
+def test_the_params_yaml_lists_the_coevolver_knobs():
+    assert "coevolver.curriculum.proposer.enabled" in dict(_walk(Config))  # the walk above reaches them
+
+
+def test_renamed_keys_are_errors_naming_the_new_key(tmp_path: Path):
+    path = tmp_path / "params.yaml"
+    path.write_text("eval:\n  with_skills: false\n")
+    with pytest.raises(ConfigError, match=r"params.yaml: eval: with_skills: renamed; write `with_context` instead"):
+        load_config(path)
+    path.write_text("coevolvers:\n  - kind: curriculum\n  - kind: skill_bank\n")
+    with pytest.raises(
+        ConfigError, match=r"params.yaml: coevolvers: no longer a setting; write the list under `coevolver`"
+    ):
+        load_config(path)
+    path.write_text("eval:\n  with_context: false\ncoevolver:\n  - kind: curriculum\n  - kind: skill_bank\n")
+    cfg = load_config(path)
+    assert not cfg.eval.with_context and [entry.kind for entry in cfg.coevolver_list] == ["curriculum", "skill_bank"]
 
 
 def test_derived_values():

@@ -62,3 +62,16 @@ def test_readme_relative_links_exist():
         if not (ROOT / path).exists():
             missing.append(target)
     assert not missing, f"README.md links to paths that do not exist: {missing}"
+
+
+def test_the_configuration_reference_titles_the_coevolver_section_as_a_mapping_or_a_list():
+    """`coevolver` takes one mapping or a list of them: its section is `coevolver` (its type says both);
+    `rewards` takes only a list: `rewards[]`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("config_reference", ROOT / "docs" / "hooks" / "config_reference.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    page = hook.render()
+    assert "## `coevolver`" in page and "## `coevolver[]`" not in page and "## `rewards[]`" in page
+    assert "| `coevolver` | [section](#coevolver) or list[section] |" in page

@@ -27,7 +27,7 @@ def test_two_iterations_write_valid_artifacts_and_move_the_policy(tmp_path):
         rollouts = read_rollouts(out / "rollouts" / f"iter_{it:04d}.parquet")  # validates the schema
         rewards = read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
         assert len(rollouts) == len(rewards) == cfg.rollouts_per_iter
-        load_coevolver(out / "coevolver" / f"iter_{it:04d}", cfg.coevolver, cfg.seed)  # manifest hash checks
+        load_coevolver(out / "coevolver" / f"iter_{it:04d}", cfg.coevolver_list[0], cfg.seed)  # manifest hash checks
     start = load_file(out / "bootstrap" / "model.safetensors")
     end = load_file(out / "checkpoints" / "iter_0002" / "model.safetensors")
     assert any(not torch.equal(start[k], end[k]) for k in start)
@@ -39,7 +39,7 @@ def test_two_iterations_write_valid_artifacts_and_move_the_policy(tmp_path):
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 2 and "eval/acc" in json.loads(lines[-1]) and "time/rollout" in json.loads(lines[-1])
     assert summary["final_checkpoint"].endswith("iter_0002")
-    assert {"eval/acc", "eval/acc_skills", "eval/pass@2"} <= set(summary["final_eval"])
+    assert {"eval/acc", "eval/acc_context", "eval/pass@2"} <= set(summary["final_eval"])
 
 
 def test_same_seed_same_rewards_and_final_weights(tmp_path):

@@ -20,7 +20,7 @@ OUT, DATA = "runs/tiny", "data/tiny"
 # after a repro must make `dvc status` report the stage changed.
 TRAIN_READS = {
     "prompt.instruction.math": "Answer with digits.",
-    "coevolvers": [{"kind": "curriculum"}],
+    "coevolver": [{"kind": "curriculum"}, {"kind": "skill_bank"}],
     "policy.lora.rank": 8,
     "pipeline.shards": 2,
     "seed": 1,

@@ -126,7 +126,7 @@ def test_mlflow_server_killed_mid_iteration_then_rerun_logs_the_rest_once(mlflow
     )
     results, layout = tmp_path / "results", RunLayout(cfg.run.out_dir)
     checkpoints = _checkpoints(tiny_policy_dir, layout)
-    build_coevolver(cfg.coevolver, cfg.seed).save(layout.coevolver(1))
+    build_coevolver(cfg.coevolver_list[0], cfg.seed).save(layout.coevolver(1))
     metrics = {it: {"eval/acc": 0.1 * (it + 1), "eval/pass@2": 0.2 * it} for it in (0, 1, 2)}
     calls = [
         (0, metrics[0], None, None, False),
@@ -292,7 +292,7 @@ def _iteration_one(tmp_path, coevolver: dict) -> tuple:
     cfg = tiny_config(tmp_path, coevolver=coevolver)
     data = prepare_stage(cfg)
     layout = RunLayout(cfg.run.out_dir)
-    build_coevolver(cfg.coevolver, cfg.seed).save(layout.coevolver(0))
+    build_coevolver(cfg.coevolver_list[0], cfg.seed).save(layout.coevolver(0))
     train = pd.read_parquet(data["train"]["path"]).head(3)
     rollouts, rewards = [], []
     for row in train.itertuples():

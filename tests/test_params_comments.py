@@ -72,3 +72,14 @@ def test_rewrite_changes_comments_only(tmp_path):
         [sys.executable, "-m", "coevo.params_comments", str(path)], cwd=ROOT, check=True, capture_output=True
     )
     assert path.read_text() == new
+
+
+def test_a_coevolver_list_gets_each_entrys_comments():
+    """`coevolver` as a list of mappings: each entry's keys carry CoevolverConfig's descriptions."""
+    text = "coevolver:\n  - kind: curriculum\n    frozen: true\n  - kind: skill_bank\n"
+    entry = Config.model_fields["coevolver"]
+    kind = nested_model(entry.annotation).model_fields["kind"].description
+    lines = rewrite(text).splitlines()
+    assert lines[0] == f"coevolver:  # {entry.description}"
+    assert lines[1] == f"  - kind: curriculum  # {kind}" and lines[3] == f"  - kind: skill_bank  # {kind}"
+    assert lines[2].startswith("    frozen: true  # Ablation")

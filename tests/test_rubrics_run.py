@@ -59,7 +59,7 @@ def test_rubrics_run_on_constraints(loopback, tmp_path):
     for it in (1, 2):
         rewards = read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
         assert set(rewards["verifier"]) == {"rubric"} and rewards["details"].str.contains("c.").all()
-        evolver = load_coevolver(out / "coevolver" / f"iter_{it:04d}", cfg.coevolver, cfg.seed)
+        evolver = load_coevolver(out / "coevolver" / f"iter_{it:04d}", cfg.coevolver_list[0], cfg.seed)
         assert read_manifest(out / "coevolver" / f"iter_{it:04d}")["kind"] == "rubrics"
     texts = {c.text for cs in evolver.rubric.families.values() for c in cs}
     assert "The response ends with a full stop." in texts

@@ -40,7 +40,7 @@ from coevo.code.problems import (
 from coevo.code.unit_test_bank import TESTER_SUFFIX, TestBank
 from coevo.code.verifier import sandbox_limits
 from coevo.code.warm_start import code_warm_start
-from coevo.config import Config, SamplingConfig
+from coevo.config import CoevolverConfig, Config, ConfigError, SamplingConfig
 from coevo.engines.hf import HFEngine
 from coevo.io import write_json
 from coevo.objectives import build_objective
@@ -176,9 +176,18 @@ def code_iteration(state: dict, it: int) -> dict:
     }
 
 
+def the_coevolver(cfg: Config) -> CoevolverConfig:
+    """The one `coevolver` mapping whose settings (frozen, frozen_after) the code loop's test bank takes."""
+    if len(cfg.coevolver_list) > 1:
+        kinds = [entry.kind for entry in cfg.coevolver_list]
+        raise ConfigError(f"coevolver: the code loop's test bank takes one co-evolver mapping, not a list ({kinds})")
+    return cfg.coevolver_list[0]
+
+
 def run_code_loop(cfg: Config, log=print) -> dict:
     """Warm start, evaluate, `code.iterations` of co-evolution, evaluate; writes under run.out_dir/code."""
     cfg = loop_config(cfg)
+    coevolver = the_coevolver(cfg)  # before the warm start: a list stops here
     if cfg.policy.threads:
         torch.set_num_threads(cfg.policy.threads)
     out, wall = Path(cfg.run.out_dir) / "code", time.perf_counter()
@@ -193,7 +202,7 @@ def run_code_loop(cfg: Config, log=print) -> dict:
     version = save_checkpoint(
         out / "checkpoints" / "iter_0000", policy, {"iteration": 0, "source": "code-warm-start", "warm_start": warm}
     )
-    bank = TestBank(cfg.coevolver, cfg.seed, cfg.code.cure)
+    bank = TestBank(coevolver, cfg.seed, cfg.code.cure)
     bank.save(out / "test_bank" / "iter_0000")
     state = {
         "cfg": cfg,

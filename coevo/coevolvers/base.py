@@ -73,7 +73,7 @@ class CoEvolver(Protocol):
         ...
 
     def context_for(self, problem: Mapping) -> list[str]:
-        """Texts prepended at evaluation "with skills" (retrieval only, no probes)."""
+        """Texts prepended at evaluation "with context" (eval/acc_context; retrieval only, no probes)."""
         ...
 
     def teacher_context(self, problem: Mapping) -> list[str]:

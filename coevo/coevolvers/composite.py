@@ -1,4 +1,4 @@
-"""Several co-evolvers in one run (`coevolvers:` in params): one artifact per member, one version each.
+"""Several co-evolvers in one run (`coevolver:` a list in params): one artifact per member, one version each.
 
 A list behaves as one co-evolver towards the stages. Each member plays the roles its class declares
 (`roles`): "problems" (chooses the iteration's batch: a curriculum), "context" (plans the rollout's
@@ -117,7 +117,7 @@ class CoEvolverList:
         saved = [entry["kind"] for entry in manifest.get("members", [])]
         if saved != [entry.kind for entry in configs]:
             raise CoevolverDirError(
-                f"{Path(directory) / MANIFEST}: holds co-evolvers {saved} but coevolvers lists "
+                f"{Path(directory) / MANIFEST}: holds co-evolvers {saved} but params list "
                 f"{[entry.kind for entry in configs]}"
             )
         members = [
@@ -131,7 +131,7 @@ def _player(members: list, role: str):
     """The one member (co-evolver or co-evolver class) playing `role`, or None; two raise CoevolverRoleError."""
     players = [(i, member) for i, member in enumerate(members) if role in member.roles]
     if len(players) > 1:
-        named = " and ".join(f"coevolvers[{i}] ({member.kind})" for i, member in players)
+        named = " and ".join(f"coevolver[{i}] ({member.kind})" for i, member in players)
         raise CoevolverRoleError(
             f"{named} both play the {role!r} role; list at most one co-evolver that {_ROLE_TEXT[role]}"
         )
@@ -150,19 +150,19 @@ def member_dir(cfg: Config, version: str | Path, kind: str) -> Path:
     """The directory of the run's (first) `kind` co-evolver inside co-evolver version `version`."""
     index = next((i for i, entry in enumerate(cfg.coevolver_list) if entry.kind == kind), None)
     if index is None:
-        raise ValueError(f"no {kind!r} co-evolver in this run (coevolver.kind or an entry of coevolvers)")
-    return Path(version) / member_name(index, kind) if cfg.coevolvers else Path(version)
+        raise ValueError(f"no {kind!r} co-evolver in this run (coevolver.kind or an entry of the coevolver list)")
+    return Path(version) / member_name(index, kind) if len(cfg.coevolver_list) > 1 else Path(version)
 
 
 def check_coevolvers(cfg: Config) -> None:
-    """Stop a run whose `coevolvers` list has two players of one role, before anything is written."""
+    """Stop a run whose `coevolver` list has two players of one role, before anything is written."""
     kinds = [COEVOLVERS[entry.kind] for entry in cfg.coevolver_list]
     for role in ROLES:
         _player(kinds, role)
 
 
 def build_coevolvers(cfg: Config, generate: TextGenerator | None = None) -> CoEvolver:
-    """The run's fresh co-evolver: its single `coevolver`, or a list of `coevolvers`."""
+    """The run's fresh co-evolver: the one `coevolver`, or the list of several."""
     configs = cfg.coevolver_list
     if len(configs) == 1:
         return build_coevolver(configs[0], cfg.seed, generate)
@@ -177,7 +177,7 @@ def load_coevolvers(directory: str | Path, cfg: Config, generate: TextGenerator 
     if read_manifest(directory).get("kind") != KIND:
         raise CoevolverDirError(
             f"{Path(directory) / MANIFEST}: holds a single {read_manifest(directory).get('kind')!r} co-evolver "
-            f"but params list coevolvers {[c.kind for c in configs]}"
+            f"but params list co-evolvers {[c.kind for c in configs]}"
         )
     return CoEvolverList.load(Path(directory), configs, cfg.seed, generate)
 

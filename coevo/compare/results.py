@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coevo.compare.runs import MARKER, read_marker
-from coevo.compare.spec import Spec, arm_config, identity, reference_tracking
+from coevo.compare.spec import Spec, arm_config, identities, reference_tracking
 from coevo.errors import InputError
 
 
@@ -24,8 +24,8 @@ def interleaved(spec: Spec, seeds: list[int]) -> list[tuple[str, int]]:
     return [(names[(i + j) % len(names)], seed) for i, seed in enumerate(seeds) for j in range(len(names))]
 
 
-def expected_identity(spec: Spec, arm: str, seed: int) -> str:
-    return identity(arm_config(spec, spec.arm(arm), seed, Path("compare-check")))
+def expected_identities(spec: Spec, arm: str, seed: int) -> set[str]:
+    return identities(arm_config(spec, spec.arm(arm), seed, Path("compare-check")))
 
 
 def finished_runs(spec: Spec, dirs: list[Path]) -> dict[tuple[str, int], dict]:
@@ -43,7 +43,7 @@ def finished_runs(spec: Spec, dirs: list[Path]) -> dict[tuple[str, int], dict]:
                     f"{path}: arm {marker['arm']!r} seed {marker['seed']} is not in {spec.path} (arms "
                     f"{sorted(arms)}, seeds {spec.seeds})"
                 )
-            if marker["identity"] != expected_identity(spec, *cell):
+            if marker["identity"] not in expected_identities(spec, *cell):
                 raise InputError(
                     f"{path}: this run of arm {marker['arm']!r} seed {marker['seed']} computed other params than "
                     f"{spec.path} gives that arm now; it cannot enter this comparison"

@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from coevo.config import Config, ConfigError, TrackingConfig, deep_merge
+from coevo.config import CoevolverConfig, Config, ConfigError, TrackingConfig, deep_merge, error_lines
 from coevo.errors import InputError
 from coevo.io import hash_bytes
 
@@ -364,12 +364,32 @@ def arm_config(spec: Spec, arm: Arm, seed: int, run_dir: Path) -> Config:
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        lines = [f"{arm.params}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
-        raise ConfigError("\n".join(lines)) from exc
+        raise ConfigError(error_lines(arm.params, exc)) from exc
 
 
 def identity(cfg: Config) -> str:
     """What an arm run computes, whatever its directory or tracking store: the hash of its params
     without run.out_dir, problems.data_dir and tracking (a run made elsewhere merges when it matches)."""
-    dumped = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
-    return hash_bytes(json.dumps(dumped, sort_keys=True).encode())
+    return _hash(_identity_params(cfg))
+
+
+def identities(cfg: Config) -> set[str]:
+    """The identities a finished run of `cfg` may carry in its marker: `identity(cfg)`, and the hash of
+    the same params in their earlier spelling, from before `coevolvers` (a list) was folded into
+    `coevolver` and `eval.with_skills` became `eval.with_context`. Runs finished before then (the
+    committed ones under bench/results) carry the earlier one; both name the same computation."""
+    earlier = _identity_params(cfg)
+    entries = earlier["coevolver"]  # one co-evolver dumps as its mapping, several as the list
+    several = isinstance(entries, list)
+    earlier["coevolver"] = CoevolverConfig().model_dump(mode="json") if several else entries
+    earlier["coevolvers"] = entries if several else None
+    earlier["eval"]["with_skills"] = earlier["eval"].pop("with_context")
+    return {identity(cfg), _hash(earlier)}
+
+
+def _identity_params(cfg: Config) -> dict:
+    return cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
+
+
+def _hash(params: dict) -> str:
+    return hash_bytes(json.dumps(params, sort_keys=True).encode())

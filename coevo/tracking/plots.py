@@ -1,7 +1,7 @@
 """The learning-curve figure: held-out accuracy against training iteration.
 
-`learning_curve` draws one line per headline metric present in the curve -- `eval/acc` (skill-free
-greedy accuracy), `eval/acc_skills` (with the co-evolver's context) and `eval/pass@<k>` -- and a
+`learning_curve` draws one line per headline metric present in the curve -- `eval/acc` (context-free
+greedy accuracy), `eval/acc_context` (with the co-evolver's context) and `eval/pass@<k>` -- and a
 thinner dashed line per family for `eval/acc/<family>`. A series is drawn through the iterations
 that carry it, so evaluations every few iterations still give connected lines.
 
@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from coevo.io import atomic_path
 
-HEADLINE = re.compile(r"^eval/(acc|acc_skills|pass@\w+)$")
+HEADLINE = re.compile(r"^eval/(acc|acc_context|pass@\w+)$")
 FAMILY = re.compile(r"^eval/acc/([^/]+)$")
 FIGSIZE = (8.0, 5.0)  # inches
 DPI = 100  # the PNG is FIGSIZE * DPI pixels: 800 x 500
@@ -34,7 +34,7 @@ def _series(curve: Sequence[dict], key: str) -> tuple[list[float], list[float]]:
 
 
 def _keys(curve: Sequence[dict], pattern: re.Pattern) -> list[str]:
-    """Metric names in `curve` matching `pattern`, headline order: acc, acc_skills, pass@k."""
+    """Metric names in `curve` matching `pattern`, headline order: acc, acc_context, pass@k."""
     return sorted({key for row in curve for key in row if pattern.match(key)})
 
 

@@ -56,6 +56,13 @@ def _type_name(annotation) -> str:
     return str(annotation).replace("typing.", "")
 
 
+def _only_in_lists(annotation) -> bool:
+    """Whether a field takes its model only as list entries (`rewards[]`), not also as one mapping
+    (`coevolver`, a mapping or a list of them): the former's section is titled `key[]`."""
+    name = _type_name(annotation)
+    return "list[section]" in name and "section" not in name.replace("list[section]", "")
+
+
 def _plain(value):
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
@@ -88,7 +95,7 @@ def _cell(text: str) -> str:
 
 def _sections(model: type[BaseModel], path: str, first: dict):
     """(path, model, first_path) for `model` and every model below it, depth first. A model class
-    already listed under another path (the entries of `coevolvers`, which are `coevolver`'s) is
+    already listed under another path is
     listed once more with the path where its keys are, not expanded again."""
     if model in first:
         yield path, model, first[model]
@@ -98,7 +105,7 @@ def _sections(model: type[BaseModel], path: str, first: dict):
     for name, field in model.model_fields.items():
         for sub in _models_in(field.annotation):
             sub_path = f"{path}.{name}" if path else name
-            if "list[" in _type_name(field.annotation):
+            if _only_in_lists(field.annotation):
                 sub_path += "[]"
             yield from _sections(sub, sub_path, first)
 
@@ -128,7 +135,8 @@ def render() -> str:
         "Every key of `params.yaml`, generated from the pydantic tree in `coevo/config.py` when the site is",
         "built (`docs/hooks/config_reference.py`), so it always matches the code. An unknown or misspelt key",
         "is an error naming the file and the key; `--set section.key=value` overrides any key for one run.",
-        "Sections that are lists (`coevolvers[]`, `rewards[]`) take a list of entries with these keys.",
+        "Sections that are lists (`rewards[]`) take a list of entries with these keys; `coevolver` takes one entry "
+        "(a mapping) or a list of them.",
         "",
     ]
     for path, model, first_path in _sections(root, "", {}):
@@ -145,7 +153,7 @@ def render() -> str:
             key = f"{path}.{name}" if path else name
             kind = _type_name(field.annotation)
             if kind == "section" or "[section]" in kind:
-                kind = kind.replace("section", f"[section]({_anchor(key + ('[]' if 'list[' in kind else ''))})", 1)
+                kind = kind.replace("section", f"[section]({_anchor(key)})", 1)
             bounds = _bounds(field)
             kind = _cell(kind) + (f" ({_cell(bounds)})" if bounds else "")
             lines.append(f"| `{key}` | {kind} | {_default(field)} | {_cell(field.description or '')} |")

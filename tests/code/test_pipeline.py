@@ -66,7 +66,7 @@ def test_plain_driver_trains_on_code_problems(code_run):
             assert facts["verdict"] in ("passed", "failed", "timeout", "memory", "crashed", "invalid")
             assert facts["mode"] in ("namespaces", "rlimits") and passed == (facts["verdict"] == "passed")
     for point in summary["curve"]:  # the bootstrap and both iterations
-        assert {f"eval/{name}/{family}" for name in ("acc", "acc_skills", "pass@2") for family in FAMILIES} <= set(
+        assert {f"eval/{name}/{family}" for name in ("acc", "acc_context", "pass@2") for family in FAMILIES} <= set(
             point
         )
 
@@ -141,7 +141,7 @@ def test_a_code_worked_example_renders_as_context_and_stays_out_of_the_program(t
     cfg = tiny_config(tmp_path, problems={"source": "code-synth"}, code={"synth": {"n_train": 6, "n_test": 1}})
     problems = to_problems_frame(prepare_problems(cfg)[0])
     solved, other = (problems[problems["family"] == "code-add"].iloc[i] for i in (0, 1))
-    bank = build_coevolver(cfg.coevolver, cfg.seed)
+    bank = build_coevolver(cfg.coevolver_list[0], cfg.seed)
     sid = bank.add(SkillDraft(text=solved["prompt"] + "x+1", family="code-add", key=solved["prompt"], source="test"), 0)
     bank.skills[sid].move("active", 1, "admitted")
     context = bank.context_for(other.to_dict())

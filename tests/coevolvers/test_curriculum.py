@@ -223,7 +223,7 @@ def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
         report["accepted"] == report["total"] > 0
         and sum(t["accepted"] for t in report["targets"]) == report["accepted"]
     )
-    saved = load_coevolver(layout.coevolver(1), cfg.coevolver, cfg.seed).proposals
+    saved = load_coevolver(layout.coevolver(1), cfg.coevolver_list[0], cfg.seed).proposals
     assert len(saved) == report["total"] and saved["id"].str.startswith("p1-").all()
     assert not set(saved["prompt"]) & set(
         problems(data / "test.parquet")["prompt"]
@@ -252,9 +252,9 @@ def test_proposer_settings_need_a_curriculum_on_arithmetic(tmp_path):
 
     with pytest.raises(ConfigError, match="coevolver.curriculum.proposer.enabled needs kind: curriculum"):
         tiny_config(tmp_path, coevolver={"kind": "skill_bank", "curriculum": {"proposer": PROPOSING}})
-    with pytest.raises(ConfigError, match="coevolvers\\[1\\].curriculum.proposer.enabled needs .*source 'constraints'"):
+    with pytest.raises(ConfigError, match="coevolver\\[1\\].curriculum.proposer.enabled needs .*source 'constraints'"):
         tiny_config(
             tmp_path,
             problems={"source": "constraints"},
-            coevolvers=[{"kind": "skill_bank"}, {"kind": "curriculum", "curriculum": {"proposer": PROPOSING}}],
+            coevolver=[{"kind": "skill_bank"}, {"kind": "curriculum", "curriculum": {"proposer": PROPOSING}}],
         )

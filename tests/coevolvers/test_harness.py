@@ -290,10 +290,10 @@ def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(t
     first = reports[0]["entry"]
     assert (
         first["measure"] == "signal_share"
-        and first["before"]["collapsed_share"] >= cfg.coevolver.harness.collapse_share
+        and first["before"]["collapsed_share"] >= cfg.coevolver_list[0].harness.collapse_share
         and first["value"] == 0.2
     )
-    saved = load_coevolver(out / "coevolver" / "iter_0004", cfg.coevolver, cfg.seed)
+    saved = load_coevolver(out / "coevolver" / "iter_0004", cfg.coevolver_list[0], cfg.seed)
     accepted = [e for e in saved.entries if e["accepted"]]
     assert accepted, f"no backtest accepted a higher temperature: {saved.entries}"
     fixed_at = accepted[0]["iteration"]

@@ -1,4 +1,4 @@
-"""Several co-evolvers in one run (`coevolvers:`): params validation, roles, the saved list, a run.
+"""Several co-evolvers in one run (`coevolver:` a list): params validation, roles, the saved list, a run.
 
 The list's members are real co-evolvers (a curriculum and a skill bank); the run goes through the
 plain driver with the tiny policy and is audited with the real lineage check.
@@ -24,42 +24,74 @@ PAIR = [{"kind": "curriculum"}, {"kind": "skill_bank"}]
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"coevolvers": [{"kind": "skill_bank"}]}, r"coevolvers: list at least two"),
+        ({"coevolver": []}, r"params.yaml: coevolver: an empty list"),
         (
-            {"coevolvers": [{"kind": "curriculum"}, {"kind": "none"}]},
-            r"coevolvers\[1\]\.kind: 'none' cannot be combined",
+            {"coevolver": [{"kind": "curriculum"}, {"kind": "none"}]},
+            r"coevolver\[1\]\.kind: 'none' cannot be combined",
         ),
         (
-            {"coevolvers": [{"kind": "skill_bank"}, {"kind": "curriculum"}, {"kind": "skill_bank"}]},
-            r"coevolvers\[2\]\.kind: 'skill_bank' is already coevolvers\[0\]",
+            {"coevolver": [{"kind": "skill_bank"}, {"kind": "curriculum"}, {"kind": "skill_bank"}]},
+            r"coevolver\[2\]\.kind: 'skill_bank' is already coevolver\[0\]",
         ),
-        ({"coevolvers": PAIR, "coevolver": {"kind": "memory"}}, r"set either `coevolver` .* or `coevolvers`"),
-        ({"coevolvers": [{"kind": "curriculum"}, {"kind": "skil_bank"}]}, r"coevolvers\.1\.kind"),
+        ({"coevolver": [{"kind": "curriculum"}, {"kind": "skil_bank"}]}, r"params.yaml: coevolver\.1\.kind: Input"),
+        ({"coevolver": {"kind": "skil_bank"}}, r"params.yaml: coevolver\.kind: Input"),  # one error, not one per shape
+        ({"coevolver": 3}, r"params.yaml: coevolver: Input should be a valid dictionary"),
     ],
 )
-def test_bad_coevolver_lists_are_clear_params_errors(tmp_path, overrides, message):
-    with pytest.raises(ConfigError, match=message):
+def test_bad_coevolver_settings_are_clear_params_errors(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message) as raised:
         tiny_config(tmp_path, **overrides)
+    assert len(str(raised.value).splitlines()) == 1
+
+
+def test_the_former_coevolvers_key_is_an_error_that_says_where_the_list_goes(tmp_path):
+    with pytest.raises(
+        ConfigError, match=r"params.yaml: coevolvers: no longer a setting; write the list under `coevolver`"
+    ):
+        tiny_config(tmp_path, coevolvers=[{"kind": "curriculum"}, {"kind": "skill_bank"}])
+    with pytest.raises(ConfigError, match=r"params.yaml: coevolvers: no longer a setting"):
+        tiny_config(tmp_path, coevolvers=None)  # the old params.yaml's `coevolvers: null` too
 
 
 def test_the_single_coevolver_params_keep_working(tmp_path):
     cfg = tiny_config(tmp_path, coevolver={"kind": "memory"})
-    assert cfg.coevolvers is None and [entry.kind for entry in cfg.coevolver_list] == ["memory"]
+    assert [entry.kind for entry in cfg.coevolver_list] == ["memory"]
     assert build_coevolvers(cfg).kind == "memory"  # not wrapped: its artifacts and hashes are as before
+    assert cfg.model_dump()["coevolver"]["kind"] == "memory"  # dumps (lineage, MLflow, compare) as the mapping
+    one = tiny_config(tmp_path, coevolver=[{"kind": "memory"}])  # a one-entry list is the same setting
+    assert one == cfg and one.model_dump() == cfg.model_dump()
+
+
+def test_the_run_coevolver_kind_override_still_sets_the_single_coevolver(tmp_path):
+    """`--set coevolver.kind=curriculum` over params.yaml's mapping."""
+    from coevo.config import parse_overrides
+
+    cfg = tiny_config(tmp_path, **parse_overrides(["coevolver.kind=curriculum", "coevolver.frozen=true"]))
+    assert [(entry.kind, entry.frozen) for entry in cfg.coevolver_list] == [("curriculum", True)]
+
+
+def test_a_list_validates_each_entry_and_round_trips_through_its_dump(tmp_path):
+    from coevo.config import Config
+
+    cfg = tiny_config(tmp_path, coevolver=[{"kind": "curriculum"}, {"kind": "skill_bank", "frozen": True}])
+    assert [(entry.kind, entry.frozen) for entry in cfg.coevolver_list] == [("curriculum", False), ("skill_bank", True)]
+    dumped = cfg.model_dump(mode="json")
+    assert [entry["kind"] for entry in dumped["coevolver"]] == ["curriculum", "skill_bank"]
+    assert Config.model_validate(dumped) == cfg  # the flows and the update ranks re-read the dump
 
 
 def test_two_members_of_one_role_stop_the_run_before_anything_is_written(tmp_path):
-    cfg = tiny_config(tmp_path, coevolvers=[{"kind": "skill_bank"}, {"kind": "memory"}])
+    cfg = tiny_config(tmp_path, coevolver=[{"kind": "skill_bank"}, {"kind": "memory"}])
     with pytest.raises(
         CoevolverRoleError,
-        match=r"coevolvers\[0\] \(skill_bank\) and coevolvers\[1\] \(memory\) both play the 'context' role",
+        match=r"coevolver\[0\] \(skill_bank\) and coevolver\[1\] \(memory\) both play the 'context' role",
     ):
         prepare_stage(cfg)
     assert not cfg.problems.data_dir.exists()
 
 
 def test_a_saved_list_round_trips_and_names_a_tampered_member_file(tmp_path):
-    cfg = tiny_config(tmp_path, coevolvers=PAIR)
+    cfg = tiny_config(tmp_path, coevolver=PAIR)
     first = build_coevolvers(cfg)
     assert isinstance(first, CoEvolverList) and first.roles == {"problems", "context"}
     content_hash = first.save(tmp_path / "v0")
@@ -72,10 +104,10 @@ def test_a_saved_list_round_trips_and_names_a_tampered_member_file(tmp_path):
     member_file.write_bytes(member_file.read_bytes() + b" ")
     with pytest.raises(CoevolverDirError, match=rf"{member_file}: content does not match"):
         load_coevolvers(tmp_path / "v0", cfg)
-    swapped = tiny_config(tmp_path, coevolvers=list(reversed(PAIR)))
+    swapped = tiny_config(tmp_path, coevolver=list(reversed(PAIR)))
     with pytest.raises(
         CoevolverDirError,
-        match=r"holds co-evolvers \['curriculum', 'skill_bank'\] but coevolvers lists \['skill_bank', 'curriculum'\]",
+        match=r"holds co-evolvers \['curriculum', 'skill_bank'\] but params list \['skill_bank', 'curriculum'\]",
     ):
         load_coevolvers(tmp_path / "v1", swapped)
 
@@ -87,7 +119,7 @@ def test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage(tmp_path
     from coevo.driver import train
     from schemas.rollouts import read_rollouts
 
-    cfg = tiny_config(tmp_path, coevolvers=PAIR, bootstrap={"steps": 300}, run={"retention": {"keep_last": None}})
+    cfg = tiny_config(tmp_path, coevolver=PAIR, bootstrap={"steps": 300}, run={"retention": {"keep_last": None}})
     summary = train(cfg)
     assert_roles_obeyed(cfg, 2)
     assert "probe" in set(read_rollouts(cfg.run.out_dir / "rollouts" / "iter_0002.parquet")["variant"]), (

@@ -189,7 +189,7 @@ def test_rubric_reward_through_the_verification_stage(loopback, tmp_path):
     writer = {"kind": "worked_example", "base_url": server.base_url, "model": "grader", "timeout_s": 5}
     rewards_cfg = [{"function": "rubric"}, {"function": "verifier", "weight": 0.0}]
     cfg = tiny_config(tmp_path, coevolver={"kind": "rubrics", "writer": writer}, rewards=rewards_cfg)
-    build_coevolver(cfg.coevolver, cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
+    build_coevolver(cfg.coevolver_list[0], cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
     _, test = generate_constraints(["no_commas"], 1, 1, seed=0)
     rollouts = pd.DataFrame(
         {
@@ -217,7 +217,7 @@ def test_rubric_reward_through_the_verification_stage(loopback, tmp_path):
     assert reward_metrics(rollouts.assign(family="no_commas"), rewards)["verify/judge_parse_fail"] == 6.0
     verify_rollouts(rollouts, test, cfg)
     assert server.hits == 12  # the second verification reads the cache
-    evolver = load_coevolver(cfg.run.out_dir / "coevolver" / "iter_0000", cfg.coevolver, 0)
+    evolver = load_coevolver(cfg.run.out_dir / "coevolver" / "iter_0000", cfg.coevolver_list[0], 0)
     report = evolver.update(1, test, rollouts.assign(family="no_commas", question=test["prompt"][0]), rewards)
     assert report["judge_parse_fail"] == 6  # read back from the details
 
@@ -229,7 +229,7 @@ def test_the_judge_sees_prompt_and_response_only_greedy_and_short(loopback, tmp_
     server = loopback(GraderServer(grade))
     writer = {"kind": "worked_example", "base_url": server.base_url, "model": "grader", "timeout_s": 5}
     cfg = tiny_config(tmp_path, coevolver={"kind": "rubrics", "writer": writer}, rewards=[{"function": "rubric"}])
-    build_coevolver(cfg.coevolver, cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
+    build_coevolver(cfg.coevolver_list[0], cfg.seed).save(cfg.run.out_dir / "coevolver" / "iter_0000")
     _, test = generate_constraints(["include_word", "no_commas"], 2, 2, seed=0)
     completions = ["Quiet wolves, at night.", "Music plays"]
     rollouts = pd.DataFrame(
@@ -271,7 +271,7 @@ def list_grade(user: str) -> str:
 
 
 def test_rubrics_in_a_coevolver_list_play_the_reward_role(loopback, tmp_path):
-    """coevolvers: [curriculum, rubrics] with the `rubric` reward, through the plain driver: each
+    """coevolver: [curriculum, rubrics] with the `rubric` reward, through the plain driver: each
     iteration k's rewards are the weighted judge scores, against the criteria of the rubrics member
     of co-evolver version k-1 (recomputed here from that member's saved rubric and the judge's rule),
     and the rubric evolves between versions, so a reward judged by another rubric differs."""
@@ -289,7 +289,7 @@ def test_rubrics_in_a_coevolver_list_play_the_reward_role(loopback, tmp_path):
         policy={"shape": {"max_position": 128}},
         sampling={"max_new_tokens": 16},
         rewards=[{"function": "rubric"}],
-        coevolvers=[{"kind": "curriculum"}, {"kind": "rubrics", "writer": writer, "rubrics": {"min_groups": 1}}],
+        coevolver=[{"kind": "curriculum"}, {"kind": "rubrics", "writer": writer, "rubrics": {"min_groups": 1}}],
     )
     check_coevolvers(cfg)  # one player per role
     train(cfg)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
 from coevo.cli import app
+from coevo.compare.results import finished_runs
+from coevo.compare.runs import MARKER
 from coevo.compare.spec import arm_config, load_spec
 
 from ..conftest import ROOT
@@ -86,7 +90,7 @@ def test_a_good_spec_reads_and_each_arm_gets_its_seed_and_directory(tmp_path):
     assert (loaded.name, loaded.seeds, loaded.reference, loaded.iterations) == ("bad", [3, 4], "grpo", 2)
     cfg = arm_config(loaded, loaded.arm("curriculum"), 4, tmp_path / "cell")
     assert (cfg.seed, cfg.run.out_dir, cfg.run.iterations, cfg.eval.every) == (4, tmp_path / "cell", 2, 1)
-    assert (cfg.coevolver.kind, cfg.problems.n_test, cfg.problems.data_dir) == (
+    assert (cfg.coevolver_list[0].kind, cfg.problems.n_test, cfg.problems.data_dir) == (
         "curriculum",
         40,
         tmp_path / "cell" / "data",
@@ -100,3 +104,16 @@ def test_the_benchmark_specs_read_and_validate_every_arm(path, monkeypatch):
     spec = load_spec(path)
     assert spec.reference in [arm.name for arm in spec.arms]
     assert (spec.iterations is None) != (spec.train_seconds is None)  # one budget: equal iterations or equal seconds
+
+
+@pytest.mark.parametrize("results", sorted((ROOT / "bench" / "results").glob("compare-*")), ids=lambda p: p.name)
+def test_the_committed_results_still_enter_their_comparisons(results, monkeypatch):
+    """Each committed arm run's identity is one its spec's arm gives now (runs finished before
+    `coevolver` took lists and `eval.with_context` was named carry the earlier spelling's identity)."""
+    monkeypatch.chdir(ROOT)
+    name = json.loads((results / "table.json").read_text())["name"]
+    spec = next(spec for spec in map(load_spec, sorted((ROOT / "bench" / "specs").glob("*.yaml"))) if spec.name == name)
+    assert set(finished_runs(spec, [results])) == {
+        (marker["arm"], marker["seed"])
+        for marker in (json.loads(path.read_text()) for path in results.glob(f"runs/*/{MARKER}"))
+    }

@@ -151,7 +151,7 @@ def test_policy_update_then_in_place_sync_serves_the_new_weights(setup):
     engine.load_weights(cfg.bootstrap_dir)  # whatever an earlier test left, serve checkpoint 0
     policy = load_policy(cfg.bootstrap_dir, "cpu")
     batch = ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed).batch(1)
-    variants = build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size)
+    variants = build_coevolver(cfg.coevolver_list[0], cfg.seed).plan(batch, cfg.rollout.group_size)
     rollouts = run_rollouts(engine, variants, batch, cfg, 1, "v0")
     rewards = verify_rollouts(rollouts, train)
     rewards["passed"] = [
@@ -252,7 +252,7 @@ def test_rollout_frame_is_schema_valid(setup, tmp_path):
     cfg, train, engine = setup
     batch = ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed).batch(2)
     frame = run_rollouts(
-        engine, build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 2, "v"
+        engine, build_coevolver(cfg.coevolver_list[0], cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 2, "v"
     )
     write_rollouts(tmp_path / "r.parquet", frame)
     assert isinstance(read_rollouts(tmp_path / "r.parquet"), pd.DataFrame)
@@ -282,7 +282,12 @@ def test_lora_checkpoint_is_served_as_merged_weights(setup):
     policy.model, policy.base = apply_lora(policy.model, lora_cfg.policy.lora, seed=0), cfg.bootstrap_dir
     batch = ProblemSampler(train, cfg.rollout.problems_per_iter, cfg.seed).batch(1)
     rollouts = run_rollouts(
-        engine, build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size), batch, cfg, 1, "v0"
+        engine,
+        build_coevolver(cfg.coevolver_list[0], cfg.seed).plan(batch, cfg.rollout.group_size),
+        batch,
+        cfg,
+        1,
+        "v0",
     )
     rewards = verify_rollouts(rollouts, train)
     rewards["passed"] = [i % 2 == 0 for i in range(len(rewards))]

@@ -216,7 +216,7 @@ def test_sigkill_mid_coevolution_with_four_coevolvers_resumes_exactly(prefect_se
         {"kind": "rubrics", "writer": writer, "rubrics": {"min_groups": 1}},
         {"kind": "harness"},
     ]
-    top = {"coevolvers": members, "rewards": [{"function": "rubric"}]}  # members in this order
+    top = {"coevolver": members, "rewards": [{"function": "rubric"}]}  # members in this order
     merge = {
         "problems": {"source": "constraints"},
         "policy": {"shape": {"max_position": 128}},

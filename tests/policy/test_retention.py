@@ -240,10 +240,10 @@ def test_coevolver_versions_are_pruned_with_their_checkpoints(pruned_run):
             with pytest.raises(
                 PrunedCoevolverError, match=rf"{version}: this co-evolver version's files were pruned by retention"
             ):
-                load_coevolver(version, cfg.coevolver, cfg.seed)
+                load_coevolver(version, cfg.coevolver_list[0], cfg.seed)
         else:  # the bootstrap's version and those of kept checkpoints stay whole and loadable
             assert present == {MANIFEST, *manifest["files"]}, it
-            load_coevolver(version, cfg.coevolver, cfg.seed)
+            load_coevolver(version, cfg.coevolver_list[0], cfg.seed)
     assert any((layout.coevolver(it) / PRUNED).is_file() for it in (1, 2))
     assert retain_stage(cfg, 4)["coevolver_pruned"] == []  # idempotent
     with pytest.raises(ValueError, match="never pruned"):
@@ -340,7 +340,8 @@ def test_flow_resume_past_pruned_coevolver_versions_remakes_them_bit_identically
     for it in (1, 2):  # re-made whole (the cached retain does not prune them again until a later iteration)
         assert not (layout.coevolver(it) / PRUNED).exists()
         assert (
-            load_coevolver(layout.coevolver(it), cfg.coevolver, cfg.seed).save(tmp_path / f"again{it}") == versions[it]
+            load_coevolver(layout.coevolver(it), cfg.coevolver_list[0], cfg.seed).save(tmp_path / f"again{it}")
+            == versions[it]
         )
     assert read_manifest(layout.coevolver(3))["content_hash"] == versions[3]
     assert verify_lineage(layout.checkpoint(3)) == []

@@ -15,7 +15,7 @@ from schemas.rollouts import validate_rollouts
 def _iteration_tables(cfg, policy):
     train, _ = prepare_problems(cfg)
     batch = train.iloc[: cfg.rollout.problems_per_iter]
-    variants = build_coevolver(cfg.coevolver, cfg.seed).plan(batch, cfg.rollout.group_size)
+    variants = build_coevolver(cfg.coevolver_list[0], cfg.seed).plan(batch, cfg.rollout.group_size)
     rollouts = validate_rollouts(run_rollouts(HFEngine(policy), variants, batch, cfg, 1, "v0"), "test")
     return rollouts, validate_rewards(verify_rollouts(rollouts, batch), "test")
 

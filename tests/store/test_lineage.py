@@ -48,7 +48,7 @@ def _build_run(tmp_path: Path, policy_dir: Path) -> Path:
         )
     params = cfg.model_dump(mode="json")
     policy = load_policy(policy_dir, device="cpu")
-    bank = build_coevolver(cfg.coevolver, cfg.seed)
+    bank = build_coevolver(cfg.coevolver_list[0], cfg.seed)
     bank.save(run / "coevolver" / "iter_0000")
     record = lineage_record(
         run, 0, None, None, None, run / "coevolver" / "iter_0000", data, dvc_dir_md5(data_dir), params

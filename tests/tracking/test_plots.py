@@ -18,8 +18,8 @@ CURVE = [
         "eval/acc/add": 0.6,
         "eval/acc/mul": 0.4,
         "eval/pass@4": 0.7,
-        "eval/acc_skills": 0.55,
-        "eval/acc_skills/add": 0.65,
+        "eval/acc_context": 0.55,
+        "eval/acc_context/add": 0.65,
         "policy/loss": 1.0,
     },
     {"iteration": 1, "eval/acc": 0.3, "eval/acc/add": 0.4, "eval/acc/mul": 0.2, "eval/pass@4": 0.5},
@@ -52,10 +52,10 @@ def test_learning_curve_without_evaluations_still_draws(tmp_path):
 
 
 def test_series_selection():
-    assert _keys(CURVE, HEADLINE) == ["eval/acc", "eval/acc_skills", "eval/pass@4"]
-    assert _keys(CURVE, FAMILY) == ["eval/acc/add", "eval/acc/mul"]  # acc_skills/<family> is not a family line
+    assert _keys(CURVE, HEADLINE) == ["eval/acc", "eval/acc_context", "eval/pass@4"]
+    assert _keys(CURVE, FAMILY) == ["eval/acc/add", "eval/acc/mul"]  # acc_context/<family> is not a family line
 
 
 def test_series_is_sorted_and_skips_missing_points():
     assert _series(CURVE, "eval/acc") == ([0.0, 1.0, 2.0], [0.2, 0.3, 0.5])
-    assert _series(CURVE, "eval/acc_skills") == ([2.0], [0.55])
+    assert _series(CURVE, "eval/acc_context") == ([2.0], [0.55])
