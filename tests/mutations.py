@@ -239,8 +239,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "vllm-ignores-engine-cpu-threads",
         "coevo/engines/vllm.py",
-        '            if self.config.cpu_threads:  # read when',
-        '            if False:  # read when',
+        "            if self.config.cpu_threads:  # read when",
+        "            if False:  # read when",
         ("tests/engines/test_vllm.py::test_the_forward_runs_on_the_cores_engine_cpu_threads_names",),
     ),
 )
