@@ -24,6 +24,7 @@ Outputs under run.out_dir:
   coevolver/iter_NNNN/     co-evolver version after iteration N (iter_0000 = the initial one)
   rollouts/, rewards/      the validated stage tables, one parquet shard per iteration
   reports/iter_NNNN.json   the co-evolution report (skills measured, admitted, rejected, retired)
+  in_force/iter_NNNN.json  what iteration N ran under (coevo/records.py `InForce`) and what it was resolved from
   proposals/iter_NNNN.parquet  the proposer's problems iteration N draws from besides the train split (if any)
   metrics.jsonl            one JSON line of metrics per iteration, appended as it ends (coevo/metrics_log.py)
   summary.json             checkpoint paths, curve, skill admissions, wall time

@@ -20,7 +20,7 @@ import functools
 import json
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -104,6 +104,10 @@ class RunLayout:
 
     def report(self, it: int) -> Path:
         return self.root / "reports" / f"iter_{it:04d}.json"
+
+    def in_force(self, it: int) -> Path:
+        """What iteration `it` ran under, as `in_force` resolved it (with what it was resolved from)."""
+        return self.root / "in_force" / f"iter_{it:04d}.json"
 
     def proposals(self, it: int) -> Path:
         """The proposer's problems iteration `it` draws from besides the train split (`in_force`)."""
@@ -297,12 +301,20 @@ def in_force(cfg: Config, it: int, data: dict, choose: bool = True) -> InForce:
     uniform sampler) picks from the training split. The loop resolves it once at the iteration's
     start and every stage of the iteration reads it. With `choose=False` only the params in force are
     resolved (what the evaluation of checkpoint `it` reads; version it-1 is read only when a
-    co-evolver plays the harness role)."""
+    co-evolver plays the harness role).
+
+    The record is saved (RunLayout.in_force(it)) with what it was resolved from; where retention has
+    pruned version it-1 since (a re-run flow passing over cached iterations), the saved record
+    stands in for it when it was resolved from the same params, version and train split."""
     train = Artifact(str(data["train"]["path"]), data["train"]["sha256"])
     if it < 1 or not (choose or plays(cfg, "harness")):
         return InForce(it, cfg.model_dump_json(), train)
     layout = RunLayout(cfg.run.out_dir)
     version = layout.coevolver(it - 1)
+    coevolver = Artifact(str(version), read_manifest(version)["content_hash"])
+    source = hash_bytes(json.dumps([cfg.model_dump_json(), coevolver.sha256, train.sha256]).encode())
+    if read_pruned(version) is not None and (saved := saved_in_force(layout.in_force(it), source)) is not None:
+        return saved if choose else InForce(it, saved.params, train, harness=saved.harness)
     evolver = coevolver_at(cfg, it, version)
     harness = member_with(evolver, SetsHarness)
     params = cfg if harness is None else harness.apply(cfg)
@@ -314,18 +326,25 @@ def in_force(cfg: Config, it: int, data: dict, choose: bool = True) -> InForce:
     if proposer is not None and not (proposed := proposer.proposed()).empty:
         write_problems(layout.proposals(it), proposed)
         proposals = Artifact(str(layout.proposals(it)), hash_file(layout.proposals(it)))
-    resolved = InForce(
-        it,
-        params.model_dump_json(),
-        train,
-        proposals,
-        Artifact(str(version), read_manifest(version)["content_hash"]),
-        harness=harnessed,
-    )
+    resolved = InForce(it, params.model_dump_json(), train, proposals, coevolver, harness=harnessed)
     split = training_split(resolved)
     split.attrs["path"] = train.path  # a curriculum's missing category column names the file
     batch = choose_batch(evolver, split, cfg.rollout.problems_per_iter, it, cfg.seed)
-    return replace(resolved, batch=tuple(batch["id"]))
+    resolved = replace(resolved, batch=tuple(batch["id"]))
+    write_json(layout.in_force(it), {"source": source, "in_force": resolved.to_json()})
+    return resolved
+
+
+def saved_in_force(path: Path, source: str) -> InForce | None:
+    """The record `in_force` saved at `path` when it was resolved from `source` (and its proposals
+    file is intact), else None."""
+    if not path.is_file():
+        return None
+    saved = json.loads(path.read_text())
+    record = InForce.from_json(saved["in_force"])
+    if saved.get("source") != source or (record.proposals is not None and not intact(asdict(record.proposals))):
+        return None
+    return record
 
 
 def training_split(now: InForce) -> pd.DataFrame:
