@@ -72,8 +72,9 @@ def run_model(name: str, args, out: Path) -> dict:
     boot = stages.bootstrap_stage(cfg, data)
     rollouts, signal = stages.RunLayout(cfg.run.out_dir).rollouts(1), cfg.run.out_dir / "signal.parquet"
     if not (args.reuse and rollouts.is_file() and signal.is_file()):
-        rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
-        frame = read_rewards(stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"])
+        now = stages.in_force(cfg, 1, data)
+        rollouts = stages.rollout_stage(cfg, now, boot["checkpoint"])["path"]
+        frame = read_rewards(stages.verify_stage(cfg, now, rollouts)["path"])
         write_rewards(
             signal,
             frame.assign(
@@ -91,7 +92,8 @@ def run_model(name: str, args, out: Path) -> dict:
         )
         stages._POLICIES.clear()
         start = time.perf_counter()
-        record = stages.update_stage(wcfg, 1, boot["checkpoint"], str(rollouts), str(signal), boot["coevolver"], data)
+        now = stages.in_force(wcfg, 1, data)  # built from the arm's params: the update trains with them
+        record = stages.update_stage(wcfg, now, boot["checkpoint"], str(rollouts), str(signal), boot["coevolver"], data)
         result[f"update_s_{arm}"] = round(time.perf_counter() - start, 2)
         result[f"steps_{arm}"] = record["metrics"]["policy/steps"]
         weights[arm] = load_file(weights_file(stages.RunLayout(wcfg.run.out_dir).checkpoint(1)))

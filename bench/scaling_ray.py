@@ -45,8 +45,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 FORMS = ("{solution}", "x+1", "{solution}", "x*2", "{solution}", "x-3", "x+", "{solution}")
 
 
-def code_rollouts(cfg: Config) -> tuple[str, str]:
-    """The training split of 32 synthetic code problems and a rollouts table of 16 completions each."""
+def code_rollouts(cfg: Config) -> tuple[dict, list[str]]:
+    """The prepared splits (32 synthetic code problems to train on) and a rollouts table of 16
+    completions each, whole and in 2 shards."""
     data = stages.prepare_stage(cfg)
     problems = stages.problems(data["train"]["path"]).head(cfg.rollout.problems_per_iter)
     rows = []
@@ -81,7 +82,7 @@ def code_rollouts(cfg: Config) -> tuple[str, str]:
         paths.append(str(path))
     whole = Path(cfg.run.out_dir) / "rollouts" / "bench.parquet"
     write_rollouts(whole, frame)
-    return data["train"]["path"], [str(whole), *paths]
+    return data, [str(whole), *paths]
 
 
 def verify_throughput(tmp: Path, rounds: int) -> dict:
@@ -93,7 +94,7 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
         "run": {"out_dir": str(tmp / "code-run")},
     }
     cfg = load_config(ROOT / "params.yaml", base)
-    train, (whole, *shards) = code_rollouts(cfg)
+    data, (whole, *shards) = code_rollouts(cfg)
     one_sandbox = cfg.model_copy(
         update={"code": cfg.code.model_copy(update={"sandbox": cfg.code.sandbox.model_copy(update={"workers": 1})})}
     )
@@ -101,7 +102,7 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
     times: dict[str, list[float]] = {"local (in process, sandbox workers: one per core)": []}
     for _ in range(rounds):
         start = time.perf_counter()
-        stages.verify_stage(cfg, 1, whole, train)
+        stages.verify_stage(cfg, stages.in_force(cfg, 1, data, choose=False), whole)
         times["local (in process, sandbox workers: one per core)"].append(time.perf_counter() - start)
     for workers in (1, 2):
         ray.init(
@@ -117,7 +118,8 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
         times[key] = []
         for _ in range(rounds):
             start = time.perf_counter()
-            ray.get([remote.remote(one_sandbox, 1, shard, train, j, 2) for j, shard in enumerate(shards)])
+            now = stages.in_force(one_sandbox, 1, data, choose=False)  # what verification runs under: one sandbox
+            ray.get([remote.remote(one_sandbox, now, shard, j, 2) for j, shard in enumerate(shards)])
             times[key].append(time.perf_counter() - start)
         ray.shutdown()
     return {

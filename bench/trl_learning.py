@@ -90,16 +90,15 @@ def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float
     build_coevolver(cfg.coevolver_list[0], cfg.seed).save(layout.coevolver(0))
     state = {"checkpoint": str(layout.checkpoint(0)), "coevolver": str(layout.coevolver(0))}
     clock = Budget(budget, every, lambda: greedy_acc(stages.cached_policy(state["checkpoint"], cfg), test, cfg))
-    it, train = 0, data["train"]["path"]
+    it = 0
     while not clock.check():
         it += 1
-        rollouts = stages.rollout_stage(cfg, it, state["checkpoint"], state["coevolver"], train)
-        rewards = stages.verify_stage(cfg, it, rollouts["path"], train)
-        evolved = stages.coevolve_stage(
-            cfg, it, state["coevolver"], rollouts["path"], rewards["path"], train, data["test"]["path"]
-        )
+        now = stages.in_force(cfg, it, data)  # reads co-evolver version it-1, which `state` holds
+        rollouts = stages.rollout_stage(cfg, now, state["checkpoint"])
+        rewards = stages.verify_stage(cfg, now, rollouts["path"])
+        evolved = stages.coevolve_stage(cfg, now, rollouts["path"], rewards["path"], data["test"]["path"])
         updated = stages.update_stage(
-            cfg, it, state["checkpoint"], rollouts["path"], rewards["path"], evolved["path"], data
+            cfg, now, state["checkpoint"], rollouts["path"], rewards["path"], evolved["path"], data
         )
         state = {"checkpoint": updated["checkpoint"], "coevolver": evolved["path"]}
     return {"curve": clock.curve, "steps": it}

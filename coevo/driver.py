@@ -17,6 +17,7 @@ from rich.console import Console
 from coevo import loop, stages
 from coevo.config import Config
 from coevo.loop import Position
+from coevo.records import InForce
 from coevo.runlock import run_lock
 
 
@@ -46,37 +47,27 @@ class PlainRunner:
     def iterations(self, first: int, last: int, newest: int | None) -> AbstractContextManager:
         return nullcontext()
 
-    def rollout(self, it: int, at: Position, data: dict, shards: int) -> list[dict]:
-        checkpoint, coevolver, train = at.checkpoint["path"], at.coevolver["path"], data["train"]["path"]
-        return [stages.rollout_stage(self.cfg, it, checkpoint, coevolver, train, j, shards) for j in range(shards)]
+    def rollout(self, now: InForce, at: Position, shards: int) -> list[dict]:
+        return [stages.rollout_stage(self.cfg, now, at.checkpoint.path, j, shards) for j in range(shards)]
 
-    def verify(self, it: int, rolled: list[dict], data: dict) -> list[dict]:
-        k = len(rolled)
-        return [stages.verify_stage(self.cfg, it, r["path"], data["train"]["path"], j, k) for j, r in enumerate(rolled)]
+    def verify(self, now: InForce, rolled: list[dict]) -> list[dict]:
+        return [stages.verify_stage(self.cfg, now, r["path"], j, len(rolled)) for j, r in enumerate(rolled)]
 
     def merge(self, it: int, rolled: list[dict], scored: list[dict]) -> tuple[dict, dict]:
         merged = stages.merge_stage(self.cfg, it, [r["path"] for r in rolled], [r["path"] for r in scored])
         return merged["rollouts"], merged["rewards"]
 
-    def coevolve(self, it: int, at: Position, rollouts: dict, rewards: dict, data: dict) -> dict:
-        return stages.coevolve_stage(
-            self.cfg,
-            it,
-            at.coevolver["path"],
-            rollouts["path"],
-            rewards["path"],
-            data["train"]["path"],
-            data["test"]["path"],
-        )
+    def coevolve(self, now: InForce, rollouts: dict, rewards: dict, data: dict) -> dict:
+        return stages.coevolve_stage(self.cfg, now, rollouts["path"], rewards["path"], data["test"]["path"])
 
-    def update(self, it: int, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict:
+    def update(self, now: InForce, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict:
         return stages.update_stage(
-            self.cfg, it, at.checkpoint["path"], rollouts["path"], rewards["path"], evolved["path"], data
+            self.cfg, now, at.checkpoint.path, rollouts["path"], rewards["path"], evolved["path"], data
         )
 
-    def evaluate(self, it: int, at: Position, data: dict) -> dict[str, float]:
-        checkpoint, coevolver = at.checkpoint["path"], at.coevolver["path"]
-        return stages.evaluate_stage(self.cfg, it, checkpoint, coevolver, data["test"]["path"])["metrics"]
+    def evaluate(self, at: Position, now: InForce, data: dict) -> dict[str, float]:
+        checkpoint, coevolver = at.checkpoint.path, at.coevolver.path
+        return stages.evaluate_stage(self.cfg, now, checkpoint, coevolver, data["test"]["path"])["metrics"]
 
     def retain(self, it: int, at: Position) -> None:
         stages.retain_stage(self.cfg, it)

@@ -6,6 +6,8 @@ stages as cached, retried tasks, tracks them in MLflow and ingests them into the
 two must not disagree on is here:
 - the resume point: iteration 1 after the bootstrap, or with `continue_latest` the iteration after
   the newest complete one (`latest_complete`);
+- what each iteration runs under (`coevo.stages.in_force`: params after the harness, training split,
+  batch), resolved once at its start and handed to every stage;
 - a timer per phase, the evaluation schedule (every eval.every iterations and after the last) and
   the time budget (run.time_budget_s: the run stops after the iteration that spent it, with that
   iteration evaluated);
@@ -22,6 +24,8 @@ Outputs under run.out_dir:
   coevolver/iter_NNNN/     co-evolver version after iteration N (iter_0000 = the initial one)
   rollouts/, rewards/      the validated stage tables, one parquet shard per iteration
   reports/iter_NNNN.json   the co-evolution report (skills measured, admitted, rejected, retired)
+  in_force/iter_NNNN.json  what iteration N ran under (coevo/records.py `InForce`) and what it was resolved from
+  proposals/iter_NNNN.parquet  the proposer's problems iteration N draws from besides the train split (if any)
   metrics.jsonl            one JSON line of metrics per iteration, appended as it ends (coevo/metrics_log.py)
   summary.json             checkpoint paths, curve, skill admissions, wall time
 """
@@ -43,16 +47,17 @@ from coevo.config import Config
 from coevo.io import write_json
 from coevo.metrics_log import MetricsLog
 from coevo.policy.checkpoint import policy_version
-from coevo.stages import RunLayout, latest_complete
+from coevo.records import Artifact, InForce
+from coevo.stages import RunLayout, in_force, latest_complete
 
 
 @dataclass(frozen=True)
 class Position:
-    """What an iteration starts from: a checkpoint ({"path", "weights_sha256"}) and a co-evolver
-    version ({"path", "content_hash"}), the records the stages return and the flow's task keys hold."""
+    """What an iteration starts from: a checkpoint (its weights' sha256) and a co-evolver version (its
+    content hash), as the stages' records name them and the flow's task keys hold them."""
 
-    checkpoint: dict
-    coevolver: dict
+    checkpoint: Artifact
+    coevolver: Artifact
 
     @classmethod
     def saved(cls, cfg: Config, it: int) -> Position:
@@ -60,25 +65,23 @@ class Position:
         layout = RunLayout(cfg.run.out_dir)
         checkpoint, coevolver = layout.checkpoint(it), layout.coevolver(it)
         return cls(
-            {"path": str(checkpoint), "weights_sha256": policy_version(checkpoint)},
-            {"path": str(coevolver), "content_hash": read_manifest(coevolver)["content_hash"]},
+            Artifact(str(checkpoint), policy_version(checkpoint)),
+            Artifact(str(coevolver), read_manifest(coevolver)["content_hash"]),
         )
 
     @classmethod
     def after(cls, updated: dict, evolved: dict) -> Position:
         """Where the next iteration starts: this one's update and co-evolution records."""
-        return cls(
-            {"path": updated["checkpoint"], "weights_sha256": updated["weights_sha256"]},
-            {"path": evolved["path"], "content_hash": evolved["content_hash"]},
-        )
+        return cls(Artifact(updated["checkpoint"], updated["sha256"]), Artifact(evolved["path"], evolved["sha256"]))
 
 
 class Runner(Protocol):
     """A backend of the loop: the stages of an iteration, and where the loop's news goes.
 
-    Stage methods take and return the stages' JSON-able records (coevo/stages.py): tables as
-    {"path", "sha256", "metrics"}, a co-evolution as {"path", "content_hash", "report", "metrics"}, an
-    update as {"checkpoint", "weights_sha256", "metrics"}; `data` is the prepared splits' record."""
+    Stage methods take what the iteration runs under (`now`, coevo/records.py `InForce`: resolved
+    once per iteration by the loop) and return the stages' JSON-able records (coevo/stages.py):
+    tables as {"path", "sha256", "metrics"}, a co-evolution as {"path", "sha256", "report",
+    "metrics"}, an update as {"checkpoint", "sha256", "metrics"}; `data` is the prepared splits' record."""
 
     catalog: bool  # whether finished iterations are ingested into the DuckDB catalog (`ingest`)
 
@@ -91,11 +94,11 @@ class Runner(Protocol):
         complete iteration when the loop looked it up (a `continue_latest` run), else None."""
         ...
 
-    def rollout(self, it: int, at: Position, data: dict, shards: int) -> list[dict]:
+    def rollout(self, now: InForce, at: Position, shards: int) -> list[dict]:
         """The iteration's rollout tables, one per shard."""
         ...
 
-    def verify(self, it: int, rolled: list[dict], data: dict) -> list[dict]:
+    def verify(self, now: InForce, rolled: list[dict]) -> list[dict]:
         """The rewards of each rollout shard."""
         ...
 
@@ -103,12 +106,13 @@ class Runner(Protocol):
         """The iteration's rollouts and rewards tables from more than one shard."""
         ...
 
-    def coevolve(self, it: int, at: Position, rollouts: dict, rewards: dict, data: dict) -> dict: ...
+    def coevolve(self, now: InForce, rollouts: dict, rewards: dict, data: dict) -> dict: ...
 
-    def update(self, it: int, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict: ...
+    def update(self, now: InForce, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict: ...
 
-    def evaluate(self, it: int, at: Position, data: dict) -> dict[str, float]:
-        """The held-out metrics of checkpoint `it` (with co-evolver version `it`)."""
+    def evaluate(self, at: Position, now: InForce, data: dict) -> dict[str, float]:
+        """The held-out metrics of checkpoint `now.iteration` (`at`, with its co-evolver version),
+        asked as it was trained (`now`: what its iteration ran under)."""
         ...
 
     def retain(self, it: int, at: Position) -> None: ...
@@ -193,18 +197,20 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
     first = newest + 1 if newest is not None else 1
     last = first + cfg.run.iterations - 1
     at = Position.saved(cfg, first - 1)
-    initial = runner.evaluate(first - 1, at, data)
+    initial = runner.evaluate(at, in_force(cfg, first - 1, data, choose=False), data)
     curve, log = [{"iteration": first - 1, **initial}], MetricsLog(cfg.run.out_dir, first)
     runner.started(first - 1, initial, boot, data)
     completed, stopped_by, pending = first - 1, "iterations", []  # pending: iterations not yet in the catalog
     with runner.iterations(first, last, newest):
         for it in range(first, last + 1):
             timers = Timers()
-            rollouts, rewards = rollout_and_verify(runner, cfg, it, at, data, timers)
+            with timers.phase("in_force"):
+                now = in_force(cfg, it, data)  # what every stage of the iteration reads
+            rollouts, rewards = rollout_and_verify(runner, cfg, now, at, timers)
             with timers.phase("coevolve"):
-                evolved = runner.coevolve(it, at, rollouts, rewards, data)
+                evolved = runner.coevolve(now, rollouts, rewards, data)
             with timers.phase("update"):
-                updated = runner.update(it, at, rollouts, rewards, evolved, data)
+                updated = runner.update(now, at, rollouts, rewards, evolved, data)
             at = Position.after(updated, evolved)
             if runner.catalog:
                 tables = {"rollouts": shard(rollouts), "rewards": shard(rewards)}
@@ -215,7 +221,7 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
             evaluated = eval_due(cfg, it, last)
             if evaluated:
                 with timers.phase("eval"):
-                    metrics.update(runner.evaluate(it, at, data))
+                    metrics.update(runner.evaluate(at, now, data))
             with timers.phase("retain"):
                 runner.retain(it, at)  # after the eval: keep_best sees this iteration's accuracy
             if pending and (it % cfg.pipeline.ingest_every == 0 or it == last):
@@ -226,7 +232,7 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
             stop = over_time_budget(cfg, started) and it < last
             if stop:  # the run ends here: its final evaluation and catalog ingest, as after the last iteration
                 if not evaluated:
-                    metrics.update(runner.evaluate(it, at, data))
+                    metrics.update(runner.evaluate(at, now, data))
                     evaluated = True
                 if pending:
                     runner.ingest(pending)
@@ -247,19 +253,17 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
     return write_summary(cfg, curve, first, completed, time.perf_counter() - started, extra)
 
 
-def rollout_and_verify(
-    runner: Runner, cfg: Config, it: int, at: Position, data: dict, timers: Timers
-) -> tuple[dict, dict]:
+def rollout_and_verify(runner: Runner, cfg: Config, now: InForce, at: Position, timers: Timers) -> tuple[dict, dict]:
     """The iteration's rollouts and rewards records, in pipeline.shards shards (seeded per shard:
     coevo/sharding.py), merged when more than one."""
     k = cfg.pipeline.shards
     with timers.phase("rollout"):
-        rolled = runner.rollout(it, at, data, k)
+        rolled = runner.rollout(now, at, k)
     with timers.phase("verify"):
-        scored = runner.verify(it, rolled, data)
+        scored = runner.verify(now, rolled)
         if k == 1:
             return rolled[0], scored[0]
-        return runner.merge(it, rolled, scored)
+        return runner.merge(now.iteration, rolled, scored)
 
 
 def shard(stage: dict) -> dict:

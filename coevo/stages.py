@@ -20,23 +20,24 @@ import functools
 import json
 import warnings
 from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
 
 from coevo.code.sources import CODE_SOURCES
 from coevo.coevolvers import CoEvolver, TextGenerator
-from coevo.coevolvers.base import MANIFEST, load_coevolver
+from coevo.coevolvers.base import MANIFEST, ProposesProblems, SetsHarness, read_manifest
 from coevo.coevolvers.composite import (
     build_coevolvers,
     check_coevolvers,
+    choose_batch,
     load_coevolvers,
-    member_dir,
     member_reports,
+    member_with,
     members_of,
+    plays,
 )
-from coevo.coevolvers.curriculum import zero_variance_share
-from coevo.coevolvers.harness import SAMPLING_KNOBS, in_force
 from coevo.config import Config, SamplingConfig
 from coevo.engines import LIVE, samples_with_trainer_model
 from coevo.engines.base import Engine
@@ -44,6 +45,7 @@ from coevo.evaluate import evaluate, validate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
 from coevo.objectives import build_objective
+from coevo.objectives.group_signal import zero_variance_share
 from coevo.policy.bootstrap import bootstrap_policy, check_targets, warm_start_for
 from coevo.policy.checkpoint import (
     META,
@@ -67,6 +69,7 @@ from coevo.policy.update import build_optimizer, policy_update
 from coevo.prepare import build_all_splits, prepare_problems
 from coevo.problems.splits import SPLITS
 from coevo.prompting import check_prompt_format
+from coevo.records import Artifact, InForce
 from coevo.rewards import check_rewards, reward_sources, reward_terms
 from coevo.rollout import check_conversations, run_rollouts
 from coevo.seeding import derive_seed
@@ -75,7 +78,7 @@ from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
 from coevo.types import ContextVariant
 from coevo.verify import verify_rollouts
-from schemas.problems import read_problems
+from schemas.problems import read_problems, write_problems
 from schemas.rewards import COMPONENTS, LOGGED, read_rewards, write_rewards
 from schemas.rollouts import read_rollouts, write_rollouts
 
@@ -101,6 +104,14 @@ class RunLayout:
 
     def report(self, it: int) -> Path:
         return self.root / "reports" / f"iter_{it:04d}.json"
+
+    def in_force(self, it: int) -> Path:
+        """What iteration `it` ran under, as `in_force` resolved it (with what it was resolved from)."""
+        return self.root / "in_force" / f"iter_{it:04d}.json"
+
+    def proposals(self, it: int) -> Path:
+        """The proposer's problems iteration `it` draws from besides the train split (`in_force`)."""
+        return self.root / "proposals" / f"iter_{it:04d}.parquet"
 
     def evals(self, it: int) -> Path:
         """The held-out evaluation of checkpoint `it` (retention's keep_best reads it, also on resume)."""
@@ -255,7 +266,7 @@ def bootstrap_stage(cfg: Config, data: dict) -> dict:
     """
     layout, key = RunLayout(cfg.run.out_dir), bootstrap_key(cfg, data)
     coevolver_dir = layout.coevolver(0)
-    content_hash = build_coevolvers(cfg).save(coevolver_dir)
+    coevolver_sha256 = build_coevolvers(cfg).save(coevolver_dir)
     meta = read_meta(cfg.bootstrap_dir)
     weights = cfg.bootstrap_dir / WEIGHTS
     if meta.get("bootstrap_key") != key or not weights.is_file() or hash_file(weights) != meta.get("weights_sha256"):
@@ -267,9 +278,9 @@ def bootstrap_stage(cfg: Config, data: dict) -> dict:
         _POLICIES[meta["weights_sha256"]] = policy
     return {
         "checkpoint": str(layout.checkpoint(0)),
-        "weights_sha256": meta["weights_sha256"],
+        "sha256": meta["weights_sha256"],
         "coevolver": str(coevolver_dir),
-        "coevolver_hash": content_hash,
+        "coevolver_sha256": coevolver_sha256,
         "bootstrap": meta.get("bootstrap", {}),
     }
 
@@ -283,35 +294,70 @@ def coevolver_at(cfg: Config, it: int, directory: str | Path, generate: TextGene
     return coevolver
 
 
-def training_split(cfg: Config, it: int, train: str | Path) -> pd.DataFrame:
-    """The problems iteration `it` draws from, verifies and trains on: the train split, plus the
-    problems the curriculum's proposer accepted up to co-evolver version it-1 (when it is on)."""
-    split = problems(train)
-    entry = next((entry for entry in cfg.coevolver_list if entry.curriculum.proposer.enabled), None)
-    if entry is None or it < 1:
-        return split
-    curriculum = load_coevolver(
-        member_dir(cfg, RunLayout(cfg.run.out_dir).coevolver(it - 1), "curriculum"), entry, cfg.seed
-    )
-    return split if curriculum.proposals.empty else pd.concat([split, curriculum.proposals], ignore_index=True)
+def in_force(cfg: Config, it: int, data: dict, choose: bool = True) -> InForce:
+    """What iteration `it` runs under (coevo/records.py `InForce`), resolved from the prepared splits
+    `data` and co-evolver version it-1: the params with that version's harness applied, the proposer's
+    problems of that version (written to RunLayout.proposals(it)), and the batch its chooser (or the
+    uniform sampler) picks from the training split. The loop resolves it once at the iteration's
+    start and every stage of the iteration reads it. With `choose=False` only the params in force are
+    resolved (what the evaluation of checkpoint `it` reads; version it-1 is read only when a
+    co-evolver plays the harness role).
+
+    The record is saved (RunLayout.in_force(it)) with what it was resolved from; where retention has
+    pruned version it-1 since (a re-run flow passing over cached iterations), the saved record
+    stands in for it when it was resolved from the same params, version and train split."""
+    train = Artifact(str(data["train"]["path"]), data["train"]["sha256"])
+    if it < 1 or not (choose or plays(cfg, "harness")):
+        return InForce(it, cfg.model_dump_json(), train)
+    layout = RunLayout(cfg.run.out_dir)
+    version = layout.coevolver(it - 1)
+    coevolver = Artifact(str(version), read_manifest(version)["content_hash"])
+    source = hash_bytes(json.dumps([cfg.model_dump_json(), coevolver.sha256, train.sha256]).encode())
+    if read_pruned(version) is not None and (saved := saved_in_force(layout.in_force(it), source)) is not None:
+        return saved if choose else InForce(it, saved.params, train, harness=saved.harness)
+    evolver = coevolver_at(cfg, it, version)
+    harness = member_with(evolver, SetsHarness)
+    params = cfg if harness is None else harness.apply(cfg)
+    harnessed = None if harness is None else {"path": str(version), "in_force": harness.knobs(params)}
+    if not choose:
+        return InForce(it, params.model_dump_json(), train, harness=harnessed)
+    proposals = None
+    proposer = member_with(evolver, ProposesProblems)
+    if proposer is not None and not (proposed := proposer.proposed()).empty:
+        write_problems(layout.proposals(it), proposed)
+        proposals = Artifact(str(layout.proposals(it)), hash_file(layout.proposals(it)))
+    resolved = InForce(it, params.model_dump_json(), train, proposals, coevolver, harness=harnessed)
+    split = training_split(resolved)
+    split.attrs["path"] = train.path  # a curriculum's missing category column names the file
+    batch = choose_batch(evolver, split, cfg.rollout.problems_per_iter, it, cfg.seed)
+    resolved = replace(resolved, batch=tuple(batch["id"]))
+    write_json(layout.in_force(it), {"source": source, "in_force": resolved.to_json()})
+    return resolved
 
 
-def harness_version(cfg: Config, it: int) -> Path | None:
-    """The co-evolver version whose harness iteration `it` runs under (version it-1;
-    coevo/coevolvers/harness.py), or None without a harness."""
-    if it < 1 or not any(entry.kind == "harness" for entry in cfg.coevolver_list):
+def saved_in_force(path: Path, source: str) -> InForce | None:
+    """The record `in_force` saved at `path` when it was resolved from `source` (and its proposals
+    file is intact), else None."""
+    if not path.is_file():
         return None
-    return RunLayout(cfg.run.out_dir).coevolver(it - 1)
+    saved = json.loads(path.read_text())
+    record = InForce.from_json(saved["in_force"])
+    if saved.get("source") != source or (record.proposals is not None and not intact(asdict(record.proposals))):
+        return None
+    return record
 
 
-def harnessed(cfg: Config, it: int) -> Config:
-    """`cfg` with the sampling settings, answer-format instruction and reward weights iteration `it`
-    samples, scores and trains with: those of the harness in force, or params' own without one."""
-    version = harness_version(cfg, it)
-    if version is None:
-        return cfg
-    entry = next(entry for entry in cfg.coevolver_list if entry.kind == "harness")
-    return load_coevolver(member_dir(cfg, version, "harness"), entry, cfg.seed).apply(cfg)
+def training_split(now: InForce) -> pd.DataFrame:
+    """The problems iteration `now.iteration` draws from, verifies and trains on: the train split,
+    plus the problems the curriculum's proposer accepted up to co-evolver version it-1 (when it is on)."""
+    split = problems(now.train.path)
+    return split if now.proposals is None else pd.concat([split, problems(now.proposals.path)], ignore_index=True)
+
+
+def batch_of(now: InForce) -> pd.DataFrame:
+    """The iteration's batch: the rows of the training split the co-evolver chose, in its order."""
+    split = training_split(now)
+    return split.iloc[pd.Index(split["id"]).get_indexer(list(now.batch))].reset_index(drop=True)
 
 
 def backtest_sampler(cfg: Config, checkpoint: Path, it: int):
@@ -345,21 +391,19 @@ def policy_generator(cfg: Config, checkpoint: str | Path, it: int) -> TextGenera
     return generate
 
 
-def rollout_stage(
-    cfg: Config, it: int, checkpoint: str, coevolver: str, train: str, shard: int = 0, shards: int = 1
-) -> dict:
-    """The iteration's rollouts, or shard `shard` of `shards` of them (coevo/sharding.py)."""
-    evolver = coevolver_at(cfg, it, coevolver)
-    split = training_split(cfg, it, train)
-    split.attrs["path"] = str(train)  # a curriculum's missing category column names the file
-    batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)
+def rollout_stage(cfg: Config, now: InForce, checkpoint: str, shard: int = 0, shards: int = 1) -> dict:
+    """The iteration's rollouts, or shard `shard` of `shards` of them (coevo/sharding.py): the batch
+    `now` names, planned by co-evolver version it-1, sampled under the params in force."""
+    it = now.iteration
+    evolver = coevolver_at(cfg, it, now.coevolver.path)
+    batch = batch_of(now)
     batch, variants = shard_of(batch, evolver.plan(batch, cfg.rollout.group_size), shard, shards)
     pause_point("rollout", f"{it}.{shard}")  # a shard's rollout before it samples (the Ray worker-kill test)
     frame = run_rollouts(
         live_engine(cfg, checkpoint),
         variants,
         batch,
-        harnessed(cfg, it),
+        now.cfg,
         it,
         policy_version(checkpoint),
         seed_stage(shard, shards),
@@ -369,11 +413,11 @@ def rollout_stage(
     return {"path": str(path), "sha256": hash_file(path), "metrics": rollout_metrics(frame)}
 
 
-def verify_stage(cfg: Config, it: int, rollouts: str, train: str, shard: int = 0, shards: int = 1) -> dict:
+def verify_stage(cfg: Config, now: InForce, rollouts: str, shard: int = 0, shards: int = 1) -> dict:
     """Rewards of the iteration's rollouts, or of shard `shard` of `shards` of them."""
     frame = table(read_rollouts, rollouts)
-    rewards = verify_rollouts(frame, training_split(cfg, it, train), harnessed(cfg, it))  # the reward weights in force
-    path = shard_path(RunLayout(cfg.run.out_dir).rewards(it), shard, shards)
+    rewards = verify_rollouts(frame, training_split(now), now.cfg)  # the reward weights in force
+    path = shard_path(RunLayout(cfg.run.out_dir).rewards(now.iteration), shard, shards)
     write_rewards(path, rewards)
     return {"path": str(path), "sha256": hash_file(path), "metrics": reward_metrics(frame, rewards)}
 
@@ -400,47 +444,34 @@ def merge_stage(cfg: Config, it: int, rollouts: list[str], rewards: list[str]) -
     }
 
 
-def coevolve_stage(cfg: Config, it: int, coevolver: str, rollouts: str, rewards: str, train: str, test: str) -> dict:
+def coevolve_stage(cfg: Config, now: InForce, rollouts: str, rewards: str, test: str) -> dict:
     """Co-evolver k -> k+1 from this iteration's rollouts and rewards (a frozen one is saved unchanged);
-    then the curriculum's proposer, if on, adds training problems (report key "proposer") and a
-    harness diagnoses the rollouts and backtests the change they call for (report key "harness")."""
-    layout = RunLayout(cfg.run.out_dir)
-    bank = coevolver_at(cfg, it, coevolver, policy_generator(cfg, layout.checkpoint(it - 1), it))
-    frame, scored, split = table(read_rollouts, rollouts), table(read_rewards, rewards), training_split(cfg, it, train)
+    then a member that proposes problems (the curriculum's proposer, if on) adds training problems
+    (report key "proposer") and one that sets the harness diagnoses the rollouts and backtests the
+    change they call for (report key "harness"), in list order."""
+    it, layout = now.iteration, RunLayout(cfg.run.out_dir)
+    bank = coevolver_at(cfg, it, now.coevolver.path, policy_generator(cfg, layout.checkpoint(it - 1), it))
+    frame, scored, split = table(read_rollouts, rollouts), table(read_rewards, rewards), training_split(now)
     batch = split.set_index("id").loc[frame["problem_id"].unique()].reset_index()
-    report = bank.update(it, batch, frame, scored)
+    report, metrics = bank.update(it, batch, frame, scored), {}
     for member in members_of(bank):
-        if "problems" in member.roles and (proposed := member.propose(it, batch, frame, scored, split, held_out(test))):
-            report = {**report, "proposer": proposed}
-        if "harness" in member.roles:
+        if isinstance(member, ProposesProblems) and (
+            proposed := member.propose(it, batch, frame, scored, split, held_out(test))
+        ):
+            report, metrics = {**report, "proposer": proposed}, {**metrics, **member.proposal_metrics(proposed)}
+        if isinstance(member, SetsHarness):
             sample = backtest_sampler(cfg, layout.checkpoint(it - 1), it)
-            report = {**report, "harness": member.revise(it, frame, scored, split, cfg, sample)}
+            revised = member.revise(it, frame, scored, split, cfg, sample)
+            report, metrics = {**report, "harness": revised}, {**metrics, **member.harness_metrics(revised)}
     write_json(layout.report(it), report)
     pause_point("coevolve", it)  # between the report and the new version: a crash here must not matter
-    content_hash = bank.save(layout.coevolver(it))
-    metrics = {**coevo_metrics(report), "coevo/zero_var_share": zero_variance_share(frame, scored)}
-    if "proposer" in report:
-        metrics |= {
-            "coevo/proposed": float(report["proposer"]["accepted"]),
-            "coevo/proposals_total": float(report["proposer"]["total"]),
-        }
-    if "harness" in report:
-        entry = report["harness"].get("entry")
-        metrics |= {f"coevo/harness_{k}": float(report["harness"]["in_force"][k]) for k in SAMPLING_KNOBS}
-        metrics |= {
-            "coevo/harness_backtests": float(entry is not None),
-            "coevo/harness_accepted": float(bool(entry and entry["accepted"])),
-        }
-    return {
-        "path": str(layout.coevolver(it)),
-        "content_hash": content_hash,
-        "report": str(layout.report(it)),
-        "metrics": metrics,
-    }
+    sha256 = bank.save(layout.coevolver(it))
+    metrics = {**coevo_metrics(report), "coevo/zero_var_share": zero_variance_share(frame, scored), **metrics}
+    return {"path": str(layout.coevolver(it)), "sha256": sha256, "report": str(layout.report(it)), "metrics": metrics}
 
 
 def update_stage(
-    cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict
+    cfg: Config, now: InForce, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict
 ) -> dict:
     """Checkpoint k -> k+1. Resumable: reads weights and optimizer state from checkpoint k only.
 
@@ -453,27 +484,29 @@ def update_stage(
     (coevo/policy/distributed.py launches coevo/update_rank.py), which call update_state /
     update_train / update_save below.
     """
-    layout = RunLayout(cfg.run.out_dir)
+    it, layout = now.iteration, RunLayout(cfg.run.out_dir)
     if read_pruned(checkpoint) is not None:
         raise PrunedCheckpointError(checkpoint)
     LIVE.sleep()  # a colocated vLLM engine releases its GPU memory for the update
     if cfg.policy.distributed.world_size > 1 and not cfg.policy.frozen:
         _POLICIES.clear()  # the ranks load checkpoint k themselves
-        record = launch_update(cfg, it, checkpoint, rollouts, rewards, coevolver, data, rank_module="coevo.update_rank")
-        LIVE.sync(record["checkpoint"], record["weights_sha256"], lambda: cached_policy(record["checkpoint"], cfg))
+        record = launch_update(
+            cfg, now, checkpoint, rollouts, rewards, coevolver, data, rank_module="coevo.update_rank"
+        )
+        LIVE.sync(record["checkpoint"], record["sha256"], lambda: cached_policy(record["checkpoint"], cfg))
         return record
     policy = _POLICIES.pop(policy_version(checkpoint), None) or load_policy(
         checkpoint, cfg.policy.device, cfg.policy.dtype
     )
     optimizer, objective, reference = update_state(cfg, it, checkpoint, policy)
-    stats = update_train(cfg, it, policy, optimizer, objective, reference, rollouts, rewards, coevolver, data)
+    stats = update_train(cfg, now, policy, optimizer, objective, reference, rollouts, rewards, coevolver)
     pause_point("update", it)  # trained in memory, nothing saved yet
-    version = update_save(cfg, it, checkpoint, rollouts, rewards, coevolver, data, policy, optimizer, stats)
+    version = update_save(cfg, now, checkpoint, rollouts, rewards, coevolver, data, policy, optimizer, stats)
     _POLICIES.clear()
     _POLICIES[version] = policy
     out = layout.checkpoint(it)
     LIVE.sync(out, version, lambda: policy)  # a persistent engine serves the new weights in place (no restart)
-    return {"checkpoint": str(out), "weights_sha256": version, "metrics": stats}
+    return {"checkpoint": str(out), "sha256": version, "metrics": stats}
 
 
 def update_state(cfg: Config, it: int, checkpoint: str, policy: Policy) -> tuple:
@@ -495,7 +528,7 @@ def update_state(cfg: Config, it: int, checkpoint: str, policy: Policy) -> tuple
 
 def update_train(
     cfg: Config,
-    it: int,
+    now: InForce,
     policy: Policy,
     optimizer,
     objective,
@@ -503,10 +536,11 @@ def update_train(
     rollouts: str,
     rewards: str,
     coevolver: str,
-    data: dict,
     ranks=None,
 ) -> dict:
-    """The optimizer steps of iteration `it` (none with policy.frozen); `ranks`: one rank's share."""
+    """The optimizer steps of iteration `now.iteration` (none with policy.frozen), with the params in
+    force; `ranks`: one rank's share."""
+    it = now.iteration
     if cfg.policy.frozen:
         return {"policy/steps": 0.0}
     teacher = (
@@ -514,7 +548,7 @@ def update_train(
         if objective.needs_teacher
         else None
     )
-    answers = training_split(cfg, it, data["train"]["path"]).set_index("id")["answer"] if teacher is not None else None
+    answers = training_split(now).set_index("id")["answer"] if teacher is not None else None
     frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
     seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
     return policy_update(
@@ -523,7 +557,7 @@ def update_train(
         objective,
         frame,
         scored,
-        harnessed(cfg, it),
+        now.cfg,
         seed,
         reference,
         teacher,
@@ -535,7 +569,7 @@ def update_train(
 
 def update_save(
     cfg: Config,
-    it: int,
+    now: InForce,
     checkpoint: str,
     rollouts: str,
     rewards: str,
@@ -547,8 +581,9 @@ def update_save(
     meta: dict | None = None,
 ) -> str:
     """Write checkpoint k+1 with its lineage (plus `meta`) atomically; returns its weights hash."""
+    it = now.iteration
     lineage = stage_lineage(
-        cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data, policy.base
+        cfg, it, Path(checkpoint), Path(rollouts), Path(rewards), Path(coevolver), data, policy.base, now.harness
     )
     unchanged = stats["policy/steps"] == 0 and is_adapter_dir(checkpoint) == is_lora(
         policy.model
@@ -565,13 +600,14 @@ def update_save(
     )
 
 
-def evaluate_stage(cfg: Config, it: int, checkpoint: str, coevolver: str, test: str) -> dict:
+def evaluate_stage(cfg: Config, now: InForce, checkpoint: str, coevolver: str, test: str) -> dict:
+    """The held-out evaluation of checkpoint `now.iteration` with co-evolver version `coevolver`,
+    asked with the instruction the checkpoint was trained under (`now`'s params; params' sampling)."""
+    it = now.iteration
     evolver = coevolver_at(cfg, it, coevolver)
     context_for = evolver.context_for if cfg.eval.with_context and "context" in evolver.roles else None
     engine = live_engine(cfg, checkpoint)
-    asked = cfg.model_copy(
-        update={"prompt": harnessed(cfg, it).prompt}
-    )  # the instruction checkpoint `it` was trained under
+    asked = cfg.model_copy(update={"prompt": now.cfg.prompt})  # the instruction checkpoint `it` was trained under
     verdicts: dict[str, bool] = {}  # problem id -> greedy verdict: `coevo compare` pairs them across arms
     metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for, verdicts)
     if (val := val_path(test)) is not None:
@@ -628,8 +664,17 @@ def with_lora(policy: Policy, cfg: Config, checkpoint: Path) -> None:
 
 
 def stage_lineage(
-    cfg: Config, it: int, parent, rollouts, rewards, coevolver, data: dict, base: Path | None = None
+    cfg: Config,
+    it: int,
+    parent,
+    rollouts,
+    rewards,
+    coevolver,
+    data: dict,
+    base: Path | None = None,
+    harness: dict | None = None,
 ) -> dict:
+    """The lineage record of checkpoint `it`; `harness`: `InForce.harness` of the iteration that trained it."""
     return lineage_record(
         run_dir=cfg.run.out_dir,
         iteration=it,
@@ -644,7 +689,7 @@ def stage_lineage(
         source=cfg.policy.checkpoint if it == 0 else None,  # the bootstrap copies the user's checkpoint
         reward_plugins=reward_sources(cfg),
         base=base,  # a LoRA checkpoint's base model
-        harness=None if (version := harness_version(cfg, it)) is None else (version, in_force(harnessed(cfg, it))),
+        harness=None if harness is None else (Path(harness["path"]), harness["in_force"]),
     )
 
 

@@ -25,12 +25,14 @@ from coevo.config import Config
 from coevo.io import write_json
 from coevo.policy.checkpoint import load_policy
 from coevo.policy.distributed import RESULT, Ranks, backend_of
+from coevo.records import InForce
 
 
 def run_rank(job: Path) -> None:
     """One rank: load checkpoint k, train its shares in DDP, rank 0 writes checkpoint k+1 and the result."""
     spec = json.loads((job / "job.json").read_text())
-    cfg, it = Config.model_validate(spec["config"]), spec["it"]
+    cfg, now = Config.model_validate(spec["config"]), InForce.from_json(spec["in_force"])
+    it = now.iteration
     backend = backend_of(cfg)
     local_rank = int(os.environ["LOCAL_RANK"])
     device = f"cuda:{local_rank}" if backend == "nccl" else "cpu"
@@ -43,13 +45,13 @@ def run_rank(job: Path) -> None:
         policy = load_policy(spec["checkpoint"], device, cfg.policy.dtype)
         optimizer, objective, reference = stages.update_state(cfg, it, spec["checkpoint"], policy)
         ranks = Ranks(policy.model, torch.device(device))
-        stats = stages.update_train(cfg, it, policy, optimizer, objective, reference, *paths[1:], spec["data"], ranks)
+        stats = stages.update_train(cfg, now, policy, optimizer, objective, reference, *paths[1:], ranks)
         if ranks.rank == 0:
             version = stages.update_save(
-                cfg, it, *paths, spec["data"], policy, optimizer, stats, {"world_size": ranks.world}
+                cfg, now, *paths, spec["data"], policy, optimizer, stats, {"world_size": ranks.world}
             )
             out = stages.RunLayout(cfg.run.out_dir).checkpoint(it)
-            write_json(job / RESULT, {"checkpoint": str(out), "weights_sha256": version, "metrics": stats})
+            write_json(job / RESULT, {"checkpoint": str(out), "sha256": version, "metrics": stats})
         # DDP's reducer holds the process group: free it while the group is alive (destroyed after the
         # group, its gloo threads wait on the peer that has already exited, and the rank hangs)
         del ranks

@@ -30,6 +30,7 @@ from prefect import Task, get_run_logger
 from coevo.config import Config
 from coevo.loop import Position
 from coevo.policy.checkpoint import read_pruned
+from coevo.records import InForce
 from coevo.stages import intact
 
 
@@ -78,30 +79,19 @@ def same_threads(options: dict) -> dict:
     return env
 
 
-def rollouts(t: dict, runner, params: str, it: int, at: Position, data: dict, shards: int) -> list[dict]:
+def rollouts(t: dict, runner, params: str, now: InForce, at: Position, shards: int) -> list[dict]:
     """The iteration's rollout records ({"path", "sha256", "metrics"}), one per shard, on `runner`
     (None: in this process). A cached shard of a checkpoint retention pruned since cannot be re-made."""
     calls = [
-        {
-            "params": params,
-            "it": it,
-            "checkpoint": at.checkpoint,
-            "coevolver": at.coevolver,
-            "data": data,
-            "shard": j,
-            "shards": shards,
-        }
-        for j in range(shards)
+        {"params": params, "now": now, "checkpoint": at.checkpoint, "shard": j, "shards": shards} for j in range(shards)
     ]
-    return gather(runner, t["rollout"], calls, possible=read_pruned(at.checkpoint["path"]) is None)
+    return gather(runner, t["rollout"], calls, possible=read_pruned(at.checkpoint.path) is None)
 
 
-def rewards(t: dict, runner, params: str, it: int, rolled: list[dict], data: dict) -> list[dict]:
+def rewards(t: dict, runner, params: str, now: InForce, rolled: list[dict]) -> list[dict]:
     """The rewards record of each rollout shard, on `runner`."""
     k = len(rolled)
-    calls = [
-        {"params": params, "it": it, "rollouts": r, "data": data, "shard": j, "shards": k} for j, r in enumerate(rolled)
-    ]
+    calls = [{"params": params, "now": now, "rollouts": r, "shard": j, "shards": k} for j, r in enumerate(rolled)]
     return gather(runner, t["verify"], calls)
 
 

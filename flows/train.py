@@ -23,6 +23,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from coevo.coevolvers.composite import member_reports
 from coevo.config import Config, load_config
 from coevo.loop import Position, format_progress
 from coevo.policy.checkpoint import META, read_pruned
+from coevo.records import InForce
 from coevo.runlock import RunLocked, run_lock
 from coevo.stages import RunLayout, damaged_files, latest_complete
 from flows import fanout
@@ -86,26 +88,26 @@ class FlowRunner:
         with task_runner(self.cfg) as self.runner:  # pipeline.task_runner (flows/fanout.py): None = in this process
             yield
 
-    def rollout(self, it: int, at: Position, data: dict, shards: int) -> list[dict]:
-        return fanout.rollouts(self.t, self.runner, self.params, it, at, data, shards)
+    def rollout(self, now: InForce, at: Position, shards: int) -> list[dict]:
+        return fanout.rollouts(self.t, self.runner, self.params, now, at, shards)
 
-    def verify(self, it: int, rolled: list[dict], data: dict) -> list[dict]:
-        return fanout.rewards(self.t, self.runner, self.params, it, rolled, data)
+    def verify(self, now: InForce, rolled: list[dict]) -> list[dict]:
+        return fanout.rewards(self.t, self.runner, self.params, now, rolled)
 
     def merge(self, it: int, rolled: list[dict], scored: list[dict]) -> tuple[dict, dict]:
         return fanout.merged(self.t, self.params, it, rolled, scored)
 
-    def coevolve(self, it: int, at: Position, rollouts: dict, rewards: dict, data: dict) -> dict:
-        args = (self.params, it, at.coevolver, rollouts, rewards, data)
+    def coevolve(self, now: InForce, rollouts: dict, rewards: dict, data: dict) -> dict:
+        args = (self.params, now, rollouts, rewards, data)
         evolved = self.t["coevolve"](*args)
-        if it > self.resume_from and read_pruned(evolved["path"]) is not None:
+        if now.iteration > self.resume_from and read_pruned(evolved["path"]) is not None:
             # a cached co-evolver version retention has pruned since (with its checkpoint), past the newest
             # kept checkpoint: evolve again from version it-1 (kept or just re-made; seeded: the same version)
             evolved = self.t["coevolve"].with_options(refresh_cache=True)(*args)
         return evolved
 
-    def update(self, it: int, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict:
-        args = (self.params, it, at.checkpoint, rollouts, rewards, evolved, data)
+    def update(self, now: InForce, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict:
+        it, args = now.iteration, (self.params, now, at.checkpoint, rollouts, rewards, evolved, data)
         updated = self.t["policy-update"](*args)
         if it > self.resume_from and (
             read_pruned(updated["checkpoint"]) is not None
@@ -117,8 +119,8 @@ class FlowRunner:
             updated = self.t["policy-update"].with_options(refresh_cache=True)(*args)
         return updated
 
-    def evaluate(self, it: int, at: Position, data: dict) -> dict[str, float]:
-        return self.t["evaluate"](self.params, it, at.checkpoint, at.coevolver, data)["metrics"]
+    def evaluate(self, at: Position, now: InForce, data: dict) -> dict[str, float]:
+        return self.t["evaluate"](self.params, now, at.checkpoint, at.coevolver, data)["metrics"]
 
     def retain(self, it: int, at: Position) -> None:
         self.t["retain"](self.params, it, at.checkpoint)
@@ -133,7 +135,8 @@ class FlowRunner:
         self, it: int, metrics: dict, at: Position, curve: list[dict] | None, final: bool, report: str
     ) -> None:
         logged = it % self.cfg.run.checkpoint_every == 0 or final
-        self.track(it, metrics, at.checkpoint if logged else None, at.coevolver if logged else None, curve, final)
+        checkpoint, coevolver = (asdict(at.checkpoint), asdict(at.coevolver)) if logged else (None, None)
+        self.track(it, metrics, checkpoint, coevolver, curve, final)
         publish(it, metrics, report)
         get_run_logger().info(Text.from_markup(format_progress(metrics)).plain)
 

@@ -1,9 +1,12 @@
 """Prefect tasks: one thin adapter per stage over `coevo.stages` (no math here).
 
-Every task takes the validated params as one JSON string and its inputs as {"path", hash} records
-and returns its outputs the same way, so tasks pass paths and content hashes, never tensors or
-models. The params travel as a string, not a nested dict, because Prefect walks every nested
-collection of a task's arguments twice per task run (its inputs graph and parameter resolution);
+Every task takes the validated params as one JSON string, what its iteration runs under as the
+loop's `InForce` record and its inputs as {"path", "sha256"} records (`Artifact`s or the stages'
+dicts), and returns its outputs the same way, so tasks pass paths and content hashes, never tensors
+or models; the records are frozen dataclasses of strings (the params in force among them, as JSON),
+which Prefect hashes as JSON for the cache keys. The params travel as a string, not a nested dict,
+because Prefect walks every nested collection of a task's arguments twice per task run (its inputs
+graph and parameter resolution);
 for the whole config tree that walk was a quarter of each task run's overhead. Cache keys
 are the task's inputs plus its source code (INPUTS + TASK_SOURCE, deliberately without the flow-run
 id): a re-run of a failed flow restores every completed stage from its persisted result and resumes
@@ -24,6 +27,7 @@ from prefect.tasks import exponential_backoff
 from coevo import stages
 from coevo.config import Config
 from coevo.loop import set_threads
+from coevo.records import Artifact, InForce
 from coevo.store.catalog import Catalog, IterationFiles
 
 RESUMABLE = INPUTS + TASK_SOURCE
@@ -46,18 +50,14 @@ def bootstrap(params: str, data: dict) -> dict:
 
 
 @task(name="rollout", cache_policy=RESUMABLE, persist_result=True)
-def rollout(
-    params: str, it: int, checkpoint: dict, coevolver: dict, data: dict, shard: int = 0, shards: int = 1
-) -> dict:
+def rollout(params: str, now: InForce, checkpoint: Artifact, shard: int = 0, shards: int = 1) -> dict:
     set_threads(_cfg(params))  # a Ray worker process: the run's torch threads and deterministic kernels
-    return stages.rollout_stage(
-        _cfg(params), it, checkpoint["path"], coevolver["path"], data["train"]["path"], shard, shards
-    )
+    return stages.rollout_stage(_cfg(params), now, checkpoint.path, shard, shards)
 
 
 @task(name="verify", cache_policy=RESUMABLE, persist_result=True)
-def verify(params: str, it: int, rollouts: dict, data: dict, shard: int = 0, shards: int = 1) -> dict:
-    return stages.verify_stage(_cfg(params), it, rollouts["path"], data["train"]["path"], shard, shards)
+def verify(params: str, now: InForce, rollouts: dict, shard: int = 0, shards: int = 1) -> dict:
+    return stages.verify_stage(_cfg(params), now, rollouts["path"], shard, shards)
 
 
 @task(name="merge", cache_policy=RESUMABLE, persist_result=True)
@@ -67,32 +67,26 @@ def merge(params: str, it: int, rollouts: list[dict], rewards: list[dict]) -> di
 
 
 @task(name="coevolve", cache_policy=RESUMABLE, persist_result=True)
-def coevolve(params: str, it: int, coevolver: dict, rollouts: dict, rewards: dict, data: dict) -> dict:
-    return stages.coevolve_stage(
-        _cfg(params),
-        it,
-        coevolver["path"],
-        rollouts["path"],
-        rewards["path"],
-        data["train"]["path"],
-        data["test"]["path"],
-    )
+def coevolve(params: str, now: InForce, rollouts: dict, rewards: dict, data: dict) -> dict:
+    return stages.coevolve_stage(_cfg(params), now, rollouts["path"], rewards["path"], data["test"]["path"])
 
 
 @task(name="policy-update", cache_policy=RESUMABLE, persist_result=True, retries=0)
-def update(params: str, it: int, checkpoint: dict, rollouts: dict, rewards: dict, coevolver: dict, data: dict) -> dict:
+def update(
+    params: str, now: InForce, checkpoint: Artifact, rollouts: dict, rewards: dict, coevolver: dict, data: dict
+) -> dict:
     return stages.update_stage(
-        _cfg(params), it, checkpoint["path"], rollouts["path"], rewards["path"], coevolver["path"], data
+        _cfg(params), now, checkpoint.path, rollouts["path"], rewards["path"], coevolver["path"], data
     )
 
 
 @task(name="evaluate", cache_policy=RESUMABLE, persist_result=True)
-def evaluate(params: str, it: int, checkpoint: dict, coevolver: dict, data: dict) -> dict:
-    return stages.evaluate_stage(_cfg(params), it, checkpoint["path"], coevolver["path"], data["test"]["path"])
+def evaluate(params: str, now: InForce, checkpoint: Artifact, coevolver: Artifact, data: dict) -> dict:
+    return stages.evaluate_stage(_cfg(params), now, checkpoint.path, coevolver.path, data["test"]["path"])
 
 
 @task(name="retain", cache_policy=RESUMABLE, persist_result=True)
-def retain(params: str, it: int, checkpoint: dict) -> dict:
+def retain(params: str, it: int, checkpoint: Artifact) -> dict:
     """Checkpoint retention after iteration `it` (idempotent; cached like the others, so a resumed flow
     replays it without touching the disk). `checkpoint`, the newest, is in the key so that a re-run
     that re-trained iteration `it` retains again."""

@@ -111,6 +111,7 @@ def first_iteration(cfg: Config) -> tuple[dict, dict, str, pd.DataFrame]:
     stages._POLICIES.clear()
     data = stages.prepare_stage(cfg)
     boot = stages.bootstrap_stage(cfg, data)
-    rollouts = stages.rollout_stage(cfg, 1, boot["checkpoint"], boot["coevolver"], data["train"]["path"])["path"]
-    scored = stages.verify_stage(cfg, 1, rollouts, data["train"]["path"])["path"]
+    now = stages.in_force(cfg, 1, data)
+    rollouts = stages.rollout_stage(cfg, now, boot["checkpoint"])["path"]
+    scored = stages.verify_stage(cfg, now, rollouts)["path"]
     return data, boot, rollouts, read_rewards(scored)

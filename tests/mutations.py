@@ -54,9 +54,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "rollouts-ignore-harness-temperature",
         "coevo/stages.py",
-        "        batch,\n        harnessed(cfg, it),\n        it,\n        policy_version(checkpoint),",
+        "        batch,\n        now.cfg,\n        it,\n        policy_version(checkpoint),",
         (
-            '        batch,\n        harnessed(cfg, it).model_copy(update={"sampling": cfg.sampling}),\n        '
+            '        batch,\n        now.cfg.model_copy(update={"sampling": cfg.sampling}),\n        '
             "it,\n        policy_version(checkpoint),"
         ),
         (
@@ -66,7 +66,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "curriculum-choose-replaced-by-uniform",
         "coevo/stages.py",
-        "batch = evolver.choose(split, cfg.rollout.problems_per_iter, it)",
+        "batch = choose_batch(evolver, split, cfg.rollout.problems_per_iter, it, cfg.seed)",
         (
             'batch = __import__("coevo.coevolvers.base", fromlist=["uniform_batch"]).uniform_batch(split, '
             "cfg.rollout.problems_per_iter, cfg.seed, it)"
@@ -225,8 +225,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "time-budget-stop-leaves-its-iteration-unevaluated",
         "coevo/loop.py",
-        "                if not evaluated:\n                    metrics.update(runner.evaluate(it, at, data))",
-        "                if False:\n                    metrics.update(runner.evaluate(it, at, data))",
+        "                if not evaluated:\n                    metrics.update(runner.evaluate(at, now, data))",
+        "                if False:\n                    metrics.update(runner.evaluate(at, now, data))",
         ("tests/flows/test_loop_runners.py::test_a_spent_time_budget_stops_both_runners_alike",),
     ),
     Mutation(

@@ -35,7 +35,7 @@ import pytest
 
 from coevo.coevolvers import build_coevolver
 from coevo.coevolvers.writers import ATTEMPTS, ChatEndpoint, EndpointError
-from coevo.stages import RunLayout, coevolve_stage, prepare_stage
+from coevo.stages import RunLayout, coevolve_stage, in_force, prepare_stage
 from schemas.rewards import write_rewards
 from schemas.rollouts import write_rollouts
 
@@ -349,13 +349,7 @@ def test_coevolution_stage_fails_without_writing_a_version(serve, tmp_path, who,
         EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\)"
     ):
         coevolve_stage(
-            cfg,
-            1,
-            str(layout.coevolver(0)),
-            str(layout.rollouts(1)),
-            str(layout.rewards(1)),
-            data["train"]["path"],
-            data["test"]["path"],
+            cfg, in_force(cfg, 1, data), str(layout.rollouts(1)), str(layout.rewards(1)), data["test"]["path"]
         )
     assert not layout.coevolver(1).exists()
     assert not layout.report(1).exists()

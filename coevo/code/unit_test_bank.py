@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from coevo.code.problems import TESTER_CUE
-from coevo.coevolvers.base import read_artifact, save_artifact, uniform_batch
+from coevo.coevolvers.base import read_artifact, save_artifact
 from coevo.config import CoevolverConfig, CureConfig
 from coevo.types import ContextVariant
 from schemas.rewards import parse_details
@@ -66,9 +66,6 @@ class TestBank:
         return True
 
     # ---- the co-evolver protocol ----
-    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
-        return uniform_batch(train, n, self.seed, iteration)
-
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         return [ContextVariant(problem_id=str(pid), variant="solo", n=group_size) for pid in problems["id"]]
 

@@ -1,11 +1,15 @@
-"""The co-evolver contract, its registry, and the manifest every saved co-evolver carries.
+"""The co-evolver contract, its optional capabilities, its registry, and the manifest every saved co-evolver carries.
 
-A co-evolver chooses each iteration's training problems (`choose`: the uniform sampler unless the
-co-evolver is a curriculum), says which context variants to roll out per problem (`plan`), which context the policy
+A co-evolver says which context variants to roll out per problem (`plan`), which context the policy
 sees at evaluation and the self-teacher sees in training (`context_for`, `teacher_context`), evolves
 from one iteration's rollouts and rewards (`update`), and saves itself as a directory whose
-`manifest.json` names its kind, its files' sha256 and a content hash over them. Variants are registry
-entries (`register_coevolver`), never `if kind == ...` chains.
+`manifest.json` names its kind, its files' sha256 and a content hash over them. Three capabilities
+are optional, each a Protocol a co-evolver has by defining its methods: `ChoosesProblems` (the
+iteration's batch; without one, the uniform sampler `uniform_batch`), `ProposesProblems` (new
+training problems) and `SetsHarness` (the sampling settings, instruction and reward weights in
+force); the stages find the member that has one with `coevo.coevolvers.composite.player`, never by
+importing a co-evolver's module. Variants are registry entries (`register_coevolver`), never
+`if kind == ...` chains.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
-from coevo.config import CoevolverConfig
+from coevo.config import CoevolverConfig, Config
 from coevo.errors import InputError
 from coevo.io import atomic_path, hash_bytes
 from coevo.registry import Registry
@@ -67,11 +71,6 @@ class CoEvolver(Protocol):
         """Context variants per problem; their `n` sum to `group_size` for each problem."""
         ...
 
-    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
-        """The `n` training problems iteration `iteration` rolls out (a pure function of the saved
-        co-evolver, the seed and the iteration, so a resumed run draws the same batch)."""
-        ...
-
     def context_for(self, problem: Mapping) -> list[str]:
         """Texts prepended at evaluation "with context" (eval/acc_context; retrieval only, no probes)."""
         ...
@@ -89,6 +88,73 @@ class CoEvolver(Protocol):
         ...
 
 
+@runtime_checkable
+class ChoosesProblems(Protocol):
+    """Optional (role "problems"): chooses each iteration's training problems (a curriculum)."""
+
+    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
+        """The `n` training problems iteration `iteration` rolls out (a pure function of the saved
+        co-evolver, the seed and the iteration, so a resumed run draws the same batch)."""
+        ...
+
+
+@runtime_checkable
+class ProposesProblems(Protocol):
+    """Optional (role "problems"): writes new training problems, which join the training split."""
+
+    def propose(
+        self,
+        iteration: int,
+        batch: pd.DataFrame,
+        rollouts: pd.DataFrame,
+        rewards: pd.DataFrame,
+        train: pd.DataFrame,
+        test: pd.DataFrame,
+    ) -> dict | None:
+        """This iteration's proposals (its report, or None when it proposes nothing): `batch` the
+        iteration's problems, `train` the split it drew from, `test` the held-out problems."""
+        ...
+
+    def proposed(self) -> pd.DataFrame:
+        """The problems accepted so far (a problems frame; empty when it proposes none)."""
+        ...
+
+    def proposal_metrics(self, report: Mapping) -> dict[str, float]:
+        """The iteration's metrics from `propose`'s report."""
+        ...
+
+
+@runtime_checkable
+class SetsHarness(Protocol):
+    """Optional (role "harness"): the sampling settings, answer-format instruction and reward weights
+    the next iteration runs under, revised from this one's rollouts."""
+
+    def apply(self, cfg: Config) -> Config:
+        """`cfg` with the settings this version puts in force."""
+        ...
+
+    def knobs(self, cfg: Config) -> dict[str, float | int | str | None]:
+        """The values of the settings it controls in `cfg` (what the lineage records as in force)."""
+        ...
+
+    def revise(
+        self,
+        iteration: int,
+        rollouts: pd.DataFrame,
+        rewards: pd.DataFrame,
+        train: pd.DataFrame,
+        cfg: Config,
+        sample: Callable[[pd.DataFrame, Config], tuple[pd.DataFrame, pd.DataFrame]],
+    ) -> dict:
+        """Diagnose this iteration's rollouts and change the settings when a backtest by `sample`
+        (batch, trial config -> rollouts, rewards) shows the change helps; returns its report."""
+        ...
+
+    def harness_metrics(self, report: Mapping) -> dict[str, float]:
+        """The iteration's metrics from `revise`'s report."""
+        ...
+
+
 COEVOLVERS = Registry("co-evolver", name_attribute="kind")
 register_coevolver = (
     COEVOLVERS.register
@@ -97,7 +163,8 @@ coevolver_kinds = COEVOLVERS.names
 
 
 def uniform_batch(train: pd.DataFrame, n: int, seed: int, iteration: int) -> pd.DataFrame:
-    """The default `choose`: iteration `iteration`'s batch of the seeded shuffles (coevo/sampler.py)."""
+    """The batch without a `ChoosesProblems` co-evolver: iteration `iteration`'s batch of the seeded
+    shuffles (coevo/sampler.py)."""
     return ProblemSampler(train, n, seed).batch(iteration)
 
 

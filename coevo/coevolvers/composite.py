@@ -1,12 +1,13 @@
 """Several co-evolvers in one run (`coevolver:` a list in params): one artifact per member, one version each.
 
 A list behaves as one co-evolver towards the stages. Each member plays the roles its class declares
-(`roles`): "problems" (chooses the iteration's batch: a curriculum), "context" (plans the rollout's
-context variants and gives the evaluation and the self-teacher their context: a skill bank or a
+(`roles`): "problems" (chooses the iteration's batch and proposes problems: a curriculum), "context"
+(plans the rollout's context variants and gives the evaluation and the self-teacher their context: a skill bank or a
 memory), "reward" (the artifact the `rubric` reward judges by: rubrics), "harness" (the sampling
 settings, answer-format instruction and reward weights in force: a harness); a role has at most one player, so no two
-members compete for the same decision. Members without a role in play fall back to the uniform sampler and the plain
-group. `update` runs the members in list order, each on the same rollouts and rewards, and the report keeps each
+members compete for the same decision; the stages reach a role's optional capabilities through the member that
+has them (`member_with`, `choose_batch`). Members without a role in play fall back to the uniform sampler and the
+plain group. `update` runs the members in list order, each on the same rollouts and rewards, and the report keeps each
 member's report under its name (`member_reports` reads them back).
 
 Saved layout: iter_NNNN/<i>-<kind>/ is member i's own directory (its manifest and files, exactly as it
@@ -20,12 +21,14 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
 from coevo.coevolvers.base import (
     COEVOLVERS,
     MANIFEST,
+    ChoosesProblems,
     CoEvolver,
     CoevolverDirError,
     TextGenerator,
@@ -41,6 +44,7 @@ from coevo.errors import InputError
 from coevo.types import ContextVariant
 
 KIND = "list"
+T = TypeVar("T")
 ROLES = ("problems", "context", "reward", "harness")
 
 
@@ -66,10 +70,6 @@ class CoEvolverList:
     @property
     def frozen(self) -> bool:
         return all(member.frozen for member in self.members)
-
-    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
-        chooser = self.player["problems"]
-        return chooser.choose(train, n, iteration) if chooser else uniform_batch(train, n, self.seed, iteration)
 
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         planner = self.player["context"]
@@ -154,6 +154,11 @@ def member_dir(cfg: Config, version: str | Path, kind: str) -> Path:
     return Path(version) / member_name(index, kind) if len(cfg.coevolver_list) > 1 else Path(version)
 
 
+def plays(cfg: Config, role: str) -> bool:
+    """Whether a co-evolver the run lists plays `role` (its class says; nothing is loaded)."""
+    return any(role in COEVOLVERS[entry.kind].roles for entry in cfg.coevolver_list)
+
+
 def check_coevolvers(cfg: Config) -> None:
     """Stop a run whose `coevolver` list has two players of one role, before anything is written."""
     kinds = [COEVOLVERS[entry.kind] for entry in cfg.coevolver_list]
@@ -185,6 +190,21 @@ def load_coevolvers(directory: str | Path, cfg: Config, generate: TextGenerator 
 def members_of(coevolver: CoEvolver) -> list[CoEvolver]:
     """The members of a list, or the co-evolver itself."""
     return coevolver.members if isinstance(coevolver, CoEvolverList) else [coevolver]
+
+
+def member_with(coevolver: CoEvolver, capability: type[T]) -> T | None:
+    """The member of `coevolver` (a list's members, or the co-evolver itself) that has the optional
+    `capability` (a Protocol of coevo/coevolvers/base.py: ChoosesProblems, ProposesProblems,
+    SetsHarness), or None. A capability belongs to a role, which at most one member plays
+    (`check_coevolvers`)."""
+    return next((member for member in members_of(coevolver) if isinstance(member, capability)), None)
+
+
+def choose_batch(coevolver: CoEvolver, train: pd.DataFrame, n: int, iteration: int, seed: int) -> pd.DataFrame:
+    """Iteration `iteration`'s `n` problems: the choice of the member that chooses problems (a
+    curriculum), else the uniform sampler's."""
+    chooser = member_with(coevolver, ChoosesProblems)
+    return chooser.choose(train, n, iteration) if chooser else uniform_batch(train, n, seed, iteration)
 
 
 def member_reports(report: Mapping) -> list[Mapping]:

@@ -32,7 +32,7 @@ With `curriculum.proposer.enabled`, after each update the curriculum also writes
 problems where the solver's pass rate is near one half (coevo/problems/proposer.py, SEIF / R-Zero
 style, validated and de-duplicated against both splits); they accumulate in the version's
 `proposals.jsonl` and the stages draw, verify and train on train split + proposals of the version in
-force (`coevo.stages.training_split`); their categories become arms like any other.
+force (`coevo.stages.in_force`); their categories become arms like any other.
 
 The saved directory holds `state.json` (category columns, temperature, per-arm value, count, last
 reward and cursor), `proposals.jsonl` when the proposer is on, and the manifest
@@ -47,7 +47,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from coevo.coevolvers.base import (
     CoevolverDirError,
@@ -58,7 +57,7 @@ from coevo.coevolvers.base import (
 )
 from coevo.config import CoevolverConfig
 from coevo.errors import InputError
-from coevo.objectives.advantages import group_advantages, nonzero_variance_groups
+from coevo.objectives.group_signal import group_signal
 from coevo.problems.arithmetic import COLUMNS
 from coevo.problems.proposer import problems_frame, propose
 from coevo.seeding import derive_seed
@@ -102,32 +101,6 @@ def boltzmann(values: np.ndarray, temperature: float, epsilon: float) -> np.ndar
     logits = values / temperature  # [K]
     weights = np.exp(logits - logits.max())  # [K], stable softmax
     return (1 - epsilon) * weights / weights.sum() + epsilon / len(values)  # [K]
-
-
-def group_signal(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
-    """Per problem (its rollouts form one group): mean |advantage| (reward - group mean) and whether
-    the group's rewards are all equal. Columns problem_id, abs_adv, zero_var; ordered by problem_id."""
-    joined = rollouts[["rollout_id", "problem_id"]].merge(rewards[["rollout_id", "reward"]], on="rollout_id")
-    groups = [(pid, g["reward"].to_numpy(dtype=np.float64)) for pid, g in joined.groupby("problem_id", sort=True)]
-    if not groups:
-        return pd.DataFrame({"problem_id": [], "abs_adv": [], "zero_var": []})
-    if len({len(r) for _, r in groups}) != 1:
-        raise ValueError("every problem needs the same number of rollouts (rollout.group_size)")
-    matrix = torch.tensor(np.stack([r for _, r in groups]))  # [N, G]
-    advantages = group_advantages(matrix, std_normalize=False, eps=0.0)  # [N, G]
-    return pd.DataFrame(
-        {
-            "problem_id": [pid for pid, _ in groups],
-            "abs_adv": advantages.abs().mean(dim=1).tolist(),  # [N]
-            "zero_var": (~nonzero_variance_groups(matrix)).tolist(),  # [N]
-        }
-    )
-
-
-def zero_variance_share(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> float:
-    """Share of the iteration's groups whose rewards are all equal (no learning signal); 0 for none."""
-    signal = group_signal(rollouts, rewards)
-    return float(signal["zero_var"].mean()) if len(signal) else 0.0
 
 
 @register_coevolver("curriculum")
@@ -252,6 +225,15 @@ class Curriculum:
                 else pd.concat([self.proposals, proposal.accepted], ignore_index=True)
             )
         return {**proposal.report, "total": len(self.proposals)}
+
+    def proposed(self) -> pd.DataFrame:
+        """The proposer's accepted problems so far (empty when it is off): the stages add them to the
+        training split of the iterations after this version (`coevo.stages.in_force`)."""
+        return self.proposals if self.cfg.curriculum.proposer.enabled else problems_frame([])
+
+    def proposal_metrics(self, report: Mapping) -> dict[str, float]:
+        """coevo/proposed (accepted this iteration) and coevo/proposals_total from `propose`'s report."""
+        return {"coevo/proposed": float(report["accepted"]), "coevo/proposals_total": float(report["total"])}
 
     def state(self) -> dict:
         return {

@@ -45,7 +45,7 @@ What this harness holds (departures from the papers):
    reward) does not fall by more than `max_pass_drop`. A rejected value is not backtested again for
    `retry_after` iterations (the next diagnosis tries the next rung).
 4. The change takes effect from the next iteration: its rollouts, their rewards and the policy
-   update's prompts and log-probs use the harness in force (coevo.stages.harnessed). Evaluation
+   update's prompts and log-probs use the harness in force (coevo.stages.in_force). Evaluation
    asks with the instruction the checkpoint was trained under (the prompt is part of how it is
    meant to be asked), keeps params' sampling and counts the gold verdict, which no weight moves.
 
@@ -184,6 +184,20 @@ class Harness(NoCoEvolver):
     def apply(self, cfg: Config) -> Config:
         """`cfg` with this version's overrides (`with_overrides`)."""
         return with_overrides(cfg, self.overrides)
+
+    def knobs(self, cfg: Config) -> dict[str, float | int | str | None]:
+        """The knobs' values in `cfg` (`in_force`)."""
+        return in_force(cfg)
+
+    def harness_metrics(self, report: Mapping) -> dict[str, float]:
+        """coevo/harness_<sampling knob> (the values in force during the iteration) and whether a
+        change was backtested and accepted, from `revise`'s report."""
+        entry = report.get("entry")
+        return {
+            **{f"coevo/harness_{k}": float(report["in_force"][k]) for k in SAMPLING_KNOBS},
+            "coevo/harness_backtests": float(entry is not None),
+            "coevo/harness_accepted": float(bool(entry and entry["accepted"])),
+        }
 
     def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
         return {"iteration": iteration, "frozen": self.frozen, "overrides": dict(self.overrides)}

@@ -44,7 +44,6 @@ from coevo.coevolvers.base import (
     read_artifact,
     register_coevolver,
     save_artifact,
-    uniform_batch,
 )
 from coevo.coevolvers.composite import member_dir
 from coevo.coevolvers.writers import ChatEndpoint
@@ -187,9 +186,6 @@ class RubricsCoEvolver:
     # ---- the co-evolver contract ----
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         return [ContextVariant(problem_id=str(pid), variant="solo", n=group_size) for pid in problems["id"]]
-
-    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
-        return uniform_batch(train, n, self.seed, iteration)
 
     def context_for(self, problem: Mapping) -> list[str]:
         return []  # the rubric supervises; the policy never sees it

@@ -86,7 +86,6 @@ from coevo.coevolvers.base import (
     read_artifact,
     register_coevolver,
     save_artifact,
-    uniform_batch,
 )
 from coevo.coevolvers.writers import SkillDraft, SkillWriter, build_writer
 from coevo.config import CoevolverConfig
@@ -245,9 +244,6 @@ class SkillBank:
 
     def teacher_context(self, problem: Mapping) -> list[str]:
         return self.context_for(problem)
-
-    def choose(self, train: pd.DataFrame, n: int, iteration: int) -> pd.DataFrame:
-        return uniform_batch(train, n, self.seed, iteration)
 
     def plan(self, problems: pd.DataFrame, group_size: int) -> list[ContextVariant]:
         """Per problem: matched base/probe halves when a skill can be probed, else one solo variant."""

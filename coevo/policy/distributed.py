@@ -58,6 +58,7 @@ from coevo.objectives import Objective, build_objective
 from coevo.objectives.kl import shard_weight
 from coevo.policy.prefix import rank_rows
 from coevo.policy.update import TrainingSet, minibatch_loss
+from coevo.records import InForce
 
 RESULT = "result.json"
 
@@ -133,15 +134,23 @@ def free_port() -> int:
 
 
 def launch_update(
-    cfg: Config, it: int, checkpoint: str, rollouts: str, rewards: str, coevolver: str, data: dict, rank_module: str
+    cfg: Config,
+    now: InForce,
+    checkpoint: str,
+    rollouts: str,
+    rewards: str,
+    coevolver: str,
+    data: dict,
+    rank_module: str,
 ) -> dict:
-    """Run the update of iteration `it` in `world_size` torchrun ranks, each `python -m rank_module
-    JOB` (the stage's rank entry point, coevo/update_rank.py); the stage's record {"checkpoint",
-    "weights_sha256", "metrics"} from rank 0. Raises DistributedUpdateError when torchrun fails (a
-    rank died), with the failed ranks' exits; nothing is written then."""
+    """Run the update of iteration `now.iteration` (what it runs under: coevo/records.py) in
+    `world_size` torchrun ranks, each `python -m rank_module JOB` (the stage's rank entry point,
+    coevo/update_rank.py); the stage's record {"checkpoint", "sha256", "metrics"} from rank 0. Raises
+    DistributedUpdateError when torchrun fails (a rank died), with the failed ranks' exits; nothing
+    is written then."""
     settings = cfg.policy.distributed
     check_distributed(cfg, build_objective(cfg.objective))
-    port = settings.master_port or free_port()
+    it, port = now.iteration, settings.master_port or free_port()
     cfg.run.out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".ddp-{it:04d}-", dir=cfg.run.out_dir) as tmp:
         job = Path(tmp)
@@ -149,7 +158,7 @@ def launch_update(
             job / "job.json",
             {
                 "config": cfg.model_dump(mode="json"),
-                "it": it,
+                "in_force": now.to_json(),
                 "checkpoint": checkpoint,
                 "rollouts": rollouts,
                 "rewards": rewards,

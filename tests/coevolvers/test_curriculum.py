@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from coevo.coevolvers import Curriculum, build_coevolver, load_coevolver
 from coevo.coevolvers.base import CoevolverDirError
-from coevo.coevolvers.curriculum import boltzmann, categories, zero_variance_share
+from coevo.coevolvers.curriculum import boltzmann, categories
 from coevo.config import CoevolverConfig, CurriculumConfig
 from coevo.errors import InputError
+from coevo.objectives.group_signal import zero_variance_share
 from coevo.problems.arithmetic import generate_arithmetic
 from coevo.store.catalog import Catalog, IterationFiles
 from coevo.store.query_cli import query_app
@@ -205,7 +206,8 @@ PROPOSING = {"enabled": True, "band": 0.45, "drop_below": 0.0, "promote_above": 
 
 def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
     from coevo.driver import train
-    from coevo.stages import RunLayout, problems, training_split, verify_stage
+    from coevo.io import hash_file
+    from coevo.stages import RunLayout, in_force, problems, training_split, verify_stage
 
     # 16 problems a batch and band 0.49 (pass rates 0.01-0.99 are the frontier): whether the tiny
     # 30-step bootstrap's first batch of 4 passed 5% of a category was luck of the draw, and the unseen
@@ -218,6 +220,7 @@ def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
     )
     train(cfg)
     layout, data = RunLayout(cfg.run.out_dir), cfg.problems.data_dir
+    prepared = {"train": {"path": str(data / "train.parquet"), "sha256": hash_file(data / "train.parquet")}}
     report = json.loads(layout.report(1).read_text())["proposer"]
     assert (
         report["accepted"] == report["total"] > 0
@@ -229,10 +232,10 @@ def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
         problems(data / "test.parquet")["prompt"]
     )  # the held-out split stays held out
     train_split = problems(data / "train.parquet")
-    assert len(training_split(cfg, 1, data / "train.parquet")) == len(
+    assert len(training_split(in_force(cfg, 1, prepared))) == len(
         train_split
     )  # iteration 1 draws from the bootstrap's version
-    grown = training_split(cfg, 2, data / "train.parquet")
+    grown = training_split(in_force(cfg, 2, prepared))
     assert len(grown) == len(train_split) + len(saved) and grown["id"].is_unique
     metrics = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
     assert metrics[0]["coevo/proposals_total"] == report["total"]
@@ -243,7 +246,7 @@ def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
         .assign(problem_id=saved["id"][0], completion=f"{saved['answer'][0]}")
     )
     rollouts.to_parquet(tmp_path / "one.parquet")
-    rewards = pd.read_parquet(verify_stage(cfg, 2, str(tmp_path / "one.parquet"), str(data / "train.parquet"))["path"])
+    rewards = pd.read_parquet(verify_stage(cfg, in_force(cfg, 2, prepared), str(tmp_path / "one.parquet"))["path"])
     assert rewards["passed"].tolist() == [True]
 
 

@@ -145,15 +145,17 @@ def assert_roles_obeyed(cfg, iterations: int) -> None:
     import pandas as pd
 
     from coevo.coevolvers.base import uniform_batch
-    from coevo.stages import RunLayout, coevolver_at, training_split
+    from coevo.io import hash_file
+    from coevo.stages import RunLayout, coevolver_at, in_force, training_split
     from schemas.rollouts import read_rollouts
 
     layout = RunLayout(cfg.run.out_dir)
     train = cfg.problems.data_dir / "train.parquet"
+    data = {"train": {"path": str(train), "sha256": hash_file(train)}}
     for it in range(1, iterations + 1):
         evolver = coevolver_at(cfg, it, layout.coevolver(it - 1))
         chooser = evolver.player["problems"] if isinstance(evolver, CoEvolverList) else evolver
-        split, n = training_split(cfg, it, train), cfg.rollout.problems_per_iter
+        split, n = training_split(in_force(cfg, it, data)), cfg.rollout.problems_per_iter
         chosen = chooser.choose(split, n, it)
         uniform = set(uniform_batch(split, n, cfg.seed, it)["id"])
         assert set(chosen["id"]) != uniform, "the check cannot tell the chooser from the uniform sampler here"

@@ -21,7 +21,8 @@ def test_evaluation_record_holds_the_greedy_verdict_of_every_evaluated_problem(t
     stages._POLICIES.clear()
     data = stages.prepare_stage(tiny_cfg)
     boot = stages.bootstrap_stage(tiny_cfg, data)
-    metrics = stages.evaluate_stage(tiny_cfg, 0, boot["checkpoint"], boot["coevolver"], data["train"]["path"])[
+    now = stages.in_force(tiny_cfg, 0, data, choose=False)
+    metrics = stages.evaluate_stage(tiny_cfg, now, boot["checkpoint"], boot["coevolver"], data["train"]["path"])[
         "metrics"
     ]
     record = json.loads(stages.RunLayout(tiny_cfg.run.out_dir).evals(0).read_text())

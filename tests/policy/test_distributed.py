@@ -50,7 +50,8 @@ def _update(
         root, policy={"distributed": {"world_size": world_size}, **(policy or {})}, objective=objective or {}
     )
     stages._POLICIES.clear()
-    record = stages.update_stage(cfg, 1, boot["checkpoint"], rollouts, signal, boot["coevolver"], data)
+    now = stages.in_force(cfg, 1, data)
+    record = stages.update_stage(cfg, now, boot["checkpoint"], rollouts, signal, boot["coevolver"], data)
     return record, load_file(stages.RunLayout(cfg.run.out_dir).checkpoint(1) / WEIGHTS)
 
 
@@ -110,8 +111,8 @@ def test_rank_zero_writes_the_checkpoint_with_its_lineage(run, two_ranks):
     record, _, left = two_ranks
     meta = left["meta"]
     assert meta["world_size"] == 2 and meta["iteration"] == 1
-    assert meta["weights_sha256"] == record["weights_sha256"]
-    assert meta["lineage"]["parent"]["weights_sha256"] == run[2]["weights_sha256"]
+    assert meta["weights_sha256"] == record["sha256"]
+    assert meta["lineage"]["parent"]["weights_sha256"] == run[2]["sha256"]
     assert left["lineage_mismatches"] == []
     assert left["trainer_state"]
     assert left["job_dirs"] == []  # the launcher's job directory is gone

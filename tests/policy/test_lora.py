@@ -141,7 +141,8 @@ def lora_run(tmp_path_factory):
 
 def _update(lora_run, it, parent, rewards):
     cfg, data, boot, rollouts, _, _ = lora_run
-    return stages.update_stage(cfg, it, str(parent), rollouts, str(rewards), boot["coevolver"], data)
+    now = stages.in_force(cfg, it, data, choose=False)  # no version it-1 here: the params are what is in force
+    return stages.update_stage(cfg, now, str(parent), rollouts, str(rewards), boot["coevolver"], data)
 
 
 def test_resume_of_a_lora_run_is_bit_identical_and_lineage_checks_the_base(lora_run):
@@ -154,10 +155,10 @@ def test_resume_of_a_lora_run_is_bit_identical_and_lineage_checks_the_base(lora_
     stages._POLICIES.clear()  # a fresh process: base + adapter + optimizer state from checkpoint 1
     resumed = _update(lora_run, 2, first["checkpoint"], signal)
     assert (layout.checkpoint(2) / ADAPTER_WEIGHTS).read_bytes() == uninterrupted
-    assert resumed["weights_sha256"] == second["weights_sha256"]
+    assert resumed["sha256"] == second["sha256"]
 
     record = json.loads((layout.checkpoint(2) / "coevo.json").read_text())["lineage"]
-    assert record["base"] == {"path": "bootstrap", "weights_sha256": boot["weights_sha256"]}
+    assert record["base"] == {"path": "bootstrap", "weights_sha256": boot["sha256"]}
     assert verify_lineage(layout.checkpoint(2)) == []
     weights = layout.checkpoint(0) / WEIGHTS
     saved = weights.read_bytes()
@@ -174,7 +175,7 @@ def test_unchanged_weights_are_linked_not_rewritten(lora_run):
     layout = stages.RunLayout(cfg.run.out_dir)
     parent = _update(lora_run, 1, boot["checkpoint"], signal)
     out = _update(lora_run, 2, parent["checkpoint"], flat)  # no group has signal: no step
-    assert out["metrics"]["policy/steps"] == 0 and out["weights_sha256"] == parent["weights_sha256"]
+    assert out["metrics"]["policy/steps"] == 0 and out["sha256"] == parent["sha256"]
     for name in (ADAPTER_WEIGHTS, TRAINER_STATE):
         assert os.path.samefile(
             layout.checkpoint(1) / name, layout.checkpoint(2) / name
@@ -202,5 +203,5 @@ def test_cli_lineage_and_export_merged_take_adapter_checkpoints(lora_run, tmp_pa
     exported = runner.invoke(app, ["export-merged", checkpoint, "--out", str(tmp_path / "served"), "--json"])
     assert exported.exit_code == 0, exported.output
     record = json.loads(exported.output)
-    assert record["lora"] and record["base"]["weights_sha256"] == boot["weights_sha256"]
+    assert record["lora"] and record["base"]["weights_sha256"] == boot["sha256"]
     assert (tmp_path / "served" / WEIGHTS).is_file()

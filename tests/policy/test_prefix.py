@@ -215,10 +215,11 @@ def test_resume_with_group_minibatches_is_bit_identical(tmp_path):
     )
 
     def update(it, parent):
-        return stages.update_stage(cfg, it, str(parent), rollouts, str(signal), boot["coevolver"], data)
+        now = stages.in_force(cfg, it, data, choose=False)  # no version it-1 here: the params are in force
+        return stages.update_stage(cfg, now, str(parent), rollouts, str(signal), boot["coevolver"], data)
 
     first = update(1, boot["checkpoint"])
     second = update(2, first["checkpoint"])  # uninterrupted: policy kept in memory
-    assert second["metrics"]["policy/steps"] > 1 and second["weights_sha256"] != first["weights_sha256"]
+    assert second["metrics"]["policy/steps"] > 1 and second["sha256"] != first["sha256"]
     stages._POLICIES.clear()  # a fresh process: weights, optimizer and RNG from checkpoint 1
-    assert update(2, first["checkpoint"])["weights_sha256"] == second["weights_sha256"]
+    assert update(2, first["checkpoint"])["sha256"] == second["sha256"]
