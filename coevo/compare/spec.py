@@ -373,17 +373,26 @@ def identity(cfg: Config) -> str:
     return _hash(_identity_params(cfg))
 
 
+# Settings added since the earlier spelling, with the default that computes what runs before them
+# computed: a run at that default keeps the earlier identity.
+ADDED_SINCE = {("engine", "cpu_threads"): None}
+
+
 def identities(cfg: Config) -> set[str]:
     """The identities a finished run of `cfg` may carry in its marker: `identity(cfg)`, and the hash of
     the same params in their earlier spelling, from before `coevolvers` (a list) was folded into
-    `coevolver` and `eval.with_skills` became `eval.with_context`. Runs finished before then (the
-    committed ones under bench/results) carry the earlier one; both name the same computation."""
+    `coevolver` and `eval.with_skills` became `eval.with_context`, and without the settings added since
+    (`ADDED_SINCE`) where they hold their default. Runs finished before then (the committed ones under
+    bench/results) carry the earlier one; both name the same computation."""
     earlier = _identity_params(cfg)
     entries = earlier["coevolver"]  # one co-evolver dumps as its mapping, several as the list
     several = isinstance(entries, list)
     earlier["coevolver"] = CoevolverConfig().model_dump(mode="json") if several else entries
     earlier["coevolvers"] = entries if several else None
     earlier["eval"]["with_skills"] = earlier["eval"].pop("with_context")
+    for (section, key), default in ADDED_SINCE.items():
+        if earlier[section].get(key) == default:
+            del earlier[section][key]
     return {identity(cfg), _hash(earlier)}
 
 
