@@ -78,12 +78,12 @@ def iteration_record(out: Path, it: int, params: int, lora: bool, shared: str, g
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     row = next(m for m in metrics if int(m["iteration"]) == it)
     rollouts = read_rollouts(str(out / "rollouts" / f"iter_{it:04d}.parquet"))
-    prompt_tokens = rollouts.groupby("problem_id")["prompt_ids"].first().map(len).sum()
+    prompt_tokens = int(rollouts.groupby("problem_id")["prompt_ids"].first().map(len).sum())
     completion_tokens = int(rollouts["completion_ids"].map(len).sum())
     kept = row.get("policy/groups_kept", row.get("policy/groups_total", 0)) / max(row.get("policy/groups_total", 1), 1)
     per_row_prompt = int(rollouts["prompt_ids"].map(len).sum())
     trained_prompt = prompt_tokens if shared == "group" else per_row_prompt
-    trained = kept * (completion_tokens + trained_prompt)
+    trained = float(kept * (completion_tokens + trained_prompt))
     flops = {
         "rollout": 2 * params * (prompt_tokens + completion_tokens),
         "update": (4 if lora else 6) * params * trained,
