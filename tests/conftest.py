@@ -75,18 +75,28 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop(name, None)
 
 
-@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup`, the groups being XDIST_GROUPS and otherwise the test files. (xdist 3.8's own
+    loadgroup reads `xdist_group` marks by suffixing `item._nodeid`, which pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid.split("::", 1)[0].removeprefix("tests/"))
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its xdist group (before xdist reads the marks) and start the longest first."""
+    """In an xdist worker, the longest groups first (every worker collects, and sorts, alike)."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return
     tests = Path(__file__).parent
-    for item in items:
-        if not any(item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(xdist_group(item.path.relative_to(tests).as_posix())))
 
     def rank(item: pytest.Item) -> int:
-        group = next(item.iter_markers("xdist_group")).args[0]
+        group = xdist_group(item.path.relative_to(tests).as_posix())
         return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)
