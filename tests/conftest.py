@@ -53,8 +53,9 @@ XDIST_GROUPS = {
 LONGEST_FIRST = ("vllm", "test_dvc.py", "ray", "flows/test_resume.py", "test_faults_servers.py")
 
 
-def xdist_group(relative: str) -> str:
-    """The xdist group of a test file (its path under tests/)."""
+def xdist_group(nodeid: str) -> str:
+    """The xdist group of a test (its node id: tests/FILE::NAME)."""
+    relative = nodeid.split("::", 1)[0].removeprefix("tests/")
     for group, members in XDIST_GROUPS.items():
         if any(relative == m or (m.endswith("/") and relative.startswith(m)) for m in members):
             return group
@@ -75,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop(name, None)
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to pytest without the plugin (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """`--dist loadgroup`, the groups being XDIST_GROUPS and otherwise the test files. (xdist 3.8's own
     loadgroup reads `xdist_group` marks by suffixing `item._nodeid`, which pytest 9 no longer reads.)"""
@@ -84,7 +86,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return xdist_group(nodeid.split("::", 1)[0].removeprefix("tests/"))
+            return xdist_group(nodeid)
 
     return GroupScheduling(config, log)
 
@@ -93,10 +95,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """In an xdist worker, the longest groups first (every worker collects, and sorts, alike)."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return
-    tests = Path(__file__).parent
 
     def rank(item: pytest.Item) -> int:
-        group = xdist_group(item.path.relative_to(tests).as_posix())
+        group = xdist_group(item.nodeid)
         return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)
