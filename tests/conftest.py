@@ -1,8 +1,10 @@
-"""Shared fixtures: a tiny config and a tiny bootstrapped policy (real torch + transformers)."""
+"""Shared fixtures: a tiny config and a tiny bootstrapped policy (real torch + transformers); and how
+the suite is split over pytest-xdist workers (`-n 2 --dist loadgroup`, pyproject.toml's addopts)."""
 
 from __future__ import annotations
 
 import json
+import os
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -27,6 +29,78 @@ TINY = {
     "eval": {"every": 1, "pass_k": 2},
     "run": {"iterations": 2, "checkpoint_every": 1},
 }
+
+
+# Test files whose tests must not run beside each other's on two workers: each set is one xdist group,
+# run in turn by one worker. vLLM's CPU server binds its OpenMP threads to the cores, and two of them
+# starve each other; two local Ray clusters each want both cores; the sandbox's verdicts ride on CPU and
+# wall limits of a few seconds, and its jobs (a fork bomb among them) share the sandbox user's
+# RLIMIT_NPROC process count (coevo/sandbox/__init__.py). A test file named in no group is its own
+# group (as `--dist loadfile`): its module-scoped fixtures (a bootstrapped policy, a Ray cluster, a
+# vLLM server) are built once.
+XDIST_GROUPS = {
+    "vllm": (
+        "engines/test_vllm.py",
+        "engines/test_vllm_json.py",
+        "flows/test_vllm_flow.py",
+        "coevolvers/test_memory_served.py",
+    ),
+    "ray": ("flows/test_ray.py", "test_deploy_rehearsal.py"),
+    "sandbox": ("sandbox/",),
+}
+# The longest groups (minutes each on a 2-core machine) start first, so that no worker is left running
+# one of them alone at the end while the other idles; the rest keep their collection order.
+LONGEST_FIRST = ("vllm", "test_dvc.py", "ray", "flows/test_resume.py", "test_faults_servers.py")
+
+
+def xdist_group(nodeid: str) -> str:
+    """The xdist group of a test (its node id: tests/FILE::NAME)."""
+    relative = nodeid.split("::", 1)[0].removeprefix("tests/")
+    for group, members in XDIST_GROUPS.items():
+        if any(relative == m or (m.endswith("/") and relative.startswith(m)) for m in members):
+            return group
+    return relative
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In an xdist worker: each worker's share of the cores for the OpenMP pools of the processes its
+    tests start (torch in the worker itself: `_one_thread`), unless exported; and the environment a
+    serial run's tests see. pytest imports readline at start, and GNU readline exports LINES and
+    COLUMNS into the C environment, which the worker processes inherit into os.environ: a rich
+    console made at import would then be 80 columns wide whatever COLUMNS a test sets later."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    for name in ("LINES", "COLUMNS"):
+        os.environ.pop(name, None)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to pytest without the plugin (-p no:xdist)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup`, the groups being XDIST_GROUPS and otherwise the test files. (xdist 3.8's own
+    loadgroup reads `xdist_group` marks by suffixing `item._nodeid`, which pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker, the longest groups first (every worker collects, and sorts, alike)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+
+    def rank(item: pytest.Item) -> int:
+        group = xdist_group(item.nodeid)
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)
 
 
 def tiny_config(tmp_path: Path, **overrides) -> Config:
