@@ -49,10 +49,10 @@ sys.path.insert(0, str(ROOT))
 
 from coevo.coevolvers.skill_bank import Skill, SkillBank, permutation_moments  # noqa: E402
 from coevo.config import CoevolverConfig, EngineConfig, SamplingConfig, load_config  # noqa: E402
-from coevo.engines.vllm import VLLMEngine  # noqa: E402
 from coevo.problems.arithmetic import arithmetic_splits  # noqa: E402
 from coevo.problems.math_verifier import check_stated_number  # noqa: E402
-from coevo.prompting import encode_prompts, prompt_renderer  # noqa: E402
+from coevo.rollout.engines.vllm import VLLMEngine  # noqa: E402
+from coevo.rollout.prompting import encode_prompts, prompt_renderer  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 FAMILIES, LEVELS = ["add", "sub", "mul"], [1, 2, 3]

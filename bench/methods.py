@@ -91,7 +91,7 @@ def run(method: str, seed: int, args: argparse.Namespace, boot_dir: str) -> dict
 
     from coevo.config import load_config
     from coevo.driver import train
-    from coevo.engines import LIVE
+    from coevo.rollout.engines import LIVE
 
     cfg = load_config(args.params, overrides(method, seed, args))
     shutil.rmtree(cfg.run.out_dir, ignore_errors=True)

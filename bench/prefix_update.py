@@ -39,16 +39,16 @@ import torch
 
 from coevo.coevolvers import ProceduralMemory, build_coevolver
 from coevo.config import CoevolverConfig, load_config
-from coevo.engines.hf import HFEngine
 from coevo.io import write_json
-from coevo.objectives import build_objective
-from coevo.policy.checkpoint import load_policy
-from coevo.policy.lora import apply_lora
-from coevo.policy.teacher import teacher_context
-from coevo.policy.update import build_optimizer, policy_update
+from coevo.model.checkpoint import load_policy
+from coevo.model.lora import apply_lora
 from coevo.prepare import prepare_problems
-from coevo.rollout import run_rollouts
-from coevo.verify import verify_rollouts
+from coevo.rollout.engines.hf import HFEngine
+from coevo.rollout.stage import run_rollouts
+from coevo.update.objectives import build_objective
+from coevo.update.stage import build_optimizer, policy_update
+from coevo.update.teacher import teacher_context
+from coevo.verification.stage import verify_rollouts
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "prefix_update"
@@ -130,7 +130,7 @@ class Arm:
 
 def tokens_of(arm: Arm, rollouts: pd.DataFrame) -> dict:
     """Prompt and completion tokens the arm's update processes (distinct prompts per pass)."""
-    from coevo.policy.prefix import epoch_minibatches
+    from coevo.update.prefix import epoch_minibatches
 
     prompts = [tuple(p) for p in rollouts.sort_values(["problem_id"], kind="stable")["prompt_ids"]]
     completions = sum(len(c) for c in rollouts["completion_ids"])

@@ -1,5 +1,5 @@
 """A known-bad shaping term for `bench/harness.py --scenario shaping`: a reward plugin (the `rewards:`
-contract, coevo/rewards.py) that pays for something other than a correct answer."""
+contract, coevo/verification/rewards.py) that pays for something other than a correct answer."""
 
 from __future__ import annotations
 

@@ -29,10 +29,10 @@ from pathlib import Path
 import torch
 
 from coevo.config import load_config
-from coevo.policy.checkpoint import load_policy
-from coevo.policy.logprobs import completion_logprobs, pack
+from coevo.model.checkpoint import load_policy
 from coevo.problems.arithmetic import FAMILIES, QUESTION_STYLES
-from coevo.prompting import prompt_renderer
+from coevo.rollout.prompting import prompt_renderer
+from coevo.update.logprobs import completion_logprobs, pack
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = [(7, 8), (3, 4), (9, 6), (6, 7), (4, 9), (8, 3), (5, 5), (2, 9)]

@@ -67,9 +67,9 @@ class Budget:
 
 
 def greedy_acc(policy, test, cfg) -> float:
-    from coevo.engines.hf import HFEngine
     from coevo.evaluate import greedy_completions, passed
-    from coevo.prompting import prompt_renderer
+    from coevo.rollout.engines.hf import HFEngine
+    from coevo.rollout.prompting import prompt_renderer
 
     policy.model.eval()
     prompts = prompt_renderer(cfg.prompt, policy.tokenizer).render_all(
@@ -107,7 +107,7 @@ def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float
 def trl_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float) -> dict:
     from transformers import TrainerCallback
 
-    from coevo.policy.checkpoint import Policy
+    from coevo.model.checkpoint import Policy
     from schemas.problems import read_problems
 
     cfg, _ = prepared_config(run_dir, 10**6, extra)

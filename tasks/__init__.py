@@ -1,2 +1,2 @@
 """Prefect tasks: thin adapters (read -> validate -> call coevo -> validate -> write -> log) over
-coevo.rollout, coevo.verify, the co-evolver's update and coevo.policy.update."""
+coevo.rollout.stage, coevo.verification.stage, the co-evolver's update and coevo.update.stage."""

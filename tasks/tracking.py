@@ -18,7 +18,7 @@ from prefect.transactions import transaction
 
 from coevo.config import Config
 from coevo.io import hash_bytes
-from coevo.policy.retention import SELECT_BY
+from coevo.model.retention import SELECT_BY
 from coevo.tracking.mlflow_tracker import Tracker
 
 

@@ -133,7 +133,7 @@ def tiny_cfg(tmp_path) -> Config:
 @pytest.fixture(scope="session")
 def tiny_policy_dir(tmp_path_factory) -> Path:
     """A bootstrapped tiny checkpoint, built once per session."""
-    from coevo.policy.bootstrap import bootstrap_policy
+    from coevo.model.bootstrap import bootstrap_policy
     from coevo.prepare import prepare_problems
 
     cfg = tiny_config(tmp_path_factory.mktemp("boot"))

@@ -43,7 +43,7 @@ class Mutation:
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "chat-update-renders-plain",
-        "coevo/policy/update.py",
+        "coevo/update/stage.py",
         "renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering",
         (
             'renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)  # the '
@@ -148,20 +148,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "teacher-prompts-rendered-plain-under-chat",
-        "coevo/policy/update.py",
+        "coevo/update/stage.py",
         "    renderer = prompt_renderer(cfg.prompt, policy.tokenizer)\n    texts = ",
         (
             '    renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)\n   '
             " texts = "
         ),
-        ("tests/policy/test_teacher.py::test_under_chat_the_teacher_prompts_are_templated_like_the_students",),
+        ("tests/update/test_teacher.py::test_under_chat_the_teacher_prompts_are_templated_like_the_students",),
     ),
     Mutation(
         "restricted-self-distillation-sharded",
-        "coevo/objectives/self_distill.py",
+        "coevo/update/objectives/self_distill.py",
         'self.shardable = cfg.teacher.apply_to == "all"',
         "self.shardable = True",
-        ("tests/policy/test_distributed.py::test_objectives_with_minibatch_statistics_are_refused",),
+        ("tests/update/test_distributed.py::test_objectives_with_minibatch_statistics_are_refused",),
     ),
     Mutation(
         "judge-shown-the-gold-check",
@@ -172,7 +172,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "judge-samples-long-replies",
-        "coevo/judge.py",
+        "coevo/verification/judge.py",
         'JUDGE_SAMPLING = {"temperature": 0.0, "max_tokens": 16}',
         'JUDGE_SAMPLING = {"temperature": 0.0, "max_tokens": 256}',
         ("tests/coevolvers/test_rubrics.py::test_the_judge_sees_prompt_and_response_only_greedy_and_short",),
@@ -189,10 +189,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lora-target-error-lists-every-module",
-        "coevo/policy/lora.py",
+        "coevo/model/lora.py",
         "isinstance(m, torch.nn.Linear)",
         "isinstance(m, torch.nn.Module)",
-        ("tests/policy/test_lora.py::test_a_target_matching_no_module_stops_before_anything_is_written",),
+        ("tests/model/test_lora.py::test_a_target_matching_no_module_stops_before_anything_is_written",),
     ),
     Mutation(
         "skill-bank-lifecycle-in-set-order",
@@ -238,10 +238,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "vllm-ignores-engine-cpu-threads",
-        "coevo/engines/vllm.py",
+        "coevo/rollout/engines/vllm.py",
         "            if self.config.cpu_threads:  # read when",
         "            if False:  # read when",
-        ("tests/engines/test_vllm.py::test_the_forward_runs_on_the_cores_engine_cpu_threads_names",),
+        ("tests/rollout/test_vllm.py::test_the_forward_runs_on_the_cores_engine_cpu_threads_names",),
     ),
 )
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from coevo import driver
 from coevo.coevolvers.base import read_manifest
 from coevo.config import load_config
-from coevo.policy.checkpoint import read_meta
+from coevo.model.checkpoint import read_meta
 from coevo.stages import RunLayout
 from coevo.tracking.mlflow_tracker import Tracker
 

@@ -19,7 +19,7 @@ def test_a_sentence_is_words_and_a_full_stop():
     assert SENTENCE.search("The learning-curve figure: held-out accuracy against training iteration.")
     assert not SENTENCE.search("")
     assert not SENTENCE.search("TODO")
-    assert not SENTENCE.search("coevo.policy")
+    assert not SENTENCE.search("coevo.model")
 
 
 def test_every_coevo_module_has_a_docstring_of_at_least_one_sentence():

@@ -35,7 +35,7 @@ from typer.testing import CliRunner
 from coevo.cli import app
 from coevo.driver import train
 from coevo.io import hash_file
-from coevo.policy.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
+from coevo.model.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
 from coevo.stages import RunLayout, damaged_files, latest_complete
 from coevo.store.catalog import Catalog, IterationFiles
 from flows.train import train_flow

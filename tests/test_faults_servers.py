@@ -171,7 +171,7 @@ def _checkpoints(tiny_policy_dir: Path, layout: RunLayout) -> list[Path]:
     """Checkpoints 1 and 2: the tiny bootstrap's weights, nudged (distinct weights hashes)."""
     import torch
 
-    from coevo.policy.checkpoint import load_policy, save_checkpoint
+    from coevo.model.checkpoint import load_policy, save_checkpoint
 
     policy = load_policy(tiny_policy_dir, device="cpu")
     found = []

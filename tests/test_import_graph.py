@@ -51,29 +51,24 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.types",
         "schemas",
     ),
-    # the library: problems, prompts, verification and rewards, the sandbox, engines, the policy and
-    # its objectives, the co-evolvers, tracking and the artifact store
+    # the library: problems, the rollout's prompts and engines, verification and rewards, code and the
+    # sandbox, the policy update and its objectives, the model's lifecycle, the co-evolvers, tracking
+    # and the artifact store
     "library": (
         "coevo.code",
         "coevo.coevolvers",
-        "coevo.engines",
         "coevo.evaluate",
-        "coevo.family_verifiers",
-        "coevo.judge",
         "coevo.metrics_log",
-        "coevo.objectives",
-        "coevo.policy",
+        "coevo.model",
         "coevo.prepare",
         "coevo.problems",
-        "coevo.prompting",
-        "coevo.reward_calls",
-        "coevo.rewards",
-        "coevo.sampler",
+        "coevo.rollout",
         "coevo.sandbox",
         "coevo.sharding",
         "coevo.store",
         "coevo.tracking",
-        "coevo.verify",
+        "coevo.update",
+        "coevo.verification",
     ),
     # the stages of an iteration and the plain drivers over them (the loop, the code loop, the
     # distributed update's ranks, the comparison of arms)
@@ -82,9 +77,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.compare",
         "coevo.driver",
         "coevo.loop",
-        "coevo.rollout",
+        "coevo.rollout.stage",
         "coevo.stages",
-        "coevo.update_rank",
+        "coevo.update.rank",
     ),
     # the Prefect tasks and flows over the stages
     "pipelines": ("flows", "tasks"),

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from coevo.coevolvers.writers import ChatEndpoint, EndpointError
-from coevo.judge import YES_NO_TOP, Judge, JudgeCache, parse_score, yes_no_score
-from coevo.policy.checkpoint import load_policy
+from coevo.model.checkpoint import load_policy
+from coevo.verification.judge import YES_NO_TOP, Judge, JudgeCache, parse_score, yes_no_score
 
 from .conftest import JSONHandler
 

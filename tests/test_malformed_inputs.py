@@ -277,7 +277,7 @@ def checkpoint_missing_weights(tmp_path, run, monkeypatch):
 
 
 def checkpoint_truncated_weights(tmp_path, run, monkeypatch):
-    from coevo.policy.checkpoint import CheckpointError, load_policy
+    from coevo.model.checkpoint import CheckpointError, load_policy
 
     ckpt = copy_checkpoint(run, tmp_path)
     weights = ckpt / "model.safetensors"
@@ -302,7 +302,7 @@ def checkpoint_wrong_lineage_hash(tmp_path, run, monkeypatch):
 
 
 def tokenizer_missing(tmp_path, run, monkeypatch):
-    from coevo.policy.checkpoint import CheckpointError, load_policy
+    from coevo.model.checkpoint import CheckpointError, load_policy
 
     ckpt = copy_checkpoint(run, tmp_path)
     for name in ("tokenizer.json", "tokenizer_config.json"):
@@ -461,7 +461,7 @@ def gguf_garbage(tmp_path, run, monkeypatch):
 
 
 def gguf_unsupported_architecture(tmp_path, run, monkeypatch):
-    from tests.policy.test_import_model import write_tiny_gguf
+    from tests.model.test_import_model import write_tiny_gguf
 
     path = tmp_path / "rwkv.gguf"
     write_tiny_gguf(path, architecture="rwkv9")

@@ -1,4 +1,4 @@
-"""Prompt rendering (coevo/prompting.py): plain and chat formats, context inside the conversation,
+"""Prompt rendering (coevo/rollout/prompting.py): plain and chat formats, context inside the conversation,
 no double BOS, the missing-template error, and a tiny end-to-end run under the chat format."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from coevo.config import PromptConfig
-from coevo.policy.tokenizer import build_char_tokenizer
-from coevo.prompting import check_prompt_format, encode_prompts, prompt_renderer, render_prompt
+from coevo.model.tokenizer import build_char_tokenizer
+from coevo.rollout.prompting import check_prompt_format, encode_prompts, prompt_renderer, render_prompt
 from coevo.stages import prepare_stage
 
 from .conftest import tiny_config
@@ -119,7 +119,7 @@ def templated_copy(src: Path, dst: Path) -> Path:
 
 def test_tiny_run_under_chat_trains_on_the_exact_templated_tokens(tmp_path, tiny_policy_dir):
     from coevo.driver import train
-    from coevo.policy.checkpoint import load_policy
+    from coevo.model.checkpoint import load_policy
     from schemas.rollouts import read_rollouts
 
     checkpoint = templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")

@@ -1,4 +1,4 @@
-"""Reward functions (coevo/rewards.py): real plugin modules imported from files, weights, components,
+"""Reward functions (coevo/verification/rewards.py): real plugin modules imported from files, weights, components,
 the user file's extra columns, and every bad input named by its `rewards[i]` entry."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from coevo.config import ConfigError
 from coevo.problems.loader import load_problem_file
 from coevo.problems.math_verifier import MathVerifier
-from coevo.rewards import RewardError, check_rewards, reward_sources
 from coevo.stages import prepare_stage, reward_metrics
-from coevo.verify import family_verdicts, score_rows, verify_rollouts
+from coevo.verification.rewards import RewardError, check_rewards, reward_sources
+from coevo.verification.stage import family_verdicts, score_rows, verify_rollouts
 
 from .conftest import tiny_config
 
@@ -330,7 +330,7 @@ def test_a_catalog_made_before_the_components_column_gains_it(tmp_path):
 
 
 def test_format_reward_wants_a_closed_box_or_a_closed_fence():
-    from coevo.rewards import format_reward
+    from coevo.verification.rewards import format_reward
 
     completions = [
         "\\boxed{12}",

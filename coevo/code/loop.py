@@ -41,17 +41,17 @@ from coevo.code.unit_test_bank import TESTER_SUFFIX, TestBank
 from coevo.code.verifier import sandbox_limits
 from coevo.code.warm_start import code_warm_start
 from coevo.config import CoevolverConfig, Config, ConfigError, SamplingConfig
-from coevo.engines.hf import HFEngine
 from coevo.io import write_json
-from coevo.objectives import build_objective
-from coevo.policy.bootstrap import build_tiny_policy
-from coevo.policy.checkpoint import load_policy, save_checkpoint
-from coevo.policy.update import build_optimizer, policy_update
-from coevo.rollout import run_rollouts
-from coevo.sampler import ProblemSampler
+from coevo.model.bootstrap import build_tiny_policy
+from coevo.model.checkpoint import load_policy, save_checkpoint
+from coevo.rollout.engines.hf import HFEngine
+from coevo.rollout.sampler import ProblemSampler
+from coevo.rollout.stage import run_rollouts
 from coevo.sandbox import Job, isolation_for, run_jobs
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant
+from coevo.update.objectives import build_objective
+from coevo.update.stage import build_optimizer, policy_update
 from schemas.rewards import write_rewards
 from schemas.rollouts import write_rollouts
 

@@ -49,7 +49,7 @@ class CodeVerifier:
 
 
 def score_problem_rows(problems: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[Reward]:
-    """Verifier entry for coevo.verify: problems-table rows (JSON answers), one per completion, run
+    """Verifier entry for coevo.verification.stage: problems-table rows (JSON answers), one per completion, run
     under code.sandbox."""
     decoded = from_problems_frame(problems.drop_duplicates("id")).set_index("id")
     return CodeVerifier.from_config(cfg.code.sandbox).score(decoded.loc[problems["id"]].reset_index(), completions)

@@ -4,10 +4,10 @@ The coder sees `prompt -> solution<eos>` (e.g. `#f(1)=4 f(2)=5 f(6)=9\\ndef f(x)
 the tester `spec + "assert f(" -> "<x>)==<f(x)><eos>"` for a hidden input. Demonstrations come from
 `code.synth.warm_start_families` only, so RL meets the other families with rewards alone (as the
 arithmetic bootstrap does). It reuses the supervised loop and masked NLL of the arithmetic
-bootstrap (coevo/policy/supervised.py); the loss covers the completion and <eos>, never the prompt.
+bootstrap (coevo/model/supervised.py); the loss covers the completion and <eos>, never the prompt.
 
 The code loop calls `code_warm_start` on its synthetic frames; the pipeline's bootstrap
-(coevo/policy/bootstrap.py, for every code source) calls `code_warm_start_problems` on the train
+(coevo/model/bootstrap.py, for every code source) calls `code_warm_start_problems` on the train
 split as the problems table. `coevo train` trains the coder role only, so there the tester half of
 the demonstrations is practice the loop needs and the pipeline does not (kept: one warm start).
 """
@@ -21,8 +21,8 @@ import pandas as pd
 
 from coevo.code.problems import TESTER_CUE, from_problems_frame, tester_prompt
 from coevo.config import Config
-from coevo.policy.checkpoint import Policy
-from coevo.policy.supervised import BootstrapReport, supervised_steps
+from coevo.model.checkpoint import Policy
+from coevo.model.supervised import BootstrapReport, supervised_steps
 
 # The Config fields the code warm start reads (a pydantic `include`): part of the bootstrap key.
 CODE_WARM_START_SETTINGS = {

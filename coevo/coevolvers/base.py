@@ -25,12 +25,12 @@ from coevo.config import CoevolverConfig, Config
 from coevo.errors import InputError
 from coevo.io import atomic_path, hash_bytes
 from coevo.registry import Registry
-from coevo.sampler import ProblemSampler
+from coevo.rollout.sampler import ProblemSampler
 from coevo.types import ContextVariant
 
 MANIFEST = "manifest.json"
 FORMAT = 1
-# Written by retention (coevo/policy/retention.py `prune_coevolver`) into a version whose checkpoint was
+# Written by retention (coevo/model/retention.py `prune_coevolver`) into a version whose checkpoint was
 # pruned: the files it deleted with their sha256; the same name as a pruned checkpoint's marker.
 PRUNED = "pruned.json"
 
@@ -164,7 +164,7 @@ coevolver_kinds = COEVOLVERS.names
 
 def uniform_batch(train: pd.DataFrame, n: int, seed: int, iteration: int) -> pd.DataFrame:
     """The batch without a `ChoosesProblems` co-evolver: iteration `iteration`'s batch of the seeded
-    shuffles (coevo/sampler.py)."""
+    shuffles (coevo/rollout/sampler.py)."""
     return ProblemSampler(train, n, seed).batch(iteration)
 
 

@@ -10,7 +10,7 @@ distribution over Q: softmax(Q / temperature).
 
 Departures from the paper:
 1. The advantage is the project's Dr.GRPO advantage, reward - group mean
-   (coevo/objectives/advantages.py, std_normalize=False), whatever objective.std_normalize says: the
+   (coevo/update/objectives/advantages.py, std_normalize=False), whatever objective.std_normalize says: the
    std-normalised advantage makes |A| near 1 for any mixed group and would hide how mixed it is.
 2. The Boltzmann distribution is mixed with a uniform floor, p = (1 - epsilon) softmax(Q / T) +
    epsilon / K, so no arm starves (an arm never drawn keeps its value forever otherwise).
@@ -57,11 +57,11 @@ from coevo.coevolvers.base import (
 )
 from coevo.config import CoevolverConfig
 from coevo.errors import InputError
-from coevo.objectives.group_signal import group_signal
 from coevo.problems.arithmetic import COLUMNS
 from coevo.problems.proposer import problems_frame, propose
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant
+from coevo.update.objectives.group_signal import group_signal
 from schemas.errors import SchemaError
 from schemas.problems import EXTRA, validate_problems
 

@@ -2,7 +2,7 @@
 
 Method. Per problem family, a rubric is a list of weighted natural-language criteria. The reward of a
 rollout (the built-in reward `rubric`, `rubric_reward` below) is the weighted mean of the judge's
-scores of the response against each criterion of its family's rubric (coevo/judge.py), read from the
+scores of the response against each criterion of its family's rubric (coevo/verification/judge.py), read from the
 rubric version the rollout was sampled under (co-evolver iter_{k-1} for iteration k). The judge sees
 the prompt and the response only: no reference answer, no gold check (self-supervised variant).
 After each iteration (`update`), each criterion's discrimination is measured: the mean over the
@@ -49,8 +49,8 @@ from coevo.coevolvers.composite import member_dir
 from coevo.coevolvers.writers import ChatEndpoint
 from coevo.config import CoevolverConfig, WriterConfig
 from coevo.io import hash_bytes
-from coevo.judge import Judge, JudgeCache
 from coevo.types import ContextVariant, Reward
+from coevo.verification.judge import Judge, JudgeCache
 from schemas.rewards import parse_details
 
 RUBRIC_FILE = "rubric.json"
@@ -357,7 +357,7 @@ def rubric_details(total: float | None, ids: list[str], scores: list[float | Non
 
 
 def rubric_reward(cfg):
-    """The built-in reward `rubric` (a judge-type entry of `rewards:`, coevo/rewards.py): scores rows
+    """The built-in reward `rubric` (a judge-type entry of `rewards:`, coevo/verification/rewards.py): scores rows
     (problems-table rows whose `attrs["iteration"]` names the training iteration) against the rubric
     version iter_{k-1} of the run. Held-out rows (no iteration) get None: evaluation uses the gold checks."""
     entry = next((entry for entry in cfg.coevolver_list if entry.kind == "rubrics"), None)

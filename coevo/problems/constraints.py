@@ -199,7 +199,8 @@ def demonstration(prompt: str, spec: dict, rng: np.random.Generator) -> str:
 
 
 def score_constraints(problems: pd.DataFrame, completions: list[str], cfg=None) -> list:
-    """The gold checks as a family verifier (coevo/family_verifiers.py): reward 1.0 when the constraint holds."""
+    """The gold checks as a family verifier (coevo/verification/family_verifiers.py): reward 1.0 when the constraint
+    holds."""
     out = []
     for pid, answer, text in zip(problems["id"], problems["answer"], completions, strict=True):
         spec = parse_spec(answer, str(pid))

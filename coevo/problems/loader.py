@@ -8,11 +8,11 @@ Fields: answer (required); the question as `prompt` (a string: TRL's standard fo
 conversation (TRL's conversational format: a list of {role, content}, roles system/user/assistant,
 any number of turns, ending in the user's question), held in `messages` or in `prompt` itself;
 a conversation's `prompt` is its last user turn, and it is rendered under `prompt.format: chat`
-only (coevo/prompting.py). Optional: id (default: the 0-based row index, when no row has one),
+only (coevo/rollout/prompting.py). Optional: id (default: the 0-based row index, when no row has one),
 family (default "math"), level (default 0). id and answer may be int or str and are normalised to
 str; any other type is an error. Other fields are kept, as one JSON object per row in the
 `user_fields` column (only when some row has one), and reach reward plugins as keyword arguments of
-their own (coevo/rewards.py); the plugins' own argument names (`completions`, `prompts`,
+their own (coevo/verification/rewards.py); the plugins' own argument names (`completions`, `prompts`,
 `completion_ids`, `trainer_state`, `log_metric`, `log_extra`) are reserved. Every problem found is
 reported in one `ProblemsFileError`, naming the file, the row (jsonl: 1-based line number; parquet
 and datasets: 0-based row index; in a directory, prefixed by the file name) and the field. The
@@ -30,7 +30,7 @@ import pyarrow
 import pyarrow.parquet
 
 from coevo.problems.heldout import keys_of
-from coevo.prompting import validate_messages
+from coevo.rollout.prompting import validate_messages
 from schemas.problems import EXTRA, MESSAGES, validate_problems
 
 REQUIRED = ("id", "prompt", "answer")
@@ -43,7 +43,7 @@ RESERVED = {
     "trainer_state",
     "log_metric",
     "log_extra",
-}  # reward plugins' own arguments (coevo/reward_calls.py)
+}  # reward plugins' own arguments (coevo/verification/reward_calls.py)
 MAX_LINES = 50  # errors listed in one message; the rest are counted
 HF_STATE, HF_DICT = "state.json", "dataset_dict.json"  # what `save_to_disk` writes (a Dataset, a DatasetDict)
 

@@ -20,7 +20,7 @@ Departures from "recompute every hash":
 1. DVC's md5 is recorded, not recomputed (the data files' own sha256 are checked instead).
 2. A checkpoint's trainer_state.pt is not checked: save_checkpoint leaves it out of "files" (it is
    training state, and the pipeline deletes it from all but the newest checkpoint).
-3. A checkpoint pruned by retention (coevo/policy/retention.py) lacks its weight files: a listed file
+3. A checkpoint pruned by retention (coevo/model/retention.py) lacks its weight files: a listed file
    that is absent passes when the checkpoint's pruned.json names it with the sha256 coevo.json
    recorded (a parent link to it is checked against that recorded hash); the chain reports it pruned.
    The same holds for the co-evolver version of a pruned checkpoint (its pruned.json against its
@@ -41,8 +41,8 @@ from pathlib import Path
 from coevo.coevolvers.base import MANIFEST, content_hash, read_manifest
 from coevo.errors import InputError
 from coevo.io import hash_bytes, hash_file
-from coevo.policy.checkpoint import META, PRUNED, TRAINER_STATE, WEIGHTS, read_meta, read_pruned, weights_file
-from coevo.policy.import_model import read_import_record
+from coevo.model.checkpoint import META, PRUNED, TRAINER_STATE, WEIGHTS, read_meta, read_pruned, weights_file
+from coevo.model.import_model import read_import_record
 from coevo.tracking.dvc import dvc_dir_md5
 
 MODEL_URI = "models:/"
@@ -82,7 +82,7 @@ def lineage_record(
 ) -> dict:
     """The lineage record of the checkpoint of `iteration`, to be saved at `checkpoint_dir`
     (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk, except
-    the reward plugins' ({"function", "path", "sha256"}: their source when imported, coevo/rewards.py).
+    the reward plugins' ({"function", "path", "sha256"}: their source when imported, coevo/verification/rewards.py).
     `source`: the user checkpoint (policy.checkpoint) the bootstrap was copied from, if any.
     `harness`: the co-evolver version whose harness the checkpoint was trained under (the parent's,
     coevo/coevolvers/harness.py) and the values it put in force (params' `values` are what the user set)."""

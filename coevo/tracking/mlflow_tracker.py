@@ -78,7 +78,7 @@ from mlflow.utils.validation import MAX_METRICS_PER_BATCH, MAX_PARAM_VAL_LENGTH,
 
 from coevo.config import TrackingConfig
 from coevo.io import write_json
-from coevo.policy.checkpoint import TRAINER_STATE, policy_version
+from coevo.model.checkpoint import TRAINER_STATE, policy_version
 from coevo.tracking.plots import learning_curve
 
 log = logging.getLogger(__name__)

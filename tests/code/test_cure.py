@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from coevo.code.cure import cure_rewards, z_normalise
-from coevo.objectives import group_advantages
+from coevo.update.objectives import group_advantages
 
 # 4 sampled solutions, 2 ground-truth tests (B*), 3 generated tests (B).
 TRUTH = [[1, 1], [1, 1], [1, 0], [0, 0]]  # correct = [T, T, F, F]; pass rates [1, 1, 0.5, 0]

@@ -20,14 +20,14 @@ from coevo.coevolvers import build_coevolver
 from coevo.coevolvers.writers import SkillDraft
 from coevo.config import deep_merge
 from coevo.driver import train
-from coevo.engines.hf import HFEngine
 from coevo.evaluate import evaluate, greedy_completions
-from coevo.policy.bootstrap import bootstrap_policy
-from coevo.policy.checkpoint import load_policy
+from coevo.model.bootstrap import bootstrap_policy
+from coevo.model.checkpoint import load_policy
 from coevo.prepare import prepare_problems
-from coevo.prompting import render_prompt
+from coevo.rollout.engines.hf import HFEngine
+from coevo.rollout.prompting import render_prompt
 from coevo.stages import bootstrap_key
-from coevo.verify import score_rows, verify_rollouts
+from coevo.verification.stage import score_rows, verify_rollouts
 from flows.train import train_flow
 from schemas.problems import read_problems
 from schemas.rewards import parse_details, read_rewards

@@ -14,7 +14,7 @@ from coevo.code.problems import (
 )
 from coevo.code.sources import prepare_code_problems
 from coevo.sandbox import Job, run_jobs
-from coevo.verify import verify_rollouts
+from coevo.verification.stage import verify_rollouts
 from schemas.code import validate_code_problems
 from schemas.errors import SchemaError
 from schemas.problems import read_problems

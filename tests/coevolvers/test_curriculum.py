@@ -15,10 +15,10 @@ from coevo.coevolvers.base import CoevolverDirError
 from coevo.coevolvers.curriculum import boltzmann, categories
 from coevo.config import CoevolverConfig, CurriculumConfig
 from coevo.errors import InputError
-from coevo.objectives.group_signal import zero_variance_share
 from coevo.problems.arithmetic import generate_arithmetic
 from coevo.store.catalog import Catalog, IterationFiles
 from coevo.store.query_cli import query_app
+from coevo.update.objectives.group_signal import zero_variance_share
 from schemas import SchemaError
 
 from ..conftest import tiny_config

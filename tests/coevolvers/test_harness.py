@@ -199,7 +199,7 @@ def test_a_wrong_instruction_is_backtested_through_the_chat_renderer_and_replace
     prompt; a responder that follows it (explains and is cut off, or answers in a box) stands in for
     the frozen policy. The fix removes the format failures without losing reward: accepted, and the
     harness then renders every prompt with it."""
-    from coevo.prompting import prompt_renderer
+    from coevo.rollout.prompting import prompt_renderer
 
     tokenizer = chat_tokenizer()
     train = pd.DataFrame(
@@ -248,7 +248,7 @@ def sampled_at(checkpoint, rollouts, temperature: float) -> bool:
     pass per row (no engine code), within float tolerance (other temperatures differ by far more)."""
     import torch
 
-    from coevo.policy.checkpoint import load_policy
+    from coevo.model.checkpoint import load_policy
     from schemas.rollouts import read_rollouts
 
     model = load_policy(checkpoint, "cpu").model

@@ -84,8 +84,8 @@ REFLECTIONS = {
 def reflector_policy(tiny_policy_dir, out_dir, prompts: dict[str, str]):
     """The tiny checkpoint taught to continue each reflection prompt with its REFLECTIONS line (masked
     NLL on the reflection and <eos> only): a real policy that reflects, served by the real engine."""
-    from coevo.policy.checkpoint import load_policy, save_checkpoint
-    from coevo.policy.supervised import supervised_steps
+    from coevo.model.checkpoint import load_policy, save_checkpoint
+    from coevo.model.supervised import supervised_steps
 
     policy = load_policy(tiny_policy_dir, device="cpu")
     tok = policy.tokenizer

@@ -17,9 +17,9 @@ import pytest
 from coevo.coevolvers import ProceduralMemory
 from coevo.coevolvers.memory import EndpointReflector
 from coevo.config import CoevolverConfig, MemoryConfig, WriterConfig
-from coevo.engines.vllm import vllm_available
-from coevo.policy.bootstrap import build_tiny_policy
-from coevo.policy.checkpoint import save_checkpoint
+from coevo.model.bootstrap import build_tiny_policy
+from coevo.model.checkpoint import save_checkpoint
+from coevo.rollout.engines.vllm import vllm_available
 
 from ..conftest import tiny_config
 from .test_skill_bank import PROBLEMS, frames

@@ -23,10 +23,10 @@ from coevo.coevolvers.rubrics import (
 )
 from coevo.config import CoevolverConfig, RubricsConfig
 from coevo.problems.constraints import generate_constraints
-from coevo.rewards import reward_terms
 from coevo.stages import reward_metrics
 from coevo.store.catalog import skill_events_from_report
-from coevo.verify import verify_rollouts
+from coevo.verification.rewards import reward_terms
+from coevo.verification.stage import verify_rollouts
 from schemas.skill_events import validate_skill_events
 
 from ..conftest import tiny_config

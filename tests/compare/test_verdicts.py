@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from coevo import stages
-from coevo.engines import with_prompt_format
 from coevo.evaluate import greedy_completions, passed
-from coevo.prompting import prompt_renderer
+from coevo.rollout.engines import with_prompt_format
+from coevo.rollout.prompting import prompt_renderer
 from schemas.problems import read_problems
 
 from ..conftest import tiny_config

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from coevo.cli import app
 from coevo.config import load_config
-from coevo.policy.checkpoint import META
+from coevo.model.checkpoint import META
 from coevo.stages import RunLayout, latest_complete
 from coevo.store.catalog import Catalog
 from coevo.store.lineage import verify_lineage

@@ -14,7 +14,7 @@ from prefect.settings import PREFECT_API_URL
 from typer.testing import CliRunner
 
 from coevo.cli import app
-from coevo.policy.checkpoint import read_meta
+from coevo.model.checkpoint import read_meta
 from coevo.stages import RunLayout
 
 from .test_continue import _params

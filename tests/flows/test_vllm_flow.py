@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from coevo.engines.vllm import vllm_available
+from coevo.rollout.engines.vllm import vllm_available
 from coevo.stages import RunLayout
 
 from ..conftest import ROOT, TINY
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not vllm_available(), reason="needs the vllm (GP
 
 
 def test_two_iteration_flow_with_the_vllm_engine(prefect_server, tmp_path):
-    from coevo.engines import LIVE
+    from coevo.rollout.engines import LIVE
     from flows.train import train_flow
     from schemas.rollouts import read_rollouts
 

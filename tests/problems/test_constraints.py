@@ -21,7 +21,7 @@ from coevo.problems.constraints import (
     parse_spec,
     topic_of,
 )
-from coevo.verify import family_verdicts
+from coevo.verification.stage import family_verdicts
 from schemas.problems import validate_problems
 
 CASES = [

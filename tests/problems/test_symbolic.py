@@ -10,7 +10,7 @@ import pytest
 from coevo.config import Config
 from coevo.problems.math_verifier import check_answer
 from coevo.problems.symbolic import NAME, check_symbolic
-from coevo.verify import family_verdicts
+from coevo.verification.stage import family_verdicts
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from coevo.coevolvers import SkillDraft, build_coevolver
 from coevo.io import hash_file, write_parquet
-from coevo.policy.checkpoint import TRAINER_STATE, load_policy, save_checkpoint
+from coevo.model.checkpoint import TRAINER_STATE, load_policy, save_checkpoint
 from coevo.store.lineage import Mismatch, lineage_chain, lineage_record, read_record, resolve_checkpoint, verify_lineage
 from coevo.store.lineage_cli import lineage
 from coevo.tracking.dvc import dvc_dir_md5

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM
 
 from coevo.coevolvers.base import save_artifact
 from coevo.config import TrackingConfig
-from coevo.policy.checkpoint import TRAINER_STATE, load_policy, policy_version, save_checkpoint
+from coevo.model.checkpoint import TRAINER_STATE, load_policy, policy_version, save_checkpoint
 from coevo.tracking.mlflow_tracker import (
     METRICS_MARKER,
     RUN_FILE,

@@ -1,0 +1,192 @@
+"""Bootstrap of the default policy: a tiny Llama model warm-started on easy demonstrations.
+
+Which warm start runs depends on the kind of problems (`WARM_STARTS`, keyed by problems.source):
+math sources get the arithmetic one below; code sources get the coder + tester demonstrations of the
+synthetic code family (coevo/code/warm_start.py). HumanEval and user code files hold no synthetic
+problems, so there the tiny policy starts untrained and the report says so: train a real
+checkpoint (`policy.checkpoint`) on them instead. `check_targets` tries policy.lora's target modules
+on the model a run will start from (this tiny one, or the skeleton of the user's checkpoint).
+
+The arithmetic warm start sees demonstrations of `problems.bootstrap_families` only (the easy
+families); RL later faces the full mix with the verifier alone, as in RLVR when no solutions exist. Each
+demonstration is preceded, with probability `bootstrap.context_prob`, by worked examples of its own
+family laid out exactly as skills are rendered (`coevo.rollout.prompting.render_prompt`), so the policy
+learns to read skill context before any skill exists. With probability `bootstrap.recall_prob` a
+demonstration is a recall exercise instead: a question "a?b=" with the operator of any family in the
+RL mix, whose answer is a random number (new in every sequence, so it cannot be memorised, and no
+arithmetic fact is taught) and whose worked example stands among the context lines, unscored. The
+only way to predict it is to find the question in the context and copy its answer, so the policy
+learns to use a relevant line of context: what a self-teacher needs to be better informed than its
+student when it sees the reference answer or a memory entry of the question. The loss covers the
+answers and <eos> only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+from coevo.code.sources import CODE_SOURCES
+from coevo.code.warm_start import CODE_WARM_START_SETTINGS, code_warm_start_problems
+from coevo.config import Config
+from coevo.model.checkpoint import Policy, linkable_weights, load_policy, resolve_device, save_checkpoint
+from coevo.model.constraint_warm_start import constraint_warm_start
+from coevo.model.lora import check_target_modules
+from coevo.model.supervised import BootstrapReport, bootstrap_steps
+from coevo.model.tokenizer import build_char_tokenizer
+from coevo.problems.arithmetic import FAMILIES
+from coevo.registry import Registry
+
+SYMBOLS = {family: symbol for family, (symbol, _) in FAMILIES.items()}
+
+
+def build_tiny_policy(cfg: Config) -> Policy:
+    """A randomly initialised tiny Llama model with the character tokenizer, seeded by cfg.seed."""
+    tokenizer = build_char_tokenizer()
+    shape = cfg.policy.shape
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size,
+        num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads,
+        num_key_value_heads=shape.num_heads,
+        max_position_embeddings=shape.max_position,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(cfg.seed)
+    model = LlamaForCausalLM(config).to(resolve_device(cfg.policy.device))
+    return Policy(model=model, tokenizer=tokenizer)
+
+
+def check_targets(cfg: Config) -> None:
+    """Fail before a run writes anything when policy.lora.target_modules misses the model: checked
+    on the model's skeleton (meta device, no weights read) or the tiny default's."""
+    if not cfg.policy.lora.rank:
+        return
+    if cfg.policy.checkpoint is None:
+        model = build_tiny_policy(cfg).model
+    else:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(
+                AutoConfig.from_pretrained(cfg.policy.checkpoint, local_files_only=True)
+            )
+    check_target_modules(model, cfg.policy.lora.target_modules)
+
+
+def demonstration_sequences(
+    pool: pd.DataFrame, cfg: Config, rng: np.random.Generator, tokenizer
+) -> tuple[list[list[int]], list[list[float]]]:
+    """Token ids and loss masks of a batch of demonstrations.
+
+    A sequence is <bos>, then 0..max_context worked examples of the same family ("q=a\n", laid out
+    as render_prompt lays out skills), then the demonstrated problem "q=a<eos>". A recall exercise
+    demonstrates a lookup "a?b=r" (an operator of the mix, random r) whose worked example takes a
+    random place among the context lines. The loss covers every answer's digits (context answers
+    included: they are demonstrations too, except the looked-up one) and the final <eos>, never a
+    question or a line break, so the model learns to stop after its answer.
+    """
+    boot = cfg.bootstrap
+    with_context = rng.random(boot.batch_size) < boot.context_prob
+    recall = rng.random(boot.batch_size) < boot.recall_prob
+    lines = (
+        rng.integers(1, boot.max_context + 1, boot.batch_size) if boot.max_context else np.zeros(boot.batch_size, int)
+    )
+    by_family = {family: group for family, group in pool.groupby("family")}
+    operators = [SYMBOLS[family] for family in cfg.problems.families]
+    final_rows = pool.iloc[rng.integers(0, len(pool), boot.batch_size)]
+    sequences, masks = [], []
+    for row, has_context, n_lines, recalled in zip(final_rows.itertuples(), with_context, lines, recall):
+        family_pool = by_family[row.family]
+        examples = [
+            (e.prompt, e.answer, 1.0)
+            for e in family_pool.iloc[rng.integers(0, len(family_pool), n_lines if has_context else 0)].itertuples()
+        ]
+        prompt, answer = row.prompt, row.answer
+        if recalled:
+            a, b, r = rng.integers(0, 10, 2).tolist() + [int(rng.integers(0, 100))]
+            prompt, answer = f"{a}{operators[int(rng.integers(0, len(operators)))]}{b}=", str(r)
+            examples.insert(int(rng.integers(0, len(examples) + 1)), (prompt, answer, 0.0))
+        ids, mask = [tokenizer.bos_token_id], [0.0]
+        for line_question, line_answer, scored in examples:
+            for text, weight in ((line_question, 0.0), (line_answer, scored), ("\n", 0.0)):
+                piece = tokenizer(text, add_special_tokens=False)["input_ids"]
+                ids, mask = ids + piece, mask + [weight] * len(piece)
+        question = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        sequences.append(ids + question + answer_ids)
+        masks.append(mask + [0.0] * len(question) + [1.0] * len(answer_ids))
+    return sequences, masks
+
+
+def arithmetic_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> BootstrapReport:
+    """Train on demonstrations of problems.bootstrap_families for bootstrap.steps, or
+    bootstrap.time_budget_s if set and sooner (recorded as stopped_by="time_budget" with the steps
+    done), or exactly bootstrap.replay_steps."""
+    pool = train[train["family"].isin(cfg.problems.bootstrap_families)]
+    if pool.empty:
+        raise ValueError(f"no training problems in problems.bootstrap_families {cfg.problems.bootstrap_families}")
+    rng = np.random.default_rng(cfg.seed)
+    tok = policy.tokenizer
+
+    def batches():
+        return demonstration_sequences(pool, cfg, rng, tok)
+
+    return bootstrap_steps("arithmetic", policy.model, batches, tok.pad_token_id, cfg.bootstrap)
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """How the tiny policy is warm-started for a kind of problem source: the training function (on
+    the train split as the problems table) and the settings it reads, as a pydantic `include` of
+    Config. The settings' values are part of the bootstrap key (coevo/stages.py), so changing them
+    re-bootstraps while a knob no warm start reads (code.sandbox, say) does not."""
+
+    run: Callable[[Policy, pd.DataFrame, Config], BootstrapReport]
+    settings: dict
+
+
+WARM_STARTS = Registry("warm start for problems.source")
+for _source in ("arithmetic", "file"):
+    WARM_STARTS.add(_source, WarmStart(arithmetic_warm_start, {"bootstrap": True}))
+for _source in CODE_SOURCES:
+    WARM_STARTS.add(_source, WarmStart(code_warm_start_problems, CODE_WARM_START_SETTINGS))
+WARM_STARTS.add("constraints", WarmStart(constraint_warm_start, {"bootstrap": True}))
+
+
+def warm_start_for(cfg: Config) -> WarmStart:
+    """The warm start of problems.source: arithmetic demonstrations for math sources, coder and
+    tester demonstrations of the synthetic code family for code sources."""
+    return WARM_STARTS[cfg.problems.source]
+
+
+def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None = None) -> tuple[Policy, dict]:
+    """Create checkpoint 0 (cfg.bootstrap_dir): the user's checkpoint if params name one (its weights
+    file hard-linked when it holds the model exactly as loaded: coevo/model/checkpoint.py), else the
+    tiny default warm-started as problems.source calls for (`warm_start_for`).
+
+    `extra_meta` (e.g. the lineage record) is stored in the checkpoint's coevo.json.
+    """
+    linked = None
+    if cfg.policy.checkpoint is not None:
+        policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype)
+        meta = {"iteration": 0, "source": str(cfg.policy.checkpoint), "parent": None}
+        linked = linkable_weights(
+            cfg.policy.checkpoint, policy.model
+        )  # hard-linked, not copied, when it is the model as loaded
+    else:
+        policy = build_tiny_policy(cfg)
+        report = warm_start_for(cfg).run(policy, train, cfg)
+        meta = {"iteration": 0, "source": "tiny-bootstrap", "parent": None, "bootstrap": asdict(report)}
+    meta.update(extra_meta or {})
+    version = save_checkpoint(cfg.bootstrap_dir, policy, meta, weights_from=linked)
+    policy.path = cfg.bootstrap_dir
+    return policy, {**meta, "weights_sha256": version}
