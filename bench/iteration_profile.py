@@ -8,9 +8,10 @@ falls on every arm alike. Read per iteration from the run's metrics.jsonl and ro
   rollout  time/rollout; FLOPs 2 x parameters x (each group's prompt tokens once: the engine's
            prefix cache shares a group's prompt; + every generated token);
   update   time/update; FLOPs c x parameters x tokens trained (the kept groups' completion tokens
-           + their prompt tokens, once per group with `policy.shared_prefix: group`, else once per
-           row), c = 4 with LoRA (forward 2, backward to the activations 2; the frozen weights get no
-           gradient) and 6 for full fine-tuning;
+           + their prompt tokens: once per group with `policy.shared_prefix` group or minibatch,
+           once per row with none), c = 4 with LoRA (forward 2, backward to the activations 2; the
+           frozen weights get no gradient) and 6 for full fine-tuning; one forward and one backward
+           pass, so a pass the objective adds (reference log-probs for a KL term) is not counted;
   verify, coevolve: seconds only.
 
 "Parameters" counts the base model's weights (LoRA adapters add under 1%). The matmul rate is
@@ -82,7 +83,7 @@ def iteration_record(out: Path, it: int, params: int, lora: bool, shared: str, g
     completion_tokens = int(rollouts["completion_ids"].map(len).sum())
     kept = row.get("policy/groups_kept", row.get("policy/groups_total", 0)) / max(row.get("policy/groups_total", 1), 1)
     per_row_prompt = int(rollouts["prompt_ids"].map(len).sum())
-    trained_prompt = prompt_tokens if shared == "group" else per_row_prompt
+    trained_prompt = per_row_prompt if shared == "none" else prompt_tokens  # minibatch: once per distinct prompt
     trained = float(kept * (completion_tokens + trained_prompt))
     flops = {
         "rollout": 2 * params * (prompt_tokens + completion_tokens),

@@ -40,8 +40,8 @@ TINY = {
 # vLLM server) are built once.
 XDIST_GROUPS = {
     "vllm": (
-        "engines/test_vllm.py",
-        "engines/test_vllm_json.py",
+        "rollout/test_vllm.py",
+        "rollout/test_vllm_json.py",
         "flows/test_vllm_flow.py",
         "coevolvers/test_memory_served.py",
     ),
