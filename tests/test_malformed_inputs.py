@@ -332,7 +332,7 @@ def coevolver_tampered_entry(tmp_path, run, monkeypatch):
     with pytest.raises(
         CoevolverDirError, match=rf"{bank / 'skills.jsonl'}: content does not match the manifest's sha256"
     ):
-        load_coevolver(bank, run["cfg"].coevolver, run["cfg"].seed)
+        load_coevolver(bank, run["cfg"].coevolver_list[0], run["cfg"].seed)
 
 
 # ---- CLI arguments ----

@@ -166,7 +166,7 @@ def test_one_changed_byte_in_the_skill_bank_is_named(run_dir, name):
 
 
 def test_a_rewritten_coevolver_version_is_detected(run_dir, tmp_path):
-    bank = build_coevolver(tiny_config(tmp_path).coevolver, 0)
+    bank = build_coevolver(tiny_config(tmp_path).coevolver_list[0], 0)
     bank.save(run_dir / "coevolver" / "iter_0001")  # self-consistent manifest, but not the version iter 1 used
     found = verify_lineage(_head(run_dir))
     assert [(m.what, Path(m.path).name) for m in found] == [("co-evolver version", "iter_0001")]
