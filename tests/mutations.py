@@ -283,7 +283,9 @@ def check(mutation: Mutation, root: Path = ROOT) -> tuple[str, float, str]:
         copy_tree(root, tree)
         if not apply(mutation, tree):
             return "STALE", time.monotonic() - start, f"{mutation.file}: the text to replace is not there exactly once"
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutation.tests]
+        # -n 0: one process (the entry's few tests gain nothing from xdist workers, and with them a
+        # failure under -x exits 2, "interrupted", instead of 1)
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider", *mutation.tests]
         run = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
     tail = "\n".join(line for line in run.stdout.splitlines()[-3:] if line.strip())
     # pytest exits 1 when tests ran and failed; 2-5 mean an interrupted run, a usage error or no tests
