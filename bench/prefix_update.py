@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd
 import torch
 
+from bench.engine_bound import matmul_gflops  # noqa: E402
 from coevo.coevolvers import ProceduralMemory, build_coevolver
 from coevo.config import CoevolverConfig, load_config
 from coevo.io import write_json
@@ -94,16 +95,6 @@ def saved_rollouts(args) -> tuple[pd.DataFrame, pd.DataFrame]:
     frame.to_parquet(rollouts)
     scored.to_parquet(rewards)
     return frame, scored
-
-
-def matmul_gflops(threads: int, n: int = 1024, reps: int = 20) -> float:
-    torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    return 2 * n**3 * reps / (time.perf_counter() - start) / 1e9
 
 
 class Arm:
@@ -175,7 +166,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     rollouts, rewards = saved_rollouts(args)
-    peak = matmul_gflops(args.threads)
+    peak = matmul_gflops(args.threads, size=1024, repeats=20)
     arms = [Arm(name, args) for name in args.arms.split(",")]
     for arm in arms:  # warm-up, untimed
         arm.step(rollouts, rewards, seed=0)
