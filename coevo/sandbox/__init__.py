@@ -22,7 +22,7 @@ program mutates in place (list, dict, set) are copied back; a test passing a lam
 its own to the program errors.
 
 How a sample ends is read where it cannot be faked or lost: the supervisor waits on the program's
-process (os.wait4), so killed by SIGXCPU or SIGKILL having used its CPU limit is "timeout" however
+process (os.wait4), so killed by SIGXCPU, or by SIGKILL having used its CPU limit, is "timeout" however
 loaded the machine is, whatever a helper such as `unshare` does with the signal. Per-test timers
 count the program's CPU seconds (ITIMER_PROF); only the wall-clock limits (the sample's `wall_s`,
 and a per-test backstop of 5x the per-test budget for a program that sleeps) depend on load.
