@@ -27,7 +27,7 @@ import pandas as pd
 
 from coevo.code.sources import CODE_SOURCES
 from coevo.coevolvers import CoEvolver, TextGenerator
-from coevo.coevolvers.base import MANIFEST, ProposesProblems, SetsHarness, read_manifest
+from coevo.coevolvers.base import MANIFEST, ChoosesProblems, ProposesProblems, SetsHarness, read_manifest
 from coevo.coevolvers.composite import (
     build_coevolvers,
     check_coevolvers,
@@ -454,6 +454,9 @@ def coevolve_stage(cfg: Config, now: InForce, rollouts: str, rewards: str, test:
     frame, scored, split = table(read_rollouts, rollouts), table(read_rewards, rewards), training_split(now)
     batch = split.set_index("id").loc[frame["problem_id"].unique()].reset_index()
     report, metrics = bank.update(it, batch, frame, scored), {}
+    for member, member_report in zip(members_of(bank), member_reports(report)):
+        if isinstance(member, ChoosesProblems):
+            metrics = {**metrics, **member.choice_metrics(member_report)}
     for member in members_of(bank):
         if isinstance(member, ProposesProblems) and (
             proposed := member.propose(it, batch, frame, scored, split, held_out(test))

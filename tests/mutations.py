@@ -81,6 +81,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/coevolvers/test_list.py::test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage",),
     ),
     Mutation(
+        "curriculum-value-curves-not-logged",
+        "coevo/stages.py",
+        "metrics = {**metrics, **member.choice_metrics(member_report)}",
+        "pass",
+        ("tests/coevolvers/test_curriculum.py::test_plain_driver_runs_curriculum",),
+    ),
+    Mutation(
         "sandbox-nonce-reaches-the-program",
         "coevo/sandbox/runner.py",
         '"report_fd": write_report,',

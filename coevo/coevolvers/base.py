@@ -97,6 +97,11 @@ class ChoosesProblems(Protocol):
         co-evolver, the seed and the iteration, so a resumed run draws the same batch)."""
         ...
 
+    def choice_metrics(self, report: Mapping) -> dict[str, float]:
+        """The iteration's metrics from `update`'s report: what the choice is made from (a curriculum's
+        value and draw probability per category), so its curves show in MLflow."""
+        ...
+
 
 @runtime_checkable
 class ProposesProblems(Protocol):

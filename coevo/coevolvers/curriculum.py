@@ -200,6 +200,14 @@ class Curriculum:
             ],
         }
 
+    def choice_metrics(self, report: Mapping) -> dict[str, float]:
+        """curriculum/value/<category> and curriculum/prob/<category> for every known arm."""
+        metrics = {}
+        for arm in report["arms"]:
+            metrics[f"curriculum/value/{arm['category']}"] = float(arm["value"])
+            metrics[f"curriculum/prob/{arm['category']}"] = float(arm["prob"])
+        return metrics
+
     def propose(
         self,
         iteration: int,

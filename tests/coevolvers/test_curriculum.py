@@ -154,6 +154,9 @@ def test_plain_driver_runs_curriculum(tmp_path):
     assert sum(d["groups"] for d in report["drawn"]) == cfg.rollout.problems_per_iter
     metrics = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
     assert all(0.0 <= m["coevo/zero_var_share"] <= 1.0 for m in metrics)
+    for arm in report["arms"]:  # each category's value and draw probability: one curve per arm
+        assert metrics[-1][f"curriculum/value/{arm['category']}"] == pytest.approx(arm["value"])
+        assert metrics[-1][f"curriculum/prob/{arm['category']}"] == pytest.approx(arm["prob"])
     state = json.loads((cfg.run.out_dir / "coevolver" / "iter_0002" / "state.json").read_text())
     assert sum(arm["cursor"] for arm in state["arms"].values()) == 2 * cfg.rollout.problems_per_iter
     out = cfg.run.out_dir

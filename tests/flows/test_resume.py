@@ -224,7 +224,7 @@ def test_sigkill_mid_coevolution_with_four_coevolvers_resumes_exactly(prefect_se
     }
     train_flow(_params(tmp_path, "reference", top, merge)[0])
     reference = RunLayout(tmp_path / "reference" / "run")
-    params, _ = _params(tmp_path, "killed", top, merge)
+    params, overrides = _params(tmp_path, "killed", top, merge)
     _kill_at_pause(_run(params, "coevolve:2"), "coevolve:2")
     layout = RunLayout(tmp_path / "killed" / "run")
     done = {k: v for k, v in _stage_outputs(layout).items() if k not in INTERRUPTED["coevolve:2"]}
@@ -244,6 +244,11 @@ def test_sigkill_mid_coevolution_with_four_coevolvers_resumes_exactly(prefect_se
         json.loads((layout.root / "reports" / f"iter_{it:04d}.json").read_text()) for it in range(1, ITERATIONS + 1)
     ]
     assert any(member_reports(report)[2]["retired"] for report in reports)  # the writer replaced a criterion
+    client = mlflow.MlflowClient(overrides["tracking"]["mlflow_uri"])
+    (run,) = client.search_runs([client.get_experiment_by_name("resume").experiment_id])
+    for arm in member_reports(reports[-1])[0]["arms"]:  # the curriculum's value curves, one per category
+        curve = client.get_metric_history(run.info.run_id, f"curriculum/value/{arm['category']}")
+        assert {m.step: m.value for m in curve}[ITERATIONS] == pytest.approx(arm["value"])
     judged = sorted((layout.root / "judge" / "cache.jsonl").read_text().splitlines())
     assert judged == sorted((reference.root / "judge" / "cache.jsonl").read_text().splitlines())
     assert verify_lineage(layout.checkpoint(ITERATIONS)) == []
