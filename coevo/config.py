@@ -935,12 +935,27 @@ class HarnessConfig(Strict):
             "the term's weight to 0."
         ),
     )
+    backtest_before: Literal["rollouts", "resample"] = Field(
+        "rollouts",
+        description=(
+            "Where the backtest's before arm (the harness in force) comes from. rollouts: a seeded draw splits the "
+            "iteration's batch in two; the diagnosis reads one half, and the other half's own rollouts (the same "
+            "frozen policy under the same settings) are the before arm, so only the candidate is sampled, on that "
+            "half (at most backtest_problems problems): one arm of half a batch (a shaping term's weight changes "
+            "only the scoring: both arms are sampled there with one seed, the same samples scored twice). The halves are disjoint so that a "
+            "symptom diagnosed high by chance does not also make the before arm look worse. resample: the diagnosis "
+            "reads the whole batch and both arms are sampled, with the same seed, on a slice of backtest_problems "
+            "training problems fixed for the run (two arms). A batch with context variants (a skill bank or memory "
+            "in the list) is always resampled: its rollouts are not what the candidate would be sampled as."
+        ),
+    )
     backtest_problems: int = Field(
         16,
         ge=1,
         description=(
-            "Training problems of the backtest slice (a seeded choice fixed for the run), rollout.group_size "
-            "completions each per arm."
+            "Problems of the backtest slice, rollout.group_size completions each per sampled arm (backtest_before "
+            "resample: a seeded choice from the training split fixed for the run; rollouts: at most this many of "
+            "the batch's backtest half)."
         ),
     )
     min_gain: float = Field(

@@ -88,6 +88,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/coevolvers/test_curriculum.py::test_plain_driver_runs_curriculum",),
     ),
     Mutation(
+        "harness-before-arm-reads-the-diagnosed-rollouts",
+        "coevo/coevolvers/harness.py",
+        "before = group_evidence(*rows_of(rollouts, rewards, held), train)",
+        "before = group_evidence(*rows_of(rollouts, rewards, diagnosed | held), train)",
+        (
+            "tests/coevolvers/test_harness.py::"
+            "test_the_before_arm_is_the_batchs_own_rollouts_on_the_half_the_diagnosis_did_not_read",
+        ),
+    ),
+    Mutation(
         "sandbox-nonce-reaches-the-program",
         "coevo/sandbox/runner.py",
         '"report_fd": write_report,',

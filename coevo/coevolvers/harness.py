@@ -34,10 +34,19 @@ What this harness holds (departures from the papers):
    the `instructions` in order, skipping the one in force; max_new_tokens x 2, x 4, ... then
    `max_tokens`; each shaping term in `rewards:` order, its weight set to 0 (halving was measured
    too timid: a policy exploiting a length bonus outgrew each halving, docs/benchmarks/harness-shaping.md).
-3. Backtest: a fixed slice of `backtest_problems` training problems (a seeded choice made once per
-   run), `rollout.group_size` completions each, sampled by the frozen current policy under the
-   harness in force and under the candidate with the same seed (matched), and verified. The
-   candidate is accepted when its measure (collapse: the share of groups with reward variance;
+3. Backtest (`backtest_before`): by default a seeded draw splits the iteration's batch in two
+   halves; the diagnosis (2.) reads one, and the other half's own rollouts, sampled by the same
+   frozen policy under the harness in force, are the "before" arm, so only the candidate is sampled
+   (`rollout.group_size` completions of at most `backtest_problems` of that half's problems) and
+   verified: one arm of half a batch instead of two of `backtest_problems` (a shaping term's weight,
+   which changes the scoring and not the samples, is backtested by sampling both arms on that half
+   with one seed: the same samples scored both ways). The halves are disjoint
+   because a symptom that crossed its threshold by chance on the diagnosed rollouts would make those
+   same rollouts a "before" arm worse than the harness in force is, and an ineffective change would
+   then pass. With `resample` (and for batches with context variants, which are not what the
+   candidate is sampled as), the diagnosis reads the whole batch and both arms are sampled, with the
+   same seed, on a fixed slice of `backtest_problems` training problems (a seeded choice made once
+   per run). The candidate is accepted when its measure (collapse: the share of groups with reward variance;
    format: the share of completions without a format failure; truncation: the share of finished
    completions; misranking: the share of (passing, failing) pairs ranked right) gains at least
    `min_gain`, or half of what it could gain (1 - before) when that is less, and its pass rate (the
@@ -133,6 +142,12 @@ def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.D
         "mean_reward": float(joined["reward"].mean()),
         "pass_rate": float(passed.mean()),
     }
+
+
+def rows_of(rollouts: pd.DataFrame, rewards: pd.DataFrame, problem_ids: set[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rollouts of `problem_ids` and their rewards."""
+    kept = rollouts[rollouts["problem_id"].isin(problem_ids)]
+    return kept, rewards[rewards["rollout_id"].isin(kept["rollout_id"])]
 
 
 def in_force(cfg: Config) -> dict[str, float | int | str | None]:
@@ -251,16 +266,24 @@ class Harness(NoCoEvolver):
     ) -> dict:
         """Diagnose this iteration's rollouts, backtest the change they call for, keep it if it helps."""
         current = self.apply(cfg)
-        evidence = group_evidence(rollouts, rewards, train)
+        reuse = (
+            self.params.backtest_before == "rollouts"
+            and set(rollouts["variant"]) == {"solo"}
+            and rollouts["problem_id"].nunique() > 1
+        )
+        diagnosed, held = self.split_batch(rollouts, iteration) if reuse else (set(rollouts["problem_id"]), set())
+        evidence = group_evidence(*rows_of(rollouts, rewards, diagnosed), train)
         report = {"in_force": in_force(current), "evidence": evidence, "change": None}
         change = None if self.frozen else self.diagnose(evidence, current, iteration)
         if change is None:
             return report
-        slice_ = self.backtest_slice(train)
         candidate = {**self.overrides, change["knob"]: change["value"]}
-        before, after = (
-            group_evidence(*sample(slice_, setting), train) for setting in (current, with_overrides(cfg, candidate))
-        )
+        slice_ = train.set_index("id").loc[sorted(held)].reset_index() if reuse else self.backtest_slice(train)
+        if reuse and not change["knob"].startswith(WEIGHT):
+            before = group_evidence(*rows_of(rollouts, rewards, held), train)
+        else:  # a weight changes only the scoring: both arms draw with one seed, the same samples scored twice
+            before = group_evidence(*sample(slice_, current), train)
+        after = group_evidence(*sample(slice_, with_overrides(cfg, candidate)), train)
         measure = failure_of(change["knob"]).measure
         room = 1.0 - before[measure]  # a share cannot gain more
         needed = min(self.params.min_gain, room / 2) if room > 0 else self.params.min_gain
@@ -283,6 +306,14 @@ class Harness(NoCoEvolver):
         else:
             self.rejected_at[f"{change['knob']}={change['value']}"] = iteration
         return {**report, "change": change, "entry": entry}
+
+    def split_batch(self, rollouts: pd.DataFrame, iteration: int) -> tuple[set[str], set[str]]:
+        """The batch's problems (at least two) as (diagnosed, backtested): a seeded draw, the backtested
+        half at most backtest_problems."""
+        ids = np.array(sorted(set(rollouts["problem_id"])))
+        order = np.random.default_rng(derive_seed(self.seed, "harness-split", iteration)).permutation(len(ids))
+        half = min(len(ids) // 2, self.params.backtest_problems)
+        return set(ids[order[half:]]), set(ids[order[:half]])
 
     def backtest_slice(self, train: pd.DataFrame) -> pd.DataFrame:
         """The run's fixed backtest problems: a seeded choice from the training split, by id."""

@@ -30,7 +30,15 @@ def batch(groups: dict[str, list[tuple[str, float, bool]]]) -> tuple[pd.DataFram
     for pid, rows in groups.items():
         for completion, reward, finished in rows:
             rid = f"r{len(rollouts):03d}"
-            rollouts.append({"rollout_id": rid, "problem_id": pid, "completion": completion, "finished": finished})
+            rollouts.append(
+                {
+                    "rollout_id": rid,
+                    "problem_id": pid,
+                    "variant": "solo",
+                    "completion": completion,
+                    "finished": finished,
+                }
+            )
             rewards.append({"rollout_id": rid, "reward": reward, "passed": reward == 1.0})
     return pd.DataFrame(rollouts), pd.DataFrame(rewards)
 
@@ -153,7 +161,7 @@ def test_a_small_failure_needs_half_its_room_not_min_gain():
         weight = trial.rewards[1].weight
         return rollouts, rewards.assign(reward=rewards["reward"] if weight == 1.0 else rewards["passed"].astype(float))
 
-    h = harness(misrank_share=0.05)
+    h = harness(misrank_share=0.05, backtest_before="resample")
     report = h.revise(2, rollouts, rewards, PROBLEMS, shaped, sample)
     entry = report["entry"]
     assert (entry["knob"], entry["value"], entry["before"]["misranked_share"], entry["after"]["misranked_share"]) == (
@@ -177,7 +185,7 @@ def test_acceptance_needs_the_measure_to_gain_without_losing_passes():
         return arms[trial.sampling.temperature]
 
     h, train = (
-        harness(),
+        harness(backtest_before="resample"),
         pd.DataFrame({"id": [f"p{i}" for i in range(20)] + ["a", "b", "c"], "family": "add", "answer": "1"}),
     )
     report = h.revise(1, *COLLAPSED, train, BASE, sample)
@@ -192,6 +200,38 @@ def test_acceptance_needs_the_measure_to_gain_without_losing_passes():
         and h.apply(BASE).prompt == BASE.prompt
     )
     assert len(h.backtest_slice(train)) == 16 and h.backtest_slice(train).equals(h.backtest_slice(train.iloc[::-1]))
+
+
+def test_the_before_arm_is_the_batchs_own_rollouts_on_the_half_the_diagnosis_did_not_read():
+    """backtest_before: rollouts. Only the candidate is sampled, once, on the backtested half; the
+    before arm is that half's own rollouts. Here the diagnosed half collapsed by chance and the
+    backtested half did not: a candidate that changes nothing is rejected. Had the diagnosed rollouts
+    also been the before arm, the same candidate would have shown a gain (signal 1/2 -> 1) and passed."""
+    h = harness()
+    ids = [f"p{i}" for i in range(8)]
+    diagnosed, held = h.split_batch(pd.DataFrame({"problem_id": ids}), iteration=3)
+    assert len(held) == 4 and diagnosed.isdisjoint(held) and diagnosed | held == set(ids)
+    rows = {
+        pid: [("7", 1.0, True)] * 4 if pid in diagnosed else [("7", 1.0, True), ("8", 0.0, True)] * 2 for pid in ids
+    }
+    rollouts, rewards = batch(rows)
+    train = pd.DataFrame({"id": ids + ["q"], "family": "add", "answer": "7"})
+    calls: list[tuple[list[str], float]] = []
+
+    def sample(problems: pd.DataFrame, trial: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
+        calls.append((sorted(problems["id"]), trial.sampling.temperature))
+        return batch({pid: [("7", 1.0, True), ("8", 0.0, True)] * 2 for pid in problems["id"]})
+
+    report = h.revise(3, rollouts, rewards, train, BASE, sample)
+    entry = report["entry"]
+    assert calls == [(sorted(held), entry["value"])]  # one arm: the candidate, on the backtested half
+    assert report["evidence"]["collapsed_share"] == 1.0  # the diagnosis read the diagnosed half only
+    assert entry["before"] == group_evidence(*batch({pid: rows[pid] for pid in held}), train)
+    assert (entry["before"]["signal_share"], entry["after"]["signal_share"], entry["accepted"]) == (1.0, 1.0, False)
+    with_context = rollouts.assign(variant=["base"] * 4 + ["solo"] * (len(rollouts) - 4))
+    calls.clear()
+    harness().revise(3, with_context, rewards, train, BASE, sample)
+    assert len(calls) == 2  # context variants: both arms sampled on the fixed slice
 
 
 def test_a_wrong_instruction_is_backtested_through_the_chat_renderer_and_replaced():
@@ -221,7 +261,7 @@ def test_a_wrong_instruction_is_backtested_through_the_chat_renderer_and_replace
         }
         return batch(rows)
 
-    h = harness(backtest_problems=4)
+    h = harness(backtest_problems=4, backtest_before="resample")
     report = h.revise(1, *batch({"p0": [("First we", 0.0, False), ("So", 0.0, False)] * 2}), train, CHAT, sample)
     entry = report["entry"]
     assert (entry["knob"], entry["from"], entry["value"], entry["measure"]) == (
@@ -282,6 +322,7 @@ def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(t
         tmp_path,
         run={"iterations": 4, "retention": {"keep_last": None}},
         sampling={"temperature": COLD},
+        rollout={"problems_per_iter": 16},  # a backtest half of 8 problems, some of which pass at all
         coevolver={"kind": "harness", "harness": {"temperature_step": 4.0}},
     )
     train(cfg)
