@@ -25,6 +25,7 @@ the comparison itself sets (`DECIDED`). Relative paths are read from the current
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -373,27 +374,59 @@ def identity(cfg: Config) -> str:
     return _hash(_identity_params(cfg))
 
 
-# Settings added since the earlier spelling, with the default that computes what runs before them
-# computed: a run at that default keeps the earlier identity.
-ADDED_SINCE = {("engine", "cpu_threads"): None}
+def _without_cpu_threads(params: dict) -> bool:
+    """engine.cpu_threads dropped where it is null (vLLM's own binding: what ran before it existed);
+    False where it binds cores, a computation no earlier run made."""
+    if params["engine"].get("cpu_threads") is not None:
+        return False
+    params["engine"].pop("cpu_threads", None)
+    return True
+
+
+def _without_backtest_before(params: dict) -> bool:
+    """coevolver.harness.backtest_before dropped from every co-evolver entry, where no harness runs with
+    anything but `resample` (the backtest before it existed; without a harness no value is read)."""
+    entries = [
+        entry
+        for key in ("coevolver", "coevolvers")
+        for entry in (params.get(key) if isinstance(params.get(key), list) else [params.get(key)])
+        if isinstance(entry, dict)
+    ]
+    if any(e["kind"] == "harness" and e["harness"].get("backtest_before", "resample") != "resample" for e in entries):
+        return False
+    for entry in entries:
+        entry["harness"].pop("backtest_before", None)
+    return True
+
+
+# The settings added since the committed runs were made, oldest first: each drops its key from the
+# params where its value computes what runs made before the key existed computed (returning False
+# where it does not).
+ADDED_SINCE = (_without_cpu_threads, _without_backtest_before)
 
 
 def identities(cfg: Config) -> set[str]:
-    """The identities a finished run of `cfg` may carry in its marker: `identity(cfg)`, and the hash of
-    the same params in their earlier spelling, from before `coevolvers` (a list) was folded into
-    `coevolver` and `eval.with_skills` became `eval.with_context`, and without the settings added since
-    (`ADDED_SINCE`) where they hold their default. Runs finished before then (the committed ones under
-    bench/results) carry the earlier one; both name the same computation."""
-    earlier = _identity_params(cfg)
+    """The identities a finished run of `cfg` may carry in its marker: `identity(cfg)`, the hash of the
+    same params in their earlier spelling (from before `coevolvers`, a list, was folded into
+    `coevolver` and `eval.with_skills` became `eval.with_context`), and each of the two without the
+    settings added after a point in `ADDED_SINCE` where they hold a value that computes what ran
+    before them. Runs finished before then (the committed ones under bench/results) carry one of
+    these; all name the same computation."""
+    current = _identity_params(cfg)
+    earlier = copy.deepcopy(current)
     entries = earlier["coevolver"]  # one co-evolver dumps as its mapping, several as the list
     several = isinstance(entries, list)
     earlier["coevolver"] = CoevolverConfig().model_dump(mode="json") if several else entries
     earlier["coevolvers"] = entries if several else None
     earlier["eval"]["with_skills"] = earlier["eval"].pop("with_context")
-    for (section, key), default in ADDED_SINCE.items():
-        if earlier[section].get(key) == default:
-            del earlier[section][key]
-    return {identity(cfg), _hash(earlier)}
+    found = set()
+    for params in (current, earlier):
+        found.add(_hash(params))
+        for drop in reversed(ADDED_SINCE):  # a run from before setting k lacks k and every later one
+            if not drop(params):
+                break
+            found.add(_hash(params))
+    return found
 
 
 def _identity_params(cfg: Config) -> dict:

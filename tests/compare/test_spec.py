@@ -10,9 +10,10 @@ from typer.testing import CliRunner
 from coevo.cli import app
 from coevo.compare.results import finished_runs
 from coevo.compare.runs import MARKER
-from coevo.compare.spec import arm_config, load_spec
+from coevo.compare.spec import arm_config, identities, load_spec
+from coevo.io import hash_bytes
 
-from ..conftest import ROOT
+from ..conftest import ROOT, tiny_config
 
 GOOD_ARMS = """arms:
   - name: grpo
@@ -117,3 +118,22 @@ def test_the_committed_results_still_enter_their_comparisons(results, monkeypatc
         (marker["arm"], marker["seed"])
         for marker in (json.loads(path.read_text()) for path in results.glob(f"runs/*/{MARKER}"))
     }
+
+
+def test_a_setting_added_since_keeps_the_earlier_identity_only_where_it_computes_what_ran_before(tmp_path):
+    """coevolver.harness.backtest_before came after runs were committed: a run without a harness, or with
+    the earlier backtest (resample), still carries the identity of its params without the key; a harness
+    with the new default computes something else, and does not."""
+
+    def without_backtest_before(cfg) -> str:
+        params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
+        del params["coevolver"]["harness"]["backtest_before"]
+        return hash_bytes(json.dumps(params, sort_keys=True).encode())
+
+    for coevolver, earlier in (
+        ({"kind": "none"}, True),
+        ({"kind": "harness", "harness": {"backtest_before": "resample"}}, True),
+        ({"kind": "harness"}, False),
+    ):
+        cfg = tiny_config(tmp_path, coevolver=coevolver)
+        assert (without_backtest_before(cfg) in identities(cfg)) is earlier, coevolver
