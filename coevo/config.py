@@ -944,10 +944,10 @@ class HarnessConfig(Strict):
             "half (at most backtest_problems problems): one arm of half a batch (a shaping term's weight changes "
             "only the scoring: both arms are sampled there with one seed, the same samples scored twice). The "
             "halves are disjoint so that a symptom diagnosed high by chance does not also make the before arm look "
-            "worse. resample: the diagnosis "
-            "reads the whole batch and both arms are sampled, with the same seed, on a slice of backtest_problems "
-            "training problems fixed for the run (two arms). A batch with context variants (a skill bank or memory "
-            "in the list) is always resampled: its rollouts are not what the candidate would be sampled as."
+            "worse. resample: the diagnosis reads the whole batch and both arms are sampled, with the same seed, on "
+            "a slice of backtest_problems training problems fixed for the run (two arms). A batch with context "
+            "variants (a skill bank or memory in the list) is always resampled: its rollouts are not what the "
+            "candidate would be sampled as."
         ),
     )
     backtest_problems: int = Field(

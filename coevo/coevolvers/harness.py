@@ -40,13 +40,13 @@ What this harness holds (departures from the papers):
    (`rollout.group_size` completions of at most `backtest_problems` of that half's problems) and
    verified: one arm of half a batch instead of two of `backtest_problems` (a shaping term's weight,
    which changes the scoring and not the samples, is backtested by sampling both arms on that half
-   with one seed: the same samples scored both ways). The halves are disjoint
-   because a symptom that crossed its threshold by chance on the diagnosed rollouts would make those
-   same rollouts a "before" arm worse than the harness in force is, and an ineffective change would
-   then pass. With `resample` (and for batches with context variants, which are not what the
-   candidate is sampled as), the diagnosis reads the whole batch and both arms are sampled, with the
-   same seed, on a fixed slice of `backtest_problems` training problems (a seeded choice made once
-   per run). The candidate is accepted when its measure (collapse: the share of groups with reward variance;
+   with one seed: the same samples scored both ways). The halves are disjoint because a symptom
+   that crossed its threshold by chance on the diagnosed rollouts would make those same rollouts a
+   "before" arm worse than the harness in force is, and an ineffective change would then pass.
+   With `resample` (and for batches with context variants, which are not what the candidate is
+   sampled as), the diagnosis reads the whole batch and both arms are sampled, with the same seed,
+   on a fixed slice of `backtest_problems` training problems (a seeded choice made once per run).
+   The candidate is accepted when its measure (collapse: the share of groups with reward variance;
    format: the share of completions without a format failure; truncation: the share of finished
    completions; misranking: the share of (passing, failing) pairs ranked right) gains at least
    `min_gain`, or half of what it could gain (1 - before) when that is less, and its pass rate (the
