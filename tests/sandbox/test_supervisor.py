@@ -77,6 +77,16 @@ def test_a_program_that_sleeps_is_ended_by_the_wall_backstop(mode):
     assert "wall-clock backstop" in verdict.detail and verdict.seconds < limits.wall_s
 
 
+@pytest.mark.parametrize(("sig", "status"), [("SIGXCPU", "timeout"), ("SIGKILL", "crashed")])
+def test_the_cpu_limits_signal_is_a_timeout_whatever_cpu_time_is_accounted(mode, sig, status):
+    """The kernel sends SIGXCPU only at RLIMIT_CPU, but a loaded machine has accounted less CPU time than
+    the limit by then; here the program sends it with ~0 s used. SIGKILL, which also comes from
+    elsewhere, is the CPU limit only with the CPU time to show for it."""
+    program = f"import os, signal\ndef f():\n    os.kill(os.getpid(), signal.{sig})\n"
+    verdict = run_job(Job(program, ("f()", "assert True")), LIMITS, mode)
+    assert (verdict.status, verdict.failed_test) == (status, 0), verdict.summary()
+
+
 def test_a_crash_during_a_test_is_crashed_with_the_signal(mode):
     verdict = run_job(
         Job("import ctypes\ndef f():\n    ctypes.string_at(0)\n", ("assert True", "f()", "assert True")), LIMITS, mode
