@@ -88,6 +88,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/coevolvers/test_curriculum.py::test_plain_driver_runs_curriculum",),
     ),
     Mutation(
+        "compare-reads-an-unreached-budget-at-each-runs-last-evaluation",
+        "coevo/compare/table.py",
+        'return min([spec.train_seconds] + [train_seconds(m["record"]) for m in markers])',
+        "return spec.train_seconds",
+        (
+            "tests/compare/test_table.py::"
+            "test_a_budget_some_run_never_reached_reads_every_run_at_the_smallest_runs_total",
+        ),
+    ),
+    Mutation(
         "harness-before-arm-reads-the-diagnosed-rollouts",
         "coevo/coevolvers/harness.py",
         "before = group_evidence(*rows_of(rollouts, rewards, held), train)",

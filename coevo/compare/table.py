@@ -5,7 +5,9 @@ Readout of a run (the accuracy that enters the comparison):
   train_seconds: S  the last evaluation whose cumulative *measured* training seconds (rollout +
                     verify + co-evolve + update, evaluation excluded) are at most S, each arm by its
                     own clock: arms may be read at different iterations. A run whose max_iterations
-                    ended before S is marked `budget_reached: false`.
+                    ended before S is marked `budget_reached: false`, and then every run is read at
+                    the largest budget all of them reached (the smallest run's total, `read_at`): a
+                    budget some run never reached would compare arms at different seconds.
 The table depends only on the records (no paths, no wall clock), so the same runs give the same
 table however they were split over sittings and merged.
 """
@@ -23,19 +25,34 @@ from coevo.compare.spec import Spec
 from coevo.io import atomic_path, write_text
 
 
-def readout(spec: Spec, curve: list[dict]) -> dict:
-    """The evaluation a run is read at under the spec's budget (see the module docstring)."""
+def train_seconds(record: dict) -> float:
+    """A run's total measured training seconds (its steps' train phases)."""
+    return sum(sum(s["seconds"][p] for p in TRAIN_PHASES) for s in record["steps"])
+
+
+def read_at(spec: Spec, markers: list[dict]) -> float | None:
+    """The training seconds every run is read at: the spec's train_seconds, or the smallest run's total
+    where some run ended before it; None under an iterations budget."""
+    if spec.iterations is not None:
+        return None
+    return min([spec.train_seconds] + [train_seconds(m["record"]) for m in markers])
+
+
+def readout(spec: Spec, curve: list[dict], seconds: float | None = None) -> dict:
+    """The evaluation a run is read at under the spec's budget (see the module docstring): after
+    iteration `spec.iterations`, or the last one within `seconds` (default: the spec's train_seconds)."""
     if spec.iterations is not None:
         return next(p for p in curve if p["iteration"] == spec.iterations)
-    return [p for p in curve if p["train_seconds"] <= spec.train_seconds][-1]
+    budget = spec.train_seconds if seconds is None else seconds
+    return [p for p in curve if p["train_seconds"] <= budget][-1]
 
 
-def run_row(spec: Spec, marker: dict) -> dict:
+def run_row(spec: Spec, marker: dict, seconds: float | None) -> dict:
     record = marker["record"]
-    point = readout(spec, record["curve"])
+    point = readout(spec, record["curve"], seconds)
     steps = record["steps"]
     shares = [s["zero_var_share"] for s in steps if s["zero_var_share"] is not None]
-    total = sum(sum(s["seconds"][p] for p in TRAIN_PHASES) for s in steps)
+    total = train_seconds(record)
     return {
         "arm": marker["arm"],
         "seed": marker["seed"],
@@ -53,13 +70,13 @@ def run_row(spec: Spec, marker: dict) -> dict:
     }
 
 
-def gain_over_start(spec: Spec, markers: list[dict]) -> dict | None:
+def gain_over_start(spec: Spec, markers: list[dict], seconds: float | None) -> dict | None:
     """An arm's readout against its own iteration-0 evaluation (the policy before any update), paired
     per seed over the test problems: what training gained; None when a run has no iteration 0."""
     starts = {m["seed"]: m["record"]["curve"][0] for m in markers}
     if any(point["iteration"] != 0 for point in starts.values()):
         return None
-    final = {m["seed"]: readout(spec, m["record"]["curve"])["verdicts"] for m in markers}
+    final = {m["seed"]: readout(spec, m["record"]["curve"], seconds)["verdicts"] for m in markers}
     return stats.paired_difference(final, {seed: point["verdicts"] for seed, point in starts.items()})
 
 
@@ -68,7 +85,8 @@ def build_table(spec: Spec, markers: list[dict]) -> dict:
     order = {a.name: i for i, a in enumerate(spec.arms)}
     markers = sorted(markers, key=lambda m: (order[m["arm"]], m["seed"]))
     cells = {(m["arm"], m["seed"]): m for m in markers}
-    rows = [run_row(spec, m) for m in markers]
+    seconds = read_at(spec, markers)
+    rows = [run_row(spec, m, seconds) for m in markers]
     ref_seeds = sorted(s for a, s in cells if a == spec.reference)
     arms = []
     for arm in spec.arms:
@@ -87,11 +105,11 @@ def build_table(spec: Spec, markers: list[dict]) -> dict:
             for s in m["record"]["steps"]
         ]
         summary["step_seconds"] = stats.step_summary(step_seconds) if step_seconds else None
-        summary["gain"] = gain_over_start(spec, [cells[(arm.name, s)] for s in summary["seeds"]])
+        summary["gain"] = gain_over_start(spec, [cells[(arm.name, s)] for s in summary["seeds"]], seconds)
         shared = [s for s in summary["seeds"] if s in ref_seeds]
         if arm.name != spec.reference and shared:
-            verdicts = {s: readout(spec, cells[(arm.name, s)]["record"]["curve"])["verdicts"] for s in shared}
-            ref = {s: readout(spec, cells[(spec.reference, s)]["record"]["curve"])["verdicts"] for s in shared}
+            verdicts = {s: readout(spec, cells[(arm.name, s)]["record"]["curve"], seconds)["verdicts"] for s in shared}
+            ref = {s: readout(spec, cells[(spec.reference, s)]["record"]["curve"], seconds)["verdicts"] for s in shared}
             summary["vs_reference"] = stats.paired_difference(verdicts, ref)
             ref_steps = [
                 sum(s["seconds"][p] for p in TRAIN_PHASES)
@@ -106,6 +124,8 @@ def build_table(spec: Spec, markers: list[dict]) -> dict:
         if spec.iterations is not None
         else {"train_seconds": spec.train_seconds, "max_iterations": spec.max_iterations}
     )
+    if seconds is not None and seconds < spec.train_seconds:
+        budget["read_at_train_seconds"] = round(seconds, 2)
     complete = all((a.name, s) in cells for a in spec.arms for s in spec.seeds)
     return {
         "name": spec.name,
@@ -123,7 +143,12 @@ def _pct(x: float) -> str:
 
 
 def markdown(table: dict) -> str:
-    budget = ", ".join(f"{k} {v}" for k, v in table["budget"].items())
+    budget = ", ".join(f"{k} {v}" for k, v in table["budget"].items() if k != "read_at_train_seconds")
+    if "read_at_train_seconds" in table["budget"]:
+        budget += (
+            f" (budget not reached by every run: all read at {table['budget']['read_at_train_seconds']} s, "
+            "the smallest run's total)"
+        )
     out = [
         f"# {table['name']}: {budget}; reference {table['reference']}; seeds {table['seeds']}"
         + ("" if table["complete"] else " (partial)"),

@@ -61,9 +61,26 @@ def test_equal_training_seconds_reads_each_arm_at_its_last_evaluation_within_the
     assert vs["mean_diff"] == pytest.approx(0.25) and vs["seeds"][0]["diff"] == pytest.approx(0.25)
     assert [a["arm"] for a in table["arms"]] == ["ref", "new"]  # spec order, whatever the markers' order
     assert "+25.0" in markdown(table)
-    # a run whose iterations ended before the budget is flagged
+
+
+def test_a_budget_some_run_never_reached_reads_every_run_at_the_smallest_runs_total():
+    """ref's three iterations take 3 s, new's 6 s: under a 10 s budget neither reaches it, and reading
+    each at its last evaluation would compare ref at 3 s with new at 6 s. Both are read at 3 s."""
+    ref = _marker(
+        "ref", [1.0, 1.0, 1.0], [0.0, 0.25, 0.5, 0.5], [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]]
+    )
+    new = _marker(
+        "new", [2.0, 2.0, 2.0], [0.0, 0.75, 1.0, 1.0], [[0, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
+    )
     short = build_table(_spec(train_seconds=10.0, max_iterations=3), [ref, new])
     assert not any(r["budget_reached"] for r in short["runs"]) and "budget not reached" in markdown(short)
+    assert short["budget"]["read_at_train_seconds"] == 3.0 and "all read at 3.0 s" in markdown(short)
+    rows = {r["arm"]: r for r in short["runs"]}
+    assert (rows["ref"]["readout_iteration"], rows["new"]["readout_iteration"]) == (3, 1)
+    # paired at those readouts (as under a 3 s budget): new passes p0 p1 p2, ref p0 p1 -> +0.25
+    assert short["arms"][1]["vs_reference"]["mean_diff"] == pytest.approx(0.25)
+    # a budget every run reached reads at the budget and says nothing more
+    assert "read_at_train_seconds" not in build_table(_spec(train_seconds=3.0, max_iterations=3), [ref, new])["budget"]
 
 
 def test_equal_iterations_reads_the_evaluation_after_the_last_iteration():
