@@ -88,6 +88,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/coevolvers/test_curriculum.py::test_plain_driver_runs_curriculum",),
     ),
     Mutation(
+        "proposer-promotes-into-a-cell-training-has",
+        "coevo/problems/proposer.py",
+        'present = set(zip(stats["family"], stats["level"].astype(int))) | set(trained)',
+        'present = set(zip(stats["family"], stats["level"].astype(int)))',
+        (
+            "tests/problems/test_proposer.py::"
+            "test_a_cell_training_already_has_is_not_promoted_into_or_started_because_the_batch_missed_it",
+        ),
+    ),
+    Mutation(
         "compare-reads-an-unreached-budget-at-each-runs-last-evaluation",
         "coevo/compare/table.py",
         'return min([spec.train_seconds] + [train_seconds(m["record"]) for m in markers])',

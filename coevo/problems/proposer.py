@@ -8,8 +8,9 @@ Departures:
 1. No learned proposer. The arithmetic generator's difficulty is known (level = operand digits), so
    the proposer is a rule over the latest per-category pass rates: a category (family, level) with
    |p - 1/2| <= band gets more problems; a solved one (p >= promote_above) gets its family's next
-   level, and the configured new families or combinations (addmul = a+b*c) start at level 1; a
-   hopeless one (p < drop_below) gets nothing. The "reward near 1/2" is this choice of categories.
+   level, and the configured new families or combinations (addmul = a+b*c) start at level 1, where
+   neither the batch nor the training split has that cell yet; a hopeless one (p < drop_below) gets
+   nothing. The "reward near 1/2" is this choice of categories.
 2. Validity is checked, not learned: each answer is recomputed from the parsed question with exact
    Python integers and the project's verifier (check_answer) must accept both the recomputed answer
    and the reference itself as completions; a question that does not parse as its family, or whose
@@ -112,11 +113,18 @@ def check_stats(stats: pd.DataFrame) -> pd.DataFrame:
     return validate_frame(STATS_SCHEMA, stats, "proposer stats")
 
 
-def choose_targets(stats: pd.DataFrame, settings: ProposerConfig) -> list[Target]:
-    """Categories to write problems for, frontier first (nearest 1/2 first), then promotions, then new families."""
+def choose_targets(
+    stats: pd.DataFrame, settings: ProposerConfig, trained: frozenset[tuple[str, int]] = frozenset()
+) -> list[Target]:
+    """Categories to write problems for, frontier first (nearest 1/2 first), then promotions, then new families.
+
+    `trained`: the (family, level) cells the training split already has. A promotion or a new family
+    opens a cell neither the stats nor training have: a cell training has is there to be drawn (by
+    the curriculum's bandit, or uniformly), and writing more of it because this batch missed it
+    would fill training with a level the solver has not reached."""
     stats = check_stats(stats)
     trusted = stats[stats["n_samples"] >= settings.min_samples]
-    present = set(zip(stats["family"], stats["level"].astype(int)))
+    present = set(zip(stats["family"], stats["level"].astype(int))) | set(trained)
     frontier, promote = [], []
     for row in trusted.itertuples():
         family, level, p = row.family, int(row.level), float(row.pass_rate)
@@ -131,7 +139,7 @@ def choose_targets(stats: pd.DataFrame, settings: ProposerConfig) -> list[Target
     frontier.sort(key=lambda t: (abs(t.pass_rate - 0.5), t.family, t.level))
     promote.sort(key=lambda t: (t.family, t.level))
     solved = bool((trusted["pass_rate"] >= settings.promote_above).any())
-    families = set(stats["family"])
+    families = set(stats["family"]) | {family for family, _ in trained}
     new = [Target(f, 1, "new family", None) for f in settings.add_families if solved and f not in families]
     return frontier + promote + new
 
@@ -205,7 +213,7 @@ def propose(
     `proposed`: earlier iterations' accepted problems (not repeated). Accepted ids are
     `p{iteration}-{family}-{level}-NNNN`; the question style follows the training split's.
     """
-    targets = choose_targets(stats, settings)
+    targets = choose_targets(stats, settings, frozenset(zip(train["family"], train["level"].astype(int))))
     quotas = _fill_evenly(settings.per_iter, [settings.per_iter] * len(targets))
     index, style = _Index(train, test, proposed), _style_of(train)
     accepted, rejected, rows = [], [], []

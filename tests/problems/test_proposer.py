@@ -213,6 +213,22 @@ def test_solved_category_is_promoted_to_the_next_level_and_new_families_start():
     assert choose_targets(top, SETTINGS) == []
 
 
+def test_a_cell_training_already_has_is_not_promoted_into_or_started_because_the_batch_missed_it(splits):
+    """A curriculum's batch draws a few cells: add/1 solved and mul/1 near 1 in a batch without add/2
+    or sub/1. Training has add/2 and sub/1 (levels 1-3 of add, sub, mul), so the proposer writes
+    neither; it writes the add/4 above training's top level. (Promoting into a trained cell wrote
+    136 mul/2 problems at a 0.08 pass rate when replayed on SmolLM2's frontier run.)"""
+    train, test = splits
+    stats = stats_frame([("add", 1, 0.97, 64), ("mul", 1, 0.95, 64), ("add", 3, 0.92, 16)])
+    settings = SETTINGS.model_copy(update={"add_families": ["sub", "addmul"], "per_iter": 8})
+    proposal = propose(stats, train, test, settings, seed=3, iteration=2)
+    assert [(t["family"], t["level"], t["why"]) for t in proposal.report["targets"]] == [
+        ("add", 4, "promote"),
+        ("addmul", 1, "new family"),
+    ]
+    assert sorted(set(zip(proposal.accepted["family"], proposal.accepted["level"]))) == [("add", 4), ("addmul", 1)]
+
+
 def test_same_seed_same_proposal_and_ids_are_prefixed(splits):
     train, test = splits
     stats = stats_frame([("add", 3, 0.4, 32), ("mul", 2, 0.6, 32), ("sub", 3, 0.95, 32)])
