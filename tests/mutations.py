@@ -98,6 +98,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        "compare-rotates-arms-by-the-sittings-seeds",
+        "coevo/compare/results.py",
+        "names[(spec.seeds.index(seed) + j) % len(names)]",
+        "names[(seeds.index(seed) + j) % len(names)]",
+        (
+            "tests/compare/test_table.py::"
+            "test_arms_take_turns_going_first_by_the_seeds_place_in_the_spec_whatever_the_sitting_runs",
+        ),
+    ),
+    Mutation(
         "compare-reads-an-unreached-budget-at-each-runs-last-evaluation",
         "coevo/compare/table.py",
         'return min([spec.train_seconds] + [train_seconds(m["record"]) for m in markers])',

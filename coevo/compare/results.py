@@ -1,8 +1,10 @@
 """Which arm runs a comparison has: the order it runs them in, the finished ones it finds (its own
 results directory and `--merge` directories), and its MLflow parent run.
 
-Order: seed by seed, every arm once per seed, the arms' order rotated by one each seed (seeds 0, 1:
-A B, B A), so that machine load drifting over the sitting falls on every arm alike.
+Order: seed by seed, every arm once per seed, the arms' order rotated by the seed's place in the
+spec's seeds (seeds 0, 1: A B, B A), so that machine load drifting over a sitting falls on every arm
+alike; the rotation follows the spec, not the sitting, so a comparison run one seed per sitting
+still starts each seed with another arm.
 
 Results sets: a results directory is a comparison's `--out` directory; its finished arm runs are
 `runs/<arm>-seed<k>/compare_arm.json`. A run merges into the table when its arm and seed are in the
@@ -20,8 +22,9 @@ from coevo.errors import InputError
 
 
 def interleaved(spec: Spec, seeds: list[int]) -> list[tuple[str, int]]:
+    """The (arm, seed) runs of a sitting over `seeds`, in the order they run (see the module docstring)."""
     names = [a.name for a in spec.arms]
-    return [(names[(i + j) % len(names)], seed) for i, seed in enumerate(seeds) for j in range(len(names))]
+    return [(names[(spec.seeds.index(seed) + j) % len(names)], seed) for seed in seeds for j in range(len(names))]
 
 
 def expected_identities(spec: Spec, arm: str, seed: int) -> set[str]:

@@ -1,11 +1,14 @@
-"""The comparison table's readout rules and arithmetic on records built by hand (coevo/compare/table.py)."""
+"""The comparison table's readout rules and arithmetic on records built by hand (coevo/compare/table.py),
+and the order a sitting runs its arms in (coevo/compare/results.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from coevo.compare.results import interleaved
 from coevo.compare.spec import Arm, Spec
 from coevo.compare.table import build_table, markdown, readout
 
@@ -95,3 +98,12 @@ def test_equal_iterations_reads_the_evaluation_after_the_last_iteration():
     # each arm against its own iteration 0 (nothing passed): ref gains p0 p1 = +50, new p3 = +25
     assert [a["gain"]["mean_diff"] for a in table["arms"]] == [pytest.approx(0.5), pytest.approx(0.25)]
     assert "+50.0" in markdown(table)
+
+
+def test_arms_take_turns_going_first_by_the_seeds_place_in_the_spec_whatever_the_sitting_runs():
+    """Seeds run one per sitting (`--seed 1`, then `--seed 2`) must still rotate which arm goes first,
+    or the reference always runs first and meets the sitting's load first."""
+    spec = replace(_spec(iterations=1), seeds=[0, 1, 2])
+    whole = interleaved(spec, [0, 1, 2])
+    assert whole == [("ref", 0), ("new", 0), ("new", 1), ("ref", 1), ("ref", 2), ("new", 2)]
+    assert interleaved(spec, [1]) == whole[2:4] and interleaved(spec, [2, 1]) == whole[4:] + whole[2:4]
