@@ -19,12 +19,16 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from coevo.config import Config, deep_merge, load_config
 from coevo.io import write_json
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # torch intra-op threads for every arm of every bench. 1, not torch's default (one per core): on a
 # shared 2-core machine two threads that wait on each other at every op ran generation 7-10x slower.
@@ -288,3 +292,15 @@ def table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
     for row in rows:
         result.add_row(*row)
     return result
+
+
+def finished_iterations(run: Path) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
+    """(iteration, rollouts, rewards) of each iteration a finished run directory has verified, in order."""
+    from coevo.stages import RunLayout
+    from schemas.rewards import read_rewards
+    from schemas.rollouts import read_rollouts
+
+    layout, it = RunLayout(run), 1
+    while layout.rewards(it).is_file():
+        yield it, read_rollouts(layout.rollouts(it)), read_rewards(layout.rewards(it))
+        it += 1

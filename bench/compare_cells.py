@@ -16,6 +16,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from coevo.compare.runs import read_marker
 from coevo.compare.stats import paired_difference
 from coevo.io import write_json
 
@@ -28,8 +29,9 @@ def category(problem_id: str) -> str:
 def verdicts_at(results: Path, arm: str, iteration: int) -> dict[int, dict[str, bool]]:
     """{seed: {problem id: passed}} of the arm's runs at `iteration`'s evaluation."""
     out = {}
-    for path in sorted(results.glob(f"runs/{arm}-seed*/compare_arm.json")):
-        marker = json.loads(path.read_text())
+    for run in sorted(results.glob(f"runs/{arm}-seed*")):
+        if (marker := read_marker(run)) is None:
+            continue  # unfinished
         point = next(p for p in marker["record"]["curve"] if p["iteration"] == iteration)
         out[marker["seed"]] = point["verdicts"]
     return out

@@ -20,18 +20,20 @@ not train on the proposals (that is a run with the proposer on).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
-from coevo.coevolvers.curriculum import pass_rates
-from coevo.config import ProposerConfig
-from coevo.io import write_json
-from coevo.problems.proposer import problems_frame, propose, validate_candidates
-from schemas.problems import read_problems
-from schemas.rewards import read_rewards
-from schemas.rollouts import read_rollouts
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import finished_iterations  # noqa: E402
+from coevo.coevolvers.curriculum import pass_rates  # noqa: E402
+from coevo.config import ProposerConfig  # noqa: E402
+from coevo.io import write_json  # noqa: E402
+from coevo.problems.proposer import problems_frame, propose, validate_candidates  # noqa: E402
+from schemas.problems import read_problems  # noqa: E402
 
 
 def replay(run: Path, settings: ProposerConfig, seed: int) -> dict:
@@ -41,9 +43,7 @@ def replay(run: Path, settings: ProposerConfig, seed: int) -> dict:
     held_out = pd.concat([read_problems(data / "test.parquet"), read_problems(data / "val.parquet")], ignore_index=True)
     by_id = train.set_index("id")
     proposals, iterations = problems_frame([]), []
-    for path in sorted((run / "rollouts").glob("iter_*.parquet")):
-        it = int(path.stem.split("_")[1])
-        rollouts, rewards = read_rollouts(path), read_rewards(run / "rewards" / path.name)
+    for it, rollouts, rewards in finished_iterations(run):
         batch = by_id.loc[rollouts["problem_id"].unique()].reset_index()
         stats = pass_rates(batch, rollouts, rewards)
         seen = train if proposals.empty else pd.concat([train, proposals], ignore_index=True)

@@ -16,29 +16,30 @@ which bounds what a choice of problems (not categories) could do.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pandas as pd
 
-from coevo.io import write_json
-from coevo.update.objectives.group_signal import group_signal
-from schemas.problems import read_problems
-from schemas.rewards import read_rewards
-from schemas.rollouts import read_rollouts
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import finished_iterations  # noqa: E402
+from coevo.io import write_json  # noqa: E402
+from coevo.update.objectives.group_signal import group_signal  # noqa: E402
+from schemas.problems import read_problems  # noqa: E402
 
 
 def groups_of(run: Path) -> pd.DataFrame:
     """One row per group of the run: iteration, problem_id, category, pass rate, zero_var."""
     train = read_problems(run / "data" / "train.parquet").set_index("id")
     frames = []
-    for path in sorted((run / "rollouts").glob("iter_*.parquet")):
-        rollouts, rewards = read_rollouts(path), read_rewards(run / "rewards" / path.name)
+    for it, rollouts, rewards in finished_iterations(run):
         signal = group_signal(rollouts, rewards)
         passed = rollouts[["rollout_id", "problem_id"]].merge(rewards[["rollout_id", "passed"]], on="rollout_id")
         rates = passed.groupby("problem_id")["passed"].mean()
         frames.append(
             signal.assign(
-                iteration=int(path.stem.split("_")[1]),
+                iteration=it,
                 pass_rate=signal["problem_id"].map(rates),
                 category=signal["problem_id"].map(lambda p: f"{train.loc[p, 'family']}/{train.loc[p, 'level']}"),
             )
