@@ -174,6 +174,16 @@ class ProblemsConfig(Strict):
             "test (metrics val/acc, val/acc/<family>); 0 = none."
         ),
     )
+    val_split: Literal["proportional", "after_test"] = Field(
+        "proportional",
+        description=(
+            "How an arithmetic cell's held-out problems are shared between test and validation: 'proportional' = "
+            "validation's even share, but of each cell at most its part in the ratio n_val : n_test, so validation "
+            "covers every cell test covers (a tuning choice sees every level); 'after_test' = test first, validation "
+            "what is left, where a small cell (level 1 beside a large training quota) gives validation none (splits "
+            "before this setting). The two agree wherever every cell holds both even shares."
+        ),
+    )
     constraint_kinds: list[
         Literal["include_word", "n_sentences", "end_question", "no_commas", "max_words", "lowercase"]
     ] = Field(

@@ -41,6 +41,7 @@ def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
             problems.n_val,
             cfg.seed,
             problems.question_style,
+            problems.val_split,
         )
         report["train_only_cells"] = [
             list(cell) for cell in train_only_cells(list(problems.families), cfg.levels, problems.n_train)

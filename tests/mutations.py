@@ -98,6 +98,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        "validation-gets-what-test-leaves",
+        "coevo/problems/arithmetic.py",
+        'if val_split == "after_test":',
+        "if True:",
+        (
+            "tests/problems/test_arithmetic.py::"
+            "test_validation_covers_every_cell_test_covers_where_test_would_empty_the_small_ones",
+            "tests/compare/test_spec.py::"
+            "test_a_validation_split_keeps_the_earlier_identity_only_where_it_splits_as_runs_before_it_did",
+        ),
+    ),
+    Mutation(
+        "identity-drops-a-validation-split-that-splits-otherwise",
+        "coevo/compare/spec.py",
+        "if by_rule[0] != by_rule[1]:",
+        "if False:",
+        (
+            "tests/compare/test_spec.py::"
+            "test_a_validation_split_keeps_the_earlier_identity_only_where_it_splits_as_runs_before_it_did",
+        ),
+    ),
+    Mutation(
         "compare-rotates-arms-by-the-sittings-seeds",
         "coevo/compare/results.py",
         "names[(spec.seeds.index(seed) + j) % len(names)]",

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from coevo.config import CoevolverConfig, Config, ConfigError, TrackingConfig, deep_merge, error_lines
 from coevo.errors import InputError
 from coevo.io import hash_bytes
+from coevo.problems.arithmetic import VAL_SPLITS, held_out_caps, held_out_quotas
 
 TOP_KEYS = {
     "name",
@@ -399,10 +400,25 @@ def _without_backtest_before(params: dict) -> bool:
     return True
 
 
+def _without_val_split(params: dict) -> bool:
+    """problems.val_split dropped where it makes the splits runs made before it made (test first,
+    validation after): its value is `after_test`, the source is not arithmetic, or both rules give
+    every cell the same test and validation quotas."""
+    problems = params["problems"]
+    if problems.get("val_split", "after_test") != "after_test" and problems["source"] == "arithmetic":
+        levels = list(range(problems["min_digits"], problems["max_digits"] + 1))
+        caps = held_out_caps(problems["families"], levels, problems["n_train"])
+        by_rule = [held_out_quotas(caps, problems["n_test"], problems["n_val"], rule) for rule in VAL_SPLITS]
+        if by_rule[0] != by_rule[1]:
+            return False
+    problems.pop("val_split", None)
+    return True
+
+
 # The settings added since the committed runs were made, oldest first: each drops its key from the
 # params where its value computes what runs made before the key existed computed (returning False
 # where it does not).
-ADDED_SINCE = (_without_cpu_threads, _without_backtest_before)
+ADDED_SINCE = (_without_cpu_threads, _without_backtest_before, _without_val_split)
 
 
 def identities(cfg: Config) -> set[str]:

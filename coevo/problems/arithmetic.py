@@ -6,11 +6,13 @@ Each cell draws from its own generator seeded by (seed, family, level), so a cel
 depend on which other cells are in the mix (only on its quotas).
 
 Held-out problems are unseen (issue 27): an open cell (pair space larger than its training quota)
-holds out distinct commutation classes (a+b and b+a are one problem; sub: the pair itself), test
-first, then validation, at most half of its pairs, and training samples with replacement from the
-pairs of the other classes. A closed cell (level 1: 100 facts against a larger training quota) is a
-table the training demand covers anyway: it is train-only, so no held-out figure counts a fact the
-policy was trained on; a mix of closed cells only cannot be held out and is refused.
+holds out distinct commutation classes (a+b and b+a are one problem; sub: the pair itself), at most
+half of its pairs, and training samples with replacement from the pairs of the other classes. A
+cell's held-out problems are shared between test and validation (`held_out_quotas`) so that
+validation covers every cell test covers: a tuning choice read on validation sees every level. A
+closed cell (level 1: 100 facts against a larger training quota) is a table the training demand
+covers anyway: it is train-only, so no held-out figure counts a fact the policy was trained on; a
+mix of closed cells only cannot be held out and is refused.
 
 Combinations (COMBINATIONS, e.g. addmul = a+b*c) index operand tuples the same way with more digits
 in base `count`, so a binary family's index-to-operands map, seeds and frames are exactly what they
@@ -35,6 +37,7 @@ COMBINATIONS = {"addmul": (("+", "*"), lambda x: x[:, 0] + x[:, 1] * x[:, 2], 6)
 _FAMILY_CODE = {"add": 0, "sub": 1, "mul": 2, "addmul": 3}  # fixed, so seeds do not depend on list order
 MAX_LEVEL = 9  # a 9-digit product still fits in int64
 COLUMNS = ["id", "family", "level", "prompt", "answer"]
+VAL_SPLITS = ("proportional", "after_test")  # problems.val_split: how a cell's held-out problems are shared
 # How a problem is asked: the tiny policy's equation ("22*61=", its tokens are characters) or a question
 # an instruct model reads as one ("What is 22 * 61?"); the operands and answers are the same.
 QUESTION_STYLES = {
@@ -52,22 +55,29 @@ def generate_arithmetic(
 
 
 def arithmetic_splits(
-    families: list[str], levels: list[int], n_train: int, n_test: int, n_val: int, seed: int, style: str = "equation"
+    families: list[str],
+    levels: list[int],
+    n_train: int,
+    n_test: int,
+    n_val: int,
+    seed: int,
+    style: str = "equation",
+    val_split: str = "proportional",
 ) -> dict[str, pd.DataFrame]:
     """{"train", "val", "test"} problem frames, spread evenly over the family x level cells.
 
     A cell whose pair space its training quota covers (a fact table) is train-only. The held-out
-    problems of an open cell are distinct up to commutation (test first, then validation), at most
-    half of its pair space; if the open cells cannot hold them, the splits are smaller than asked and
-    a warning says so. With no open cell and n_test + n_val > 0 the splits cannot be held out: an
-    error names the cells.
+    problems of an open cell are distinct up to commutation, at most half of its pair space, shared
+    between test and validation as `held_out_quotas` says; if the open cells cannot hold them, the
+    splits are smaller than asked and a warning says so. With no open cell and n_test + n_val > 0 the
+    splits cannot be held out: an error names the cells.
     """
     _check_args(families, levels, n_train, n_test + n_val)
     if style not in QUESTION_STYLES:
         raise ValueError(f"arithmetic question style must be one of {sorted(QUESTION_STYLES)}; got {style!r}")
     cells = [(family, level) for family in families for level in levels]
     train_quota = _fill_evenly(n_train, [n_train] * len(cells))
-    caps = [0 if _space(f, lv) <= k else held_cap(f, lv) for (f, lv), k in zip(cells, train_quota)]
+    caps = held_out_caps(families, levels, n_train)
     if n_test + n_val > 0 and not any(caps):
         raise ValueError(
             f"arithmetic: no cell of {cells} can be held out: each one's operand pairs are covered by its training "
@@ -75,8 +85,7 @@ def arithmetic_splits(
             f"({train_quota}), so test problems would be training problems; add a larger level (problems.max_digits) "
             f"or lower problems.n_train"
         )
-    test_quota = _fill_evenly(n_test, caps)
-    val_quota = _fill_evenly(n_val, [cap - k for cap, k in zip(caps, test_quota)])
+    test_quota, val_quota = held_out_quotas(caps, n_test, n_val, val_split)
     for name, quota, asked in (("test", test_quota, n_test), ("val", val_quota, n_val)):
         if sum(quota) < asked:
             warnings.warn(
@@ -95,6 +104,33 @@ def arithmetic_splits(
         parts["val"].append(_frame(family, level, held[k_test:], "v-", style))
         parts["train"].append(_frame(family, level, train_idx, "", style))
     return {name: _concat(frames) for name, frames in parts.items()}
+
+
+def held_out_caps(families: list[str], levels: list[int], n_train: int) -> list[int]:
+    """Per family x level cell: the most problems it can hold out (0 for a train-only cell)."""
+    cells = [(family, level) for family in families for level in levels]
+    train_quota = _fill_evenly(n_train, [n_train] * len(cells))
+    return [0 if _space(f, lv) <= k else held_cap(f, lv) for (f, lv), k in zip(cells, train_quota)]
+
+
+def held_out_quotas(caps: list[int], n_test: int, n_val: int, val_split: str) -> tuple[list[int], list[int]]:
+    """Per cell, how many of its held-out problems (at most `caps`) go to test and to validation.
+
+    'after_test': test takes its even share of every cell first and validation what is left, so a
+    small cell (level 1 beside a large training quota) can give validation none (how splits were
+    made before `problems.val_split` existed). 'proportional': validation takes its even share first,
+    but of each cell at most its part of the cell in the ratio n_val : n_test (rounded up), and test
+    the rest, so every cell that holds test problems gives validation some. Where no cell is too
+    small for both even shares, the two agree."""
+    if val_split == "after_test":
+        test_quota = _fill_evenly(n_test, caps)
+        return test_quota, _fill_evenly(n_val, [cap - k for cap, k in zip(caps, test_quota)])
+    if val_split not in VAL_SPLITS:
+        raise ValueError(f"problems.val_split must be one of {VAL_SPLITS}; got {val_split!r}")
+    held = n_test + n_val
+    val_caps = [-(-cap * n_val // held) if held else 0 for cap in caps]  # ceil(cap * n_val / held)
+    val_quota = _fill_evenly(n_val, val_caps)
+    return _fill_evenly(n_test, [cap - k for cap, k in zip(caps, val_quota)]), val_quota
 
 
 def train_only_cells(families: list[str], levels: list[int], n_train: int) -> list[tuple[str, int]]:

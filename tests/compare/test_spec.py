@@ -120,20 +120,49 @@ def test_the_committed_results_still_enter_their_comparisons(results, monkeypatc
     }
 
 
+def _identity_without(cfg, *dotted: str) -> str:
+    """The identity of `cfg`'s params with the `dotted` keys deleted: what a run made before them carries."""
+    params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
+    for key in dotted:
+        *parents, leaf = key.split(".")
+        node = params
+        for parent in parents:
+            node = node[parent]
+        del node[leaf]
+    return hash_bytes(json.dumps(params, sort_keys=True).encode())
+
+
 def test_a_setting_added_since_keeps_the_earlier_identity_only_where_it_computes_what_ran_before(tmp_path):
     """coevolver.harness.backtest_before came after runs were committed: a run without a harness, or with
-    the earlier backtest (resample), still carries the identity of its params without the key; a harness
-    with the new default computes something else, and does not."""
-
-    def without_backtest_before(cfg) -> str:
-        params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
-        del params["coevolver"]["harness"]["backtest_before"]
-        return hash_bytes(json.dumps(params, sort_keys=True).encode())
-
+    the earlier backtest (resample), still carries the identity of its params without the key (and
+    without the keys added after it); a harness with the new default computes something else, and does not."""
     for coevolver, earlier in (
         ({"kind": "none"}, True),
         ({"kind": "harness", "harness": {"backtest_before": "resample"}}, True),
         ({"kind": "harness"}, False),
     ):
         cfg = tiny_config(tmp_path, coevolver=coevolver)
-        assert (without_backtest_before(cfg) in identities(cfg)) is earlier, coevolver
+        without = _identity_without(cfg, "coevolver.harness.backtest_before", "problems.val_split")
+        assert (without in identities(cfg)) is earlier, coevolver
+
+
+def test_a_validation_split_keeps_the_earlier_identity_only_where_it_splits_as_runs_before_it_did(tmp_path):
+    """problems.val_split came after runs were committed. A run that splits test first (after_test), or
+    whose cells all hold both even shares (the tiny config: the two rules give the same quotas), still
+    carries the identity without the key; the default on a mix whose 1-digit cells test would empty
+    (the frontier's) splits otherwise, and does not."""
+    frontier = {
+        "families": ["add", "sub", "mul"],
+        "min_digits": 1,
+        "max_digits": 3,
+        "n_train": 450,
+        "n_test": 405,
+        "n_val": 90,
+    }
+    for problems, earlier in (
+        ({}, True),
+        ({**frontier, "val_split": "after_test"}, True),
+        (frontier, False),
+    ):
+        cfg = tiny_config(tmp_path, problems=problems)
+        assert (_identity_without(cfg, "problems.val_split") in identities(cfg)) is earlier, problems

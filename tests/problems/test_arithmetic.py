@@ -91,7 +91,23 @@ def test_validation_is_disjoint_from_test_and_train_and_leaves_test_alone():
     assert not classes(val) & classes(train) and not classes(val) & classes(test)
     pd.testing.assert_frame_equal(
         test, generate_arithmetic(FAMILIES, [1, 2], 540, 60, seed=2)[1]
-    )  # n_val moves no test problem
+    )  # every cell holds both even shares here, so n_val moves no test problem
+
+
+def test_validation_covers_every_cell_test_covers_where_test_would_empty_the_small_ones():
+    """The frontier mix: test's even share (45) would take every held-out 1-digit problem (25 of add
+    and mul, 50 of sub), leaving validation none. Validation takes each cell's part in the ratio
+    n_val : n_test instead; the held-out problems, and so training, are the same either way."""
+    args = (FAMILIES, [1, 2, 3], 450, 405, 90)
+    splits, earlier = arithmetic_splits(*args, seed=0), arithmetic_splits(*args, seed=0, val_split="after_test")
+    train, val, test = splits["train"], splits["val"], splits["test"]
+    per_cell = val.groupby(["family", "level"]).size()
+    assert len(per_cell) == 9 and (per_cell[[("add", 1), ("mul", 1), ("sub", 1)]] == [5, 5, 10]).all()
+    assert len(val) == 90 and len(test) == 405
+    assert not classes(val) & classes(test) and not classes(val) & classes(train)
+    assert 1 not in set(earlier["val"]["level"])  # test first: no 1-digit validation problem
+    pd.testing.assert_frame_equal(train, earlier["train"])
+    assert classes(val) | classes(test) == classes(earlier["val"]) | classes(earlier["test"])
 
 
 def test_small_cell_gives_at_most_half_to_test_and_train_reuses_the_rest():
