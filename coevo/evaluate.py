@@ -56,16 +56,19 @@ def gold_metrics(test: pd.DataFrame, completions: Sequence[str]) -> dict[str, fl
     return _per_family("gold_acc", rows, [v.passed for v in verdicts])
 
 
-def validate(engine: Engine, val: pd.DataFrame, cfg: Config) -> dict[str, float]:
+def validate(
+    engine: Engine, val: pd.DataFrame, cfg: Config, verdicts: dict[str, bool] | None = None
+) -> dict[str, float]:
     """val/acc and val/acc/<family>: context-free greedy accuracy on the validation split, the figure
-    every choice made by looking at results reads (keep-best retention, the `best` alias), so the
-    test split's eval/acc stays untouched by them."""
+    every choice made by looking at results reads (keep-best retention, the `best` alias, a
+    comparison's choice between arms), so the test split's eval/acc stays untouched by them.
+    `verdicts`, when given, is filled with each validation problem id's greedy verdict."""
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
     greedy = greedy_completions(engine, renderer.render_all(val.to_dict("records")), cfg.sampling.max_new_tokens)
-    return {
-        key.replace("eval/", f"{VAL}/", 1): value
-        for key, value in _per_family("acc", val, passed(val, greedy, cfg)).items()
-    }
+    greedy_passed = passed(val, greedy, cfg)
+    if verdicts is not None:
+        verdicts.update(zip(val["id"].astype(str), map(bool, greedy_passed)))
+    return {key.replace("eval/", f"{VAL}/", 1): value for key, value in _per_family("acc", val, greedy_passed).items()}
 
 
 def evaluate(

@@ -613,8 +613,6 @@ def evaluate_stage(cfg: Config, now: InForce, checkpoint: str, coevolver: str, t
     asked = cfg.model_copy(update={"prompt": now.cfg.prompt})  # the instruction checkpoint `it` was trained under
     verdicts: dict[str, bool] = {}  # problem id -> greedy verdict: `coevo compare` pairs them across arms
     metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for, verdicts)
-    if (val := val_path(test)) is not None:
-        metrics.update(validate(engine, problems(val), asked))  # val/: what keep-best and `best` read
     record = {
         "iteration": it,
         "checkpoint": str(checkpoint),
@@ -622,6 +620,9 @@ def evaluate_stage(cfg: Config, now: InForce, checkpoint: str, coevolver: str, t
         "metrics": metrics,
         "verdicts": verdicts,
     }
+    if (val := val_path(test)) is not None:
+        record["val_verdicts"] = {}  # the validation split's, paired the same way
+        metrics.update(validate(engine, problems(val), asked, record["val_verdicts"]))  # what keep-best, `best` read
     if asked.prompt.format == "chat":
         record["instruction"] = asked.prompt.instruction.model_dump()  # what the held-out questions were asked with
     write_json(RunLayout(cfg.run.out_dir).evals(it), record)  # keep_best decides from these, also after a resume

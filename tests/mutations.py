@@ -120,6 +120,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        "evaluation-keeps-no-validation-verdicts",
+        "coevo/stages.py",
+        'metrics.update(validate(engine, problems(val), asked, record["val_verdicts"]))',
+        "metrics.update(validate(engine, problems(val), asked))",
+        ("tests/compare/test_verdicts.py::test_evaluation_record_holds_the_greedy_verdict_of_every_evaluated_problem",),
+    ),
+    Mutation(
+        "compare-pairs-validation-at-the-last-evaluation",
+        "coevo/compare/table.py",
+        '(name, s): readout(spec, cells[(name, s)]["record"]["curve"], seconds)',
+        '(name, s): cells[(name, s)]["record"]["curve"][-1]',
+        (
+            "tests/compare/test_table.py::"
+            "test_validation_is_paired_at_the_same_readouts_as_the_test_split_and_only_where_every_run_kept_it",
+        ),
+    ),
+    Mutation(
         "compare-rotates-arms-by-the-sittings-seeds",
         "coevo/compare/results.py",
         "names[(spec.seeds.index(seed) + j) % len(names)]",

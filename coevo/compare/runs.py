@@ -4,7 +4,8 @@ An arm run is an ordinary coevo run in `<comparison>/runs/<arm>-seed<k>/`. When 
 comparison writes `compare_arm.json` beside its outputs: the arm, the seed, the run's `identity`
 (coevo/compare/spec.py: what it computes, whatever its directory) and its `record`:
   curve       every evaluation: iteration, cumulative measured training seconds, eval/acc, and the
-              greedy verdict of each test problem (evals/iter_NNNN.json)
+              greedy verdict of each test problem (evals/iter_NNNN.json); where the run has a
+              validation split, val/acc and each validation problem's verdict as well
   steps       per iteration: measured seconds of rollout, verify, coevolve, update (and eval when due)
               and coevo/zero_var_share
 A comparison rerun finds the marker and reads the record instead of training again; a results
@@ -89,14 +90,15 @@ def curve_of(cfg: Config, steps: list[dict]) -> list[dict]:
                 f"{path}: no per-problem verdicts (written before `coevo compare` existed?); rerun the arm in a "
                 f"fresh directory"
             )
-        curve.append(
-            {
-                "iteration": it,
-                "train_seconds": clock.get(it, elapsed),
-                "acc": record["metrics"]["eval/acc"],
-                "verdicts": record["verdicts"],
-            }
-        )
+        point = {
+            "iteration": it,
+            "train_seconds": clock.get(it, elapsed),
+            "acc": record["metrics"]["eval/acc"],
+            "verdicts": record["verdicts"],
+        }
+        if "val_verdicts" in record:  # evaluations written before validation verdicts were kept have none
+            point |= {"val_acc": record["metrics"]["val/acc"], "val_verdicts": record["val_verdicts"]}
+        curve.append(point)
     return curve
 
 

@@ -42,8 +42,8 @@ def problem_differences(arm: Mapping[str, bool], ref: Mapping[str, bool]) -> np.
     if set(arm) != set(ref):
         only = sorted(set(arm) ^ set(ref))
         raise ValueError(
-            f"the arms were judged on different test problems ({len(only)} not shared, e.g. {only[:3]}); a "
-            f"paired comparison needs the same test split"
+            f"the arms were judged on different held-out problems ({len(only)} not shared, e.g. {only[:3]}); a "
+            f"paired comparison needs the same split"
         )
     ids = sorted(ref)
     return np.array([int(bool(arm[i])) - int(bool(ref[i])) for i in ids], dtype=np.int64)  # [n]

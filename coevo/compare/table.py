@@ -10,6 +10,11 @@ Readout of a run (the accuracy that enters the comparison):
                     budget some run never reached would compare arms at different seconds.
 The table depends only on the records (no paths, no wall clock), so the same runs give the same
 table however they were split over sittings and merged.
+
+Validation: where every run of an arm and of the reference kept its validation verdicts at the
+readout, the arm's difference on the validation split is paired the same way (`val_vs_reference`).
+It is the figure to choose an arm or a setting by; the test split's difference then measures the
+choice without having made it.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ def run_row(spec: Spec, marker: dict, seconds: float | None) -> dict:
         "readout_train_seconds": point["train_seconds"],
         "final_acc": point["acc"],
         "half_width": stats.run_half_width(point["acc"], len(point["verdicts"])),
+        "val_acc": point.get("val_acc"),  # None where the run kept no validation verdicts
         "budget_reached": spec.train_seconds is None or total >= spec.train_seconds,
         "zero_var_share": statistics.fmean(shares) if shares else None,
         "stage_seconds": {stage: sum(s["seconds"][stage] for s in steps) for stage in STAGES},
@@ -78,6 +84,24 @@ def gain_over_start(spec: Spec, markers: list[dict], seconds: float | None) -> d
         return None
     final = {m["seed"]: readout(spec, m["record"]["curve"], seconds)["verdicts"] for m in markers}
     return stats.paired_difference(final, {seed: point["verdicts"] for seed, point in starts.items()})
+
+
+def validation_difference(
+    spec: Spec, cells: dict[tuple[str, int], dict], arm: str, seeds: list[int], seconds: float | None
+) -> dict | None:
+    """The arm's paired difference from the reference on the validation split at the same readouts;
+    None unless every one of those readouts kept its validation verdicts."""
+    points = {
+        (name, s): readout(spec, cells[(name, s)]["record"]["curve"], seconds)
+        for name in (arm, spec.reference)
+        for s in seeds
+    }
+    if not all("val_verdicts" in point for point in points.values()):
+        return None
+    return stats.paired_difference(
+        {s: points[(arm, s)]["val_verdicts"] for s in seeds},
+        {s: points[(spec.reference, s)]["val_verdicts"] for s in seeds},
+    )
 
 
 def build_table(spec: Spec, markers: list[dict]) -> dict:
@@ -111,6 +135,7 @@ def build_table(spec: Spec, markers: list[dict]) -> dict:
             verdicts = {s: readout(spec, cells[(arm.name, s)]["record"]["curve"], seconds)["verdicts"] for s in shared}
             ref = {s: readout(spec, cells[(spec.reference, s)]["record"]["curve"], seconds)["verdicts"] for s in shared}
             summary["vs_reference"] = stats.paired_difference(verdicts, ref)
+            summary["val_vs_reference"] = validation_difference(spec, cells, arm.name, shared, seconds)
             ref_steps = [
                 sum(s["seconds"][p] for p in TRAIN_PHASES)
                 for m in markers
@@ -142,6 +167,12 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f}"
 
 
+def _interval(difference: dict) -> str:
+    """'+1.2 [-3.3, +5.3]': a paired difference in points with its 95% interval."""
+    low, high = difference["ci95"]
+    return f"{_pct(difference['mean_diff'])} [{_pct(low)}, {_pct(high)}]"
+
+
 def markdown(table: dict) -> str:
     budget = ", ".join(f"{k} {v}" for k, v in table["budget"].items() if k != "read_at_train_seconds")
     if "read_at_train_seconds" in table["budget"]:
@@ -157,13 +188,16 @@ def markdown(table: dict) -> str:
     out += [
         (
             "| arm | seeds | acc (mean) | gain over iteration 0, points [95% CI] | diff vs reference, points [95% "
-            "CI] | per-seed diff | step s (median [q25, q75], n) | time ratio [95% CI] |"
+            "CI] | per-seed diff | validation diff vs reference [95% CI] | step s (median [q25, q75], n) | "
+            "time ratio [95% CI] |"
         ),
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for a in table["arms"]:
         vs, ratio, st = a.get("vs_reference"), a.get("time_ratio"), a["step_seconds"]
-        diff = "reference" if vs is None else f"{_pct(vs['mean_diff'])} [{_pct(vs['ci95'][0])}, {_pct(vs['ci95'][1])}]"
+        diff = "reference" if vs is None else _interval(vs)
+        val = a.get("val_vs_reference")
+        val_diff = "reference" if vs is None else "-" if val is None else _interval(val)
         per_seed = "" if vs is None else " ".join(f"s{r['seed']}:{_pct(r['diff'])}" for r in vs["seeds"])
         step = "-" if st is None else f"{st['median_s']:.3f} [{st['q25_s']:.3f}, {st['q75_s']:.3f}], {st['steps']}"
         rat = (
@@ -175,28 +209,26 @@ def markdown(table: dict) -> str:
                 else f"{ratio['ratio']:.2f} [{ratio['ci95'][0]:.2f}, {ratio['ci95'][1]:.2f}]"
             )
         )
-        gain = (
-            "-"
-            if a.get("gain") is None
-            else f"{_pct(a['gain']['mean_diff'])} [{_pct(a['gain']['ci95'][0])}, {_pct(a['gain']['ci95'][1])}]"
-        )
+        gain = "-" if a.get("gain") is None else _interval(a["gain"])
         out.append(
-            f"| {a['arm']} | {len(a['seeds'])} | {a['acc_mean']:.3f} | {gain} | {diff} | {per_seed} | {step} | {rat} |"
+            f"| {a['arm']} | {len(a['seeds'])} | {a['acc_mean']:.3f} | {gain} | {diff} | {per_seed} | {val_diff} | "
+            f"{step} | {rat} |"
         )
     out += [
         "",
-        "| arm | seed | read at iteration | train s | acc ± 95% half-width (n) | zero-var share | "
+        "| arm | seed | read at iteration | train s | acc ± 95% half-width (n) | validation acc | zero-var share | "
         + " | ".join(f"{s} s" for s in STAGES)
         + " |",
     ]
-    out.append("|---" * (6 + len(STAGES)) + "|")
+    out.append("|---" * (7 + len(STAGES)) + "|")
     for r in table["runs"]:
         zv = "-" if r["zero_var_share"] is None else f"{r['zero_var_share']:.3f}"
+        val = "-" if r["val_acc"] is None else f"{r['val_acc']:.3f}"
         flag = "" if r["budget_reached"] else " (budget not reached)"
         stages = " | ".join(f"{r['stage_seconds'][s]:.2f}" for s in STAGES)
         out.append(
             f"| {r['arm']} | {r['seed']} | {r['readout_iteration']}{flag} | {r['readout_train_seconds']:.2f} | "
-            f"{r['final_acc']:.3f} ± {r['half_width']:.3f} ({r['n_test']}) | {zv} | {stages} |"
+            f"{r['final_acc']:.3f} ± {r['half_width']:.3f} ({r['n_test']}) | {val} | {zv} | {stages} |"
         )
     return "\n".join(out) + "\n"
 

@@ -50,7 +50,7 @@ def test_verdicts_are_paired_by_problem_id_not_by_position():
         {0: _verdicts([1] * 50), 1: _verdicts([1] * 50)}, {0: _verdicts([0] * 50), 1: _verdicts([0] * 50)}
     )
     assert result["mean_diff"] == 1.0 and result["ci95"] == [1.0, 1.0]
-    with pytest.raises(ValueError, match="different test problems"):
+    with pytest.raises(ValueError, match="different held-out problems"):
         stats.paired_difference({0: _verdicts([1] * 49)}, {0: _verdicts([0] * 50)})
 
 

@@ -100,6 +100,33 @@ def test_equal_iterations_reads_the_evaluation_after_the_last_iteration():
     assert "+50.0" in markdown(table)
 
 
+def _with_validation(marker: dict, val_passes: list[list[int]]) -> dict:
+    """The marker with validation verdicts at each evaluation (validation problems v0, v1, ...)."""
+    for point, passes in zip(marker["record"]["curve"], val_passes):
+        point["val_verdicts"] = {f"v{j}": bool(v) for j, v in enumerate(passes)}
+        point["val_acc"] = sum(passes) / len(passes)
+    return marker
+
+
+def test_validation_is_paired_at_the_same_readouts_as_the_test_split_and_only_where_every_run_kept_it():
+    """Read after iteration 1 of 2, test and validation disagree on purpose: new is 25 points ahead of
+    ref on test but 50 behind on validation (at iteration 2, not read, it would be 50 ahead). A choice
+    made on the table reads the validation column."""
+    spec = _spec(iterations=1)
+    ref = _marker("ref", [1.0, 1.0], [0.0, 0.25, 0.5], [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]])
+    new = _marker("new", [9.0, 9.0], [0.0, 0.5, 0.25], [[0, 0, 0, 0], [1, 1, 0, 0], [0, 0, 0, 1]])
+    _with_validation(ref, [[0, 0], [1, 0], [0, 0]])
+    _with_validation(new, [[0, 0], [0, 0], [1, 0]])
+    table = build_table(spec, [ref, new])
+    assert table["arms"][1]["vs_reference"]["mean_diff"] == pytest.approx(0.25)
+    assert table["arms"][1]["val_vs_reference"]["mean_diff"] == pytest.approx(-0.5)
+    assert [r["val_acc"] for r in table["runs"]] == [0.5, 0.0]
+    assert "| s0:+25.0 | -50.0 [" in markdown(table)  # the validation column, beside the test split's
+    del ref["record"]["curve"][1]["val_verdicts"]  # a run evaluated before validation verdicts were kept
+    older = build_table(spec, [ref, new])
+    assert older["arms"][1]["val_vs_reference"] is None and "| s0:+25.0 | - |" in markdown(older)
+
+
 def test_arms_take_turns_going_first_by_the_seeds_place_in_the_spec_whatever_the_sitting_runs():
     """Seeds run one per sitting (`--seed 1`, then `--seed 2`) must still rotate which arm goes first,
     or the reference always runs first and meets the sitting's load first."""

@@ -1,5 +1,5 @@
-"""The evaluation record (evals/iter_NNNN.json) holds each held-out problem's greedy verdict, so a
-paired comparison can pair two arms' verdicts problem by problem."""
+"""The evaluation record (evals/iter_NNNN.json) holds each held-out problem's greedy verdict, test's
+and validation's, so a paired comparison can pair two arms' verdicts problem by problem."""
 
 from __future__ import annotations
 
@@ -38,3 +38,11 @@ def test_evaluation_record_holds_the_greedy_verdict_of_every_evaluated_problem(t
     judged = passed(test, greedy_completions(engine, questions, tiny_cfg.sampling.max_new_tokens), tiny_cfg)
     assert dict(zip(test["id"], judged)) == verdicts
     assert 0 < sum(judged) < len(judged)  # both verdicts occur, so a shuffled mapping would differ
+    # the validation split beside it: its problems' verdicts, whose mean is val/acc
+    val = read_problems(stages.val_path(data["train"]["path"]))
+    val_questions = prompt_renderer(tiny_cfg.prompt, with_prompt_format(engine, tiny_cfg).tokenizer).render_all(
+        val.to_dict("records")
+    )
+    val_judged = passed(val, greedy_completions(engine, val_questions, tiny_cfg.sampling.max_new_tokens), tiny_cfg)
+    assert record["val_verdicts"] == dict(zip(val["id"], val_judged))
+    assert sum(val_judged) / len(val_judged) == metrics["val/acc"]
