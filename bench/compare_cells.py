@@ -1,12 +1,13 @@
 """A comparison's arm against its reference cell by cell: the paired difference on each category's
 held-out problems, over every seed both arms ran, with the comparison's own nested-bootstrap interval.
 
-Reads only the committed `runs/<arm>-seed<k>/compare_arm.json` of a `coevo compare` results directory,
-so it runs from a clean checkout. A test problem's category is its id without the trailing number
-(the built-in generator's ids: `t-add-2-000017` is `add/2`).
+Reads only the committed `runs/<arm>-seed<k>/compare_arm.json` of a `coevo compare` results directory
+(and of the directories it merged, `--merge`), so it runs from a clean checkout. A test problem's
+category is its id without the trailing number (the built-in generator's ids: `t-add-2-000017` is
+`add/2`).
 
     .venv/bin/python bench/compare_cells.py bench/results/compare-smollm2-frontier --arm curriculum --reference grpo
-    # writes <results>/cells.json
+    # writes <results>/cells.json (--out: elsewhere)
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ def category(problem_id: str) -> str:
     return "/".join(problem_id.split("-")[1:-1])
 
 
-def verdicts_at(results: Path, arm: str, iteration: int) -> dict[int, dict[str, bool]]:
-    """{seed: {problem id: passed}} of the arm's runs at `iteration`'s evaluation."""
+def verdicts_at(results: list[Path], arm: str, iteration: int) -> dict[int, dict[str, bool]]:
+    """{seed: {problem id: passed}} of the arm's runs (in any of the `results` directories) at
+    `iteration`'s evaluation."""
     out = {}
-    for run in sorted(results.glob(f"runs/{arm}-seed*")):
+    for run in sorted(run for directory in results for run in directory.glob(f"runs/{arm}-seed*")):
         if (marker := read_marker(run)) is None:
             continue  # unfinished
         point = next(p for p in marker["record"]["curve"] if p["iteration"] == iteration)
@@ -66,14 +68,17 @@ def main() -> None:
     parser.add_argument("--arm", required=True)
     parser.add_argument("--reference", required=True)
     parser.add_argument("--iteration", type=int, default=None, help="default: the runs' last evaluation")
+    parser.add_argument("--merge", type=Path, action="append", default=[], help="another results directory")
+    parser.add_argument("--out", type=Path, default=None, help="default: <results>/cells.json")
     args = parser.parse_args()
+    directories = [args.results, *args.merge]
     if args.iteration is None:
-        first = next(args.results.glob(f"runs/{args.reference}-seed*/compare_arm.json"))
+        first = next(p for d in directories for p in d.glob(f"runs/{args.reference}-seed*/compare_arm.json"))
         args.iteration = json.loads(first.read_text())["record"]["curve"][-1]["iteration"]
-    ref = verdicts_at(args.results, args.reference, args.iteration)
-    cells = by_cell(verdicts_at(args.results, args.arm, args.iteration), ref)
+    ref = verdicts_at(directories, args.reference, args.iteration)
+    cells = by_cell(verdicts_at(directories, args.arm, args.iteration), ref)
     write_json(
-        args.results / "cells.json",
+        args.out or args.results / "cells.json",
         {"arm": args.arm, "reference": args.reference, "iteration": args.iteration, "cells": cells},
     )
     print(f"{args.arm} - {args.reference} at iteration {args.iteration}, seeds {sorted(ref)}")
