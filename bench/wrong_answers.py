@@ -7,7 +7,7 @@ uniform GRPO batches keep (docs/benchmarks/curriculum.md). This tells forgetting
 forgotten facts give scattered wrong answers, interference gives the trained operator's result.
 
 Greedy completions of the checkpoint through the HF engine (the recorded evaluation used vLLM: the
-script prints both accuracies, so a difference shows), on the run's own test split, asked as the run
+script prints both accuracies per cell, so a difference shows), on the run's own test split, asked as the run
 asked them. Needs the run directories (not committed: rerun `coevo compare` to make them).
 
     .venv/bin/python bench/wrong_answers.py bench/results/compare-smollm2-frontier/runs/grpo-seed0 \
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -31,29 +30,28 @@ from coevo.evaluate import greedy_completions, passed  # noqa: E402
 from coevo.io import write_json  # noqa: E402
 from coevo.model.checkpoint import read_meta  # noqa: E402
 from coevo.problems.math_verifier import extract_final_number  # noqa: E402
+from coevo.problems.proposer import parse_question  # noqa: E402
 from coevo.rollout.engines import with_prompt_format  # noqa: E402
 from coevo.rollout.prompting import prompt_renderer  # noqa: E402
 
-QUESTION = re.compile(r"(-?\d+)\s*([+\-*])\s*(-?\d+)")
-OPERATORS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-NAMES = {"+": "a+b", "-": "a-b", "*": "a*b"}
+OPERATORS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+NAMES = {"add": "a+b", "sub": "a-b", "mul": "a*b"}
 
 
 def kind_of_wrong(prompt: str, answer: str | None) -> str:
-    """'a+b' / 'a-b' / 'a*b' when the wrong answer is that operator's result, 'b-a' for a reversed
-    subtraction, 'none' when no number was given, else 'other'."""
+    """'a+b' / 'a-b' / 'a*b' when the wrong answer is another family's result on the same operands,
+    'b-a' for a reversed subtraction, 'none' when no number was given, else 'other'."""
     if answer is None:
         return "none"
-    a, op, b = QUESTION.search(prompt).groups()
-    a, b = int(a), int(b)
+    _, family, (a, b) = parse_question(prompt)
     try:
         given = int(float(answer))
     except ValueError:
         return "other"
-    for symbol, apply in OPERATORS.items():
-        if symbol != op and given == apply(a, b):
-            return NAMES[symbol]
-    return "b-a" if op == "-" and given == b - a else "other"
+    for other, apply in OPERATORS.items():
+        if other != family and given == apply(a, b):
+            return NAMES[other]
+    return "b-a" if family == "sub" and given == b - a else "other"
 
 
 def run_report(run: Path, checkpoint: int) -> dict:
