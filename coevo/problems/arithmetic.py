@@ -136,8 +136,7 @@ def held_out_quotas(caps: list[int], n_test: int, n_val: int, val_split: str) ->
 def train_only_cells(families: list[str], levels: list[int], n_train: int) -> list[tuple[str, int]]:
     """The (family, level) cells too small to hold out: their training quota covers their pair space."""
     cells = [(family, level) for family in families for level in levels]
-    quota = _fill_evenly(n_train, [n_train] * len(cells))
-    return [(f, lv) for (f, lv), k in zip(cells, quota) if _space(f, lv) <= k]
+    return [cell for cell, cap in zip(cells, held_out_caps(families, levels, n_train)) if cap == 0]
 
 
 def write_splits(
