@@ -120,6 +120,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        "prepare-ignores-problems-val-split",
+        "coevo/prepare.py",
+        "            problems.val_split,\n",
+        "",
+        ("tests/test_examples.py::test_the_curriculum_example_is_the_measured_arm",),
+    ),
+    Mutation(
+        "compare-records-drop-the-validation-verdicts",
+        "coevo/compare/runs.py",
+        'if "val_verdicts" in record:',
+        "if False:",
+        (
+            "tests/compare/test_compare_cli.py::"
+            "test_killed_comparison_reruns_restoring_finished_arm_runs_and_reports_intervals",
+        ),
+    ),
+    Mutation(
         "evaluation-keeps-no-validation-verdicts",
         "coevo/stages.py",
         'metrics.update(validate(engine, problems(val), asked, record["val_verdicts"]))',

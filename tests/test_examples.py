@@ -34,5 +34,6 @@ def test_the_curriculum_example_is_the_measured_arm(monkeypatch, tmp_path):
     assert identity(as_measured) == identity(measured)
     ours, theirs = build_all_splits(example), build_all_splits(measured)
     pd.testing.assert_frame_equal(ours["train"], theirs["train"])
+    assert 1 in set(ours["val"]["level"]) and 1 not in set(theirs["val"]["level"])  # the setting reaches the split
     held = {split: set(ours[split]["prompt"]) for split in ("test", "val")}
     assert held["test"] | held["val"] == set(theirs["test"]["prompt"]) | set(theirs["val"]["prompt"])

@@ -115,6 +115,10 @@ def test_killed_comparison_reruns_restoring_finished_arm_runs_and_reports_interv
     for row in vs["seeds"]:
         accs = {r["arm"]: r["final_acc"] for r in table["runs"] if r["seed"] == row["seed"]}
         assert row["diff"] == pytest.approx(accs["curriculum"] - accs["grpo"])
+    # validation rides along from each evaluation record into the table, paired like test
+    assert all(r["val_acc"] is not None for r in table["runs"])
+    val = next(a for a in table["arms"] if a["arm"] == "curriculum")["val_vs_reference"]
+    assert val["ci95"][0] <= val["mean_diff"] <= val["ci95"][1] and [row["seed"] for row in val["seeds"]] == list(SEEDS)
     assert "[95% CI]" in (out / "table.md").read_text()
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
