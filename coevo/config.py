@@ -232,7 +232,7 @@ class ProposerConfig(Strict):
         lt=0.5,
         description=(
             "A category (family, level) is at the frontier when |pass_rate - 0.5| <= band; the proposer writes more "
-            "problems of it."
+            "problems of it; one below the band gets none."
         ),
     )
     promote_above: float = Field(
@@ -243,12 +243,6 @@ class ProposerConfig(Strict):
             "A category whose pass rate is at least this is solved: the proposer writes its family's next level (and "
             "the add_families)."
         ),
-    )
-    drop_below: float = Field(
-        0.05,
-        ge=0,
-        lt=0.5,
-        description="A category whose pass rate is below this is hopeless for now: nothing is proposed for it.",
     )
     per_iter: int = Field(
         32, ge=1, description="Most problems accepted per proposer call (split evenly over the chosen categories)."
@@ -278,12 +272,20 @@ class ProposerConfig(Strict):
         ),
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_old_keys(cls, data):
+        """`drop_below` (removed) is read from runs and files written before and dropped: no value of it
+        changed a choice, since a category below the band gets nothing with or without it."""
+        if isinstance(data, dict) and "drop_below" in data:
+            return {key: value for key, value in data.items() if key != "drop_below"}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> ProposerConfig:
-        if not self.drop_below <= 0.5 - self.band or not 0.5 + self.band <= self.promote_above:
+        if not 0.5 + self.band <= self.promote_above:
             raise ValueError(
-                "proposer: need drop_below <= 0.5 - band and 0.5 + band <= promote_above (the frontier band must "
-                "not overlap the solved or dropped ranges)"
+                "proposer: need 0.5 + band <= promote_above (the frontier band must not overlap the solved range)"
             )
         if len(set(self.add_families)) != len(self.add_families):
             raise ValueError(f"proposer.add_families must not repeat; got {self.add_families}")

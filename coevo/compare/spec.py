@@ -387,17 +387,23 @@ def _without_cpu_threads(params: dict) -> bool:
 def _without_backtest_before(params: dict) -> bool:
     """coevolver.harness.backtest_before dropped from every co-evolver entry, where no harness runs with
     anything but `resample` (the backtest before it existed; without a harness no value is read)."""
-    entries = [
-        entry
-        for key in ("coevolver", "coevolvers")
-        for entry in (params.get(key) if isinstance(params.get(key), list) else [params.get(key)])
-        if isinstance(entry, dict)
-    ]
+    entries = _coevolver_entries(params)
     if any(e["kind"] == "harness" and e["harness"].get("backtest_before", "resample") != "resample" for e in entries):
         return False
     for entry in entries:
         entry["harness"].pop("backtest_before", None)
     return True
+
+
+def _coevolver_entries(params: dict) -> list[dict]:
+    """Every co-evolver entry of the params, in either spelling (`coevolver` a mapping or a list, or
+    the earlier `coevolvers`)."""
+    return [
+        entry
+        for key in ("coevolver", "coevolvers")
+        for entry in (params.get(key) if isinstance(params.get(key), list) else [params.get(key)])
+        if isinstance(entry, dict)
+    ]
 
 
 def _without_val_split(params: dict) -> bool:
@@ -421,13 +427,21 @@ def _without_val_split(params: dict) -> bool:
 ADDED_SINCE = (_without_cpu_threads, _without_backtest_before, _without_val_split)
 
 
+def _with_drop_below(params: dict) -> dict:
+    """The params with coevolver.curriculum.proposer.drop_below put back as every run made before its
+    removal held it (0.05, the default; no committed spec set another). No value of it changed a choice."""
+    for entry in _coevolver_entries(params):
+        entry["curriculum"]["proposer"]["drop_below"] = 0.05
+    return params
+
+
 def identities(cfg: Config) -> set[str]:
     """The identities a finished run of `cfg` may carry in its marker: `identity(cfg)`, the hash of the
     same params in their earlier spelling (from before `coevolvers`, a list, was folded into
-    `coevolver` and `eval.with_skills` became `eval.with_context`), and each of the two without the
-    settings added after a point in `ADDED_SINCE` where they hold a value that computes what ran
-    before them. Runs finished before then (the committed ones under bench/results) carry one of
-    these; all name the same computation."""
+    `coevolver` and `eval.with_skills` became `eval.with_context`), each of the two with the removed
+    `drop_below` put back, and those without the settings added after a point in `ADDED_SINCE` where
+    they hold a value that computes what ran before them. Runs finished before then (the committed
+    ones under bench/results) carry one of these; all name the same computation."""
     current = _identity_params(cfg)
     earlier = copy.deepcopy(current)
     entries = earlier["coevolver"]  # one co-evolver dumps as its mapping, several as the list
@@ -435,8 +449,9 @@ def identities(cfg: Config) -> set[str]:
     earlier["coevolver"] = CoevolverConfig().model_dump(mode="json") if several else entries
     earlier["coevolvers"] = entries if several else None
     earlier["eval"]["with_skills"] = earlier["eval"].pop("with_context")
-    found = set()
+    found = {_hash(current)}
     for params in (current, earlier):
+        params = _with_drop_below(params)  # every run made before its removal held it
         found.add(_hash(params))
         for drop in reversed(ADDED_SINCE):  # a run from before setting k lacks k and every later one
             if not drop(params):

@@ -9,8 +9,8 @@ Departures:
    the proposer is a rule over the latest per-category pass rates: a category (family, level) with
    |p - 1/2| <= band gets more problems; a solved one (p >= promote_above) gets its family's next
    level, and the configured new families or combinations (addmul = a+b*c) start at level 1, where
-   neither the batch nor the training split has that cell yet; a hopeless one (p < drop_below) gets
-   nothing. The "reward near 1/2" is this choice of categories.
+   neither the batch nor the training split has that cell yet; one below the band (too hard for
+   now) gets nothing. The "reward near 1/2" is this choice of categories.
 2. Validity is checked, not learned: each answer is recomputed from the parsed question with exact
    Python integers and the project's verifier (check_answer) must accept both the recomputed answer
    and the reference itself as completions; a question that does not parse as its family, or whose

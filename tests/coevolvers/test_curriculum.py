@@ -204,7 +204,7 @@ def test_config_rejects_bad_curriculum_settings():
         CurriculumConfig(category=[])
 
 
-PROPOSING = {"enabled": True, "band": 0.45, "drop_below": 0.0, "promote_above": 0.95, "min_samples": 2, "per_iter": 8}
+PROPOSING = {"enabled": True, "band": 0.45, "promote_above": 0.95, "min_samples": 2, "per_iter": 8}
 
 
 def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):

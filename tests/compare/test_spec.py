@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from coevo.cli import app
 from coevo.compare.results import finished_runs
 from coevo.compare.runs import MARKER
-from coevo.compare.spec import arm_config, identities, load_spec
+from coevo.compare.spec import arm_config, identities, identity, load_spec
 from coevo.io import hash_bytes
 
 from ..conftest import ROOT, tiny_config
@@ -121,8 +121,10 @@ def test_the_committed_results_still_enter_their_comparisons(results, monkeypatc
 
 
 def _identity_without(cfg, *dotted: str) -> str:
-    """The identity of `cfg`'s params with the `dotted` keys deleted: what a run made before them carries."""
+    """The identity of `cfg`'s params with the `dotted` keys deleted and the removed proposer.drop_below
+    in place (0.05, as every run held it): what a run made before them carries."""
     params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
+    params["coevolver"]["curriculum"]["proposer"]["drop_below"] = 0.05
     for key in dotted:
         *parents, leaf = key.split(".")
         node = params
@@ -166,3 +168,12 @@ def test_a_validation_split_keeps_the_earlier_identity_only_where_it_splits_as_r
     ):
         cfg = tiny_config(tmp_path, problems=problems)
         assert (_identity_without(cfg, "problems.val_split") in identities(cfg)) is earlier, problems
+
+
+def test_a_removed_setting_is_read_from_earlier_runs_and_put_back_in_their_identity(tmp_path):
+    """proposer.drop_below never changed a choice and was removed: params written with it still load
+    (without it), and a run made before its removal, which held it, keeps its identity."""
+    cfg = tiny_config(tmp_path, coevolver={"kind": "curriculum", "curriculum": {"proposer": {"drop_below": 0.05}}})
+    assert "drop_below" not in cfg.model_dump()["coevolver"]["curriculum"]["proposer"]
+    assert _identity_without(cfg) in identities(cfg)
+    assert identity(cfg) in identities(cfg)

@@ -56,9 +56,7 @@ BEFORE = [
         "41e79569e029a6fd6305f1138a707a16a78d5f4674b6c8a6589ca0288cce6139",
     ),
 ]
-SETTINGS = ProposerConfig(
-    enabled=True, band=0.25, promote_above=0.9, drop_below=0.05, per_iter=24, min_samples=8, max_level=4
-)
+SETTINGS = ProposerConfig(enabled=True, band=0.25, promote_above=0.9, per_iter=24, min_samples=8, max_level=4)
 
 
 def sha(frame: pd.DataFrame) -> str:
