@@ -1,6 +1,7 @@
 """What a run's final checkpoint answers where it is wrong on the 1-digit test cells: is a wrong answer
 another operator's result on the same operands (a + b for "What is a - b?"), or one number given to
-many questions?
+many questions? And the same checkpoint's accuracy on the cell's training problems beside it: a
+cell whose training facts stay passed while its test facts fail is memorised, not forgotten.
 
 A curriculum that trains mostly on 2-3 digit additions loses subtraction and multiplication facts the
 uniform GRPO batches keep (docs/benchmarks/curriculum.md). This tells forgetting from interference:
@@ -21,6 +22,8 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -58,12 +61,19 @@ def run_report(run: Path, checkpoint: int) -> dict:
     path = stages.RunLayout(run).checkpoint(checkpoint)
     values = read_meta(path)["lineage"]["params"]["values"]  # the params the checkpoint was trained with
     cfg = Config.model_validate({**values, "engine": {**values["engine"], "kind": "hf"}})
-    test = stages.problems(run / "data" / "test.parquet")
-    ones = test[test["level"] == 1].reset_index(drop=True)
     engine = stages.live_engine(cfg, path)
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
-    completions = greedy_completions(engine, renderer.render_all(ones.to_dict("records")), cfg.sampling.max_new_tokens)
-    verdicts = passed(ones, completions, cfg)
+
+    def level_one(split: str) -> tuple[pd.DataFrame, list[str], list[bool]]:
+        frame = stages.problems(run / "data" / f"{split}.parquet")
+        ones = frame[frame["level"] == 1].reset_index(drop=True)
+        completions = greedy_completions(
+            engine, renderer.render_all(ones.to_dict("records")), cfg.sampling.max_new_tokens
+        )
+        return ones, completions, passed(ones, completions, cfg)
+
+    ones, completions, verdicts = level_one("test")
+    train, _, train_verdicts = level_one("train")
     recorded = json.loads(stages.RunLayout(run).evals(checkpoint).read_text())["verdicts"]
     report = {}
     for family, rows in ones.groupby("family"):
@@ -73,6 +83,8 @@ def run_report(run: Path, checkpoint: int) -> dict:
             "problems": len(rows),
             "acc": 1 - len(wrong) / len(rows),
             "acc_recorded": sum(recorded[pid] for pid in rows["id"]) / len(rows),
+            "acc_train": float(pd.Series(train_verdicts)[train["family"] == family].mean()),
+            "train_problems": int((train["family"] == family).sum()),
             "wrong": dict(Counter(kind_of_wrong(ones.at[i, "prompt"], given[i]) for i in wrong)),
             "commonest_wrong_answers": Counter(given.values()).most_common(3),
         }
@@ -91,7 +103,8 @@ def main() -> None:
         print(run)
         for cell, row in cells.items():
             print(
-                f"  {cell}: acc {row['acc']:.2f} (recorded {row['acc_recorded']:.2f}) wrong {row['wrong']} "
+                f"  {cell}: acc {row['acc']:.2f} (recorded {row['acc_recorded']:.2f}, on its {row['train_problems']} "
+                f"training problems {row['acc_train']:.2f}) wrong {row['wrong']} "
                 f"commonest {row['commonest_wrong_answers']}"
             )
 
