@@ -120,6 +120,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        "identity-forgets-the-removed-drop-below",
+        "coevo/compare/spec.py",
+        "        params = _with_drop_below(params)  # every run made before its removal held it\n",
+        "",
+        (
+            "tests/compare/test_spec.py::"
+            "test_a_removed_setting_is_read_from_earlier_runs_and_put_back_in_their_identity",
+        ),
+    ),
+    Mutation(
         "prepare-ignores-problems-val-split",
         "coevo/prepare.py",
         "            problems.val_split,\n",
