@@ -1,5 +1,5 @@
 """The shipped examples load, and the co-evolving one is the configuration its figure was measured
-with: the curriculum arm of bench/specs/smollm2_frontier.yaml, to the hash of what it computes, but for
+with: the curriculum_proposer arm of bench/specs/smollm2_frontier_proposer.yaml, to the hash of what it computes, but for
 how its validation split shares the same held-out problems."""
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ def test_each_example_loads(path):
 def test_the_curriculum_example_is_the_measured_arm(monkeypatch, tmp_path):
     """The example keeps the default problems.val_split (every cell gives validation some problems)
     where the measured runs split test first: the same held-out problems, shared otherwise between
-    test and validation, so the example trains on the measured arm's problems exactly."""
+    test and validation, so the example trains on the measured arm's problems exactly (its proposer
+    de-duplicates against test and validation together: the same set)."""
     monkeypatch.chdir(ROOT)  # the spec's params path is relative to the repository root
-    spec = load_spec(ROOT / "bench" / "specs" / "smollm2_frontier.yaml")
-    arm = next(arm for arm in spec.arms if arm.name == "curriculum")
+    spec = load_spec(ROOT / "bench" / "specs" / "smollm2_frontier_proposer.yaml")
+    arm = next(arm for arm in spec.arms if arm.name == "curriculum_proposer")
     measured = arm_config(spec, arm, seed=0, run_dir=tmp_path / "run")
     example = load_config(ROOT / "examples" / "smollm2-curriculum.yaml")
     assert example.problems.val_split == "proportional" and measured.problems.val_split == "after_test"
