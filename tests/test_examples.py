@@ -1,6 +1,6 @@
 """The shipped examples load, and the co-evolving one is the configuration its figure was measured
-with: the curriculum_proposer arm of bench/specs/smollm2_frontier_proposer.yaml, to the hash of what it computes, but for
-how its validation split shares the same held-out problems."""
+with: the curriculum_proposer arm of bench/specs/smollm2_frontier_proposer.yaml, to the hash of what
+it computes, but for how its validation split shares the same held-out problems."""
 
 from __future__ import annotations
 
