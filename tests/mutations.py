@@ -130,6 +130,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        "proposer-may-repeat-validation",
+        "coevo/stages.py",
+        "    return problems(test) if val is None else pd.concat([problems(test), problems(val)], ignore_index=True)",
+        "    return problems(test)",
+        ("tests/coevolvers/test_curriculum.py::test_proposer_grows_the_training_split_the_stages_draw_from",),
+    ),
+    Mutation(
         "prepare-ignores-problems-val-split",
         "coevo/prepare.py",
         "            problems.val_split,\n",
