@@ -47,7 +47,7 @@ def arm_run(spec: Spec, arm: str, seed: int, root: Path) -> tuple[dict, bool]:
             )
         return marker, True
     train_flow(str(spec.arm(arm).params), arm_overrides(spec, spec.arm(arm), seed, run_dir))
-    return finish(cfg, arm, seed, ident), False
+    return finish(cfg, arm, seed, ident, spec.sha256), False
 
 
 @flow(name="coevo-compare")

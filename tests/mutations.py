@@ -363,6 +363,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if False:  # read when",
         ("tests/rollout/test_vllm.py::test_the_forward_runs_on_the_cores_engine_cpu_threads_names",),
     ),
+    Mutation(
+        "compare-interval-nested-bootstrap",
+        "coevo/compare/stats.py",
+        "    return t_interval(np.array([float(e.mean()) for e in per_seed]))",
+        "    return {'ci95': _percentiles(nested_draws(per_seed, DRAWS, 0))}",
+        (
+            "tests/compare/test_coverage.py::test_the_headline_interval_excludes_zero_in_at_most_6_5_percent_of_null_"
+            "experiments[3]",
+        ),
+    ),
+    Mutation(
+        "compare-per-seed-interval-unpaired",
+        "coevo/compare/stats.py",
+        "        paired=True,",
+        "        paired=False,",
+        ("tests/compare/test_stats.py::test_the_per_seed_interval_resamples_problems_paired",),
+    ),
 )
 
 

@@ -2,7 +2,9 @@
 
 An arm run is an ordinary coevo run in `<comparison>/runs/<arm>-seed<k>/`. When it has finished, the
 comparison writes `compare_arm.json` beside its outputs: the arm, the seed, the run's `identity`
-(coevo/compare/spec.py: what it computes, whatever its directory) and its `record`:
+(coevo/compare/spec.py: what it computes, whatever its directory), `spec_sha256` (the sha256 of the
+spec file's bytes when the sitting that ran it started: the seeds were fixed in that file; markers
+from before it was kept lack it) and its `record`:
   curve       every evaluation: iteration, cumulative measured training seconds, eval/acc, and the
               greedy verdict of each test problem (evals/iter_NNNN.json); where the run has a
               validation split, val/acc and each validation problem's verdict as well
@@ -102,9 +104,13 @@ def curve_of(cfg: Config, steps: list[dict]) -> list[dict]:
     return curve
 
 
-def finish(cfg: Config, arm: str, seed: int, ident: str) -> dict:
-    """Write the finished run's marker (atomically) and return it."""
+def finish(cfg: Config, arm: str, seed: int, ident: str, spec_sha256: str | None = None) -> dict:
+    """Write the finished run's marker (atomically) and return it. `spec_sha256`: the hash of the spec
+    file the sitting that ran it read (its seeds fixed before the run); markers written before it was
+    kept have none and load as `None`."""
     steps = steps_of(cfg)
     marker = {"arm": arm, "seed": seed, "identity": ident, "record": {"steps": steps, "curve": curve_of(cfg, steps)}}
+    if spec_sha256:
+        marker["spec_sha256"] = spec_sha256
     write_json(Path(cfg.run.out_dir) / MARKER, marker)
     return marker

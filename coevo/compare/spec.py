@@ -82,6 +82,7 @@ class Spec:
     eval_every: int | None
     overrides: dict
     tracking: dict = field(default_factory=dict)
+    sha256: str = ""  # of the spec file's bytes as read: what the seeds were fixed in (recorded by each run)
 
     @property
     def run_iterations(self) -> int:
@@ -295,6 +296,7 @@ def load_spec(path: str | Path) -> Spec:
         eval_every,
         reader.overrides(("set",)) if "set" in data else {},
         tracking,
+        hash_bytes(Path(path).read_bytes()),
     )
     for i, arm in enumerate(spec.arms):
         for seed in seeds:

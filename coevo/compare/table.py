@@ -67,6 +67,7 @@ def run_row(spec: Spec, marker: dict, seconds: float | None) -> dict:
         "final_acc": point["acc"],
         "half_width": stats.run_half_width(point["acc"], len(point["verdicts"])),
         "val_acc": point.get("val_acc"),  # None where the run kept no validation verdicts
+        "spec_sha256": marker.get("spec_sha256"),  # the spec its sitting read; None: not recorded (older run)
         "budget_reached": spec.train_seconds is None or total >= spec.train_seconds,
         "zero_var_share": statistics.fmean(shares) if shares else None,
         "stage_seconds": {stage: sum(s["seconds"][stage] for s in steps) for stage in STAGES},
@@ -158,6 +159,8 @@ def build_table(spec: Spec, markers: list[dict]) -> dict:
         "reference": spec.reference,
         "seeds": spec.seeds,
         "complete": complete,
+        "interval_method": METHOD_NOTE,
+        "spec_sha256": spec.sha256,
         "arms": arms,
         "runs": rows,
     }
@@ -168,9 +171,43 @@ def _pct(x: float) -> str:
 
 
 def _interval(difference: dict) -> str:
-    """'+1.2 [-3.3, +5.3]': a paired difference in points with its 95% interval."""
+    """'+1.2 [-3.3, +5.3] p 0.62': a paired difference in points with its 95% interval and p-value;
+    with one seed marked as such, and from 10 seeds followed by the nested bootstrap's interval."""
     low, high = difference["ci95"]
-    return f"{_pct(difference['mean_diff'])} [{_pct(low)}, {_pct(high)}]"
+    text = f"{_pct(difference['mean_diff'])} [{_pct(low)}, {_pct(high)}] p {_p(difference.get('p_value'))}"
+    if difference.get("method") == stats.ONE_SEED:
+        text += " (1 seed: problems only)"
+    if "nested_bootstrap" in difference:
+        n_low, n_high = difference["nested_bootstrap"]["ci95"]
+        text += f"; nested bootstrap [{_pct(n_low)}, {_pct(n_high)}]"
+    return text
+
+
+def _spec_note(table: dict) -> str:
+    """Which spec version the runs were made under (its sha256, recorded by each run when it ran)."""
+    now = table.get("spec_sha256") or "?"
+    made = {r.get("spec_sha256") for r in table["runs"]}
+    if made == {now}:
+        return f" Spec sha256 {now[:12]}: every run was made under this version of it (seeds fixed before the runs)."
+    other = [f"{r['arm']} s{r['seed']}" for r in table["runs"] if r.get("spec_sha256") not in (now, None)]
+    unrecorded = [f"{r['arm']} s{r['seed']}" for r in table["runs"] if r.get("spec_sha256") is None]
+    return (
+        f" Spec sha256 {now[:12]}"
+        + (f"; runs made under another version of it: {', '.join(other)}" if other else "")
+        + (f"; runs made before the spec's hash was recorded: {', '.join(unrecorded)}" if unrecorded else "")
+        + "."
+    )
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}" if value >= 0.001 else "<0.001"
+
+
+METHOD_NOTE = (
+    "Intervals of a mean over seeds: Student t over the per-seed paired differences (df = seeds - 1), "
+    "with the two-sided p-value against 0; with one seed, the within-seed paired bootstrap (problem "
+    "sampling only, marked); from 10 seeds the nested paired bootstrap follows as a second figure."
+)
 
 
 def markdown(table: dict) -> str:
@@ -184,12 +221,14 @@ def markdown(table: dict) -> str:
         f"# {table['name']}: {budget}; reference {table['reference']}; seeds {table['seeds']}"
         + ("" if table["complete"] else " (partial)"),
         "",
+        table.get("interval_method", METHOD_NOTE) + _spec_note(table),
+        "",
     ]
     out += [
         (
-            "| arm | seeds | acc (mean) | gain over iteration 0, points [95% CI] | diff vs reference, points [95% "
-            "CI] | per-seed diff | validation diff vs reference [95% CI] | step s (median [q25, q75], n) | "
-            "time ratio [95% CI] |"
+            "| arm | seeds | acc (mean) | gain over iteration 0, points [95% CI] p | diff vs reference, points "
+            "[95% CI] p | per-seed diff | validation diff vs reference [95% CI] p | step s (median [q25, q75], n) "
+            "| time ratio [95% CI] |"
         ),
         "|---|---|---|---|---|---|---|---|---|",
     ]

@@ -134,3 +134,52 @@ def test_arms_take_turns_going_first_by_the_seeds_place_in_the_spec_whatever_the
     whole = interleaved(spec, [0, 1, 2])
     assert whole == [("ref", 0), ("new", 0), ("new", 1), ("ref", 1), ("ref", 2), ("new", 2)]
     assert interleaved(spec, [1]) == whole[2:4] and interleaved(spec, [2, 1]) == whole[4:] + whole[2:4]
+
+
+def _seeded(marker: dict, seed: int, spec_sha256: str | None = None) -> dict:
+    marker = {**marker, "seed": seed}
+    if spec_sha256 is not None:
+        marker["spec_sha256"] = spec_sha256
+    return marker
+
+
+def test_every_mean_over_seeds_is_a_t_interval_named_in_the_table_with_its_seed_count_and_p_value():
+    """Three seeds: the test difference, the gain over iteration 0 and the validation difference all
+    take the seed-level t-interval; the markdown says which method and how many seeds, with p."""
+    spec = replace(_spec(iterations=1), seeds=[0, 1, 2], sha256="ab" * 32)
+    markers = []
+    for seed, new_final in enumerate(([1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0])):  # new - ref: 0, +25, +50
+        ref = _marker("ref", [1.0], [0.0, 0.25], [[0, 0, 0, 0], [1, 0, 0, 0]])
+        new = _marker("new", [1.0], [0.0, sum(new_final) / 4], [[0, 0, 0, 0], new_final])
+        _with_validation(ref, [[0, 0], [1, 0]])
+        _with_validation(new, [[0, 0], [1, 0]])
+        markers += [_seeded(ref, seed, spec.sha256), _seeded(new, seed, spec.sha256)]
+    table = build_table(spec, markers)
+    new = table["arms"][1]
+    # per-seed differences 0, 0.25, 0.5: mean 0.25, sd 0.25, se 0.144, t(0.975, 2) = 4.303 -> half 0.621,
+    # clipped below at -1: [-0.371, 0.871]; t = 1.732, p (df 2) = 0.225
+    vs = new["vs_reference"]
+    assert (vs["method"], vs["n_seeds"]) == ("t over seeds", 3)
+    assert vs["ci95"] == pytest.approx([-0.371, 0.871], abs=1e-3) and vs["p_value"] == pytest.approx(0.225, abs=1e-3)
+    # the gain over iteration 0 (+25, +50, +75: the same spread) and validation (all 0) take the same rule
+    assert new["gain"]["method"] == "t over seeds" and new["gain"]["ci95"] == pytest.approx([-0.121, 1.0], abs=1e-3)
+    assert new["val_vs_reference"]["ci95"] == [0.0, 0.0] and new["val_vs_reference"]["p_value"] == 1.0
+    md = markdown(table)
+    assert "Student t over the per-seed paired differences (df = seeds - 1)" in md and "seeds [0, 1, 2]" in md
+    assert "| new | 3 |" in md and "+25.0 [-37.1, +87.1] p 0.23 |" in md
+    assert "Spec sha256 abababababab: every run was made under this version" in md
+    assert table["spec_sha256"] == spec.sha256 and all(r["spec_sha256"] == spec.sha256 for r in table["runs"])
+
+
+def test_one_seed_is_marked_and_runs_without_a_recorded_spec_hash_still_enter():
+    """A one-seed table marks its interval as problem sampling only; markers written before runs kept
+    the spec's hash (the committed ones) still load, and the table says they have none."""
+    spec = replace(_spec(iterations=1), sha256="cd" * 32)
+    ref = _marker("ref", [1.0], [0.0, 0.25], [[0, 0, 0, 0], [1, 0, 0, 0]])
+    new = _marker("new", [1.0], [0.0, 0.5], [[0, 0, 0, 0], [1, 1, 0, 0]])
+    table = build_table(spec, [ref, _seeded(new, 0, "ef" * 32)])
+    assert table["arms"][1]["vs_reference"]["method"].startswith("one seed")
+    md = markdown(table)
+    assert "(1 seed: problems only)" in md
+    assert "runs made under another version of it: new s0" in md
+    assert "runs made before the spec's hash was recorded: ref s0" in md
