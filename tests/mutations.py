@@ -380,6 +380,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        paired=False,",
         ("tests/compare/test_stats.py::test_the_per_seed_interval_resamples_problems_paired",),
     ),
+    Mutation(
+        "check-unseen-skips-validation",
+        "coevo/problems/heldout.py",
+        '    pairs = [("train", "val"), ("train", "test"), ("val", "test")]',
+        '    pairs = [("train", "test")]',
+        ("tests/problems/test_heldout.py::test_the_library_check_covers_validation_against_train_and_against_test",),
+    ),
+    Mutation(
+        "prefix-group-never-shares",
+        "coevo/update/prefix.py",
+        '    return mode != "none"',
+        '    return mode == "minibatch"',
+        (
+            "tests/update/test_prefix.py::test_sharing_modes_encode_each_groups_prompt_once_and_none_encodes_every_row"
+            "[group-3]",
+        ),
+    ),
 )
 
 

@@ -191,3 +191,18 @@ def test_the_library_check_names_the_overlapping_problems():
     assert overlap(train, test)["id"].tolist() == ["t-0"]
     with pytest.raises(ValueError, match=r"1 test problems are train problems \(t-0 = train a\)"):
         check_unseen({"train": train, "test": test}, "mine")
+
+
+def test_the_library_check_covers_validation_against_train_and_against_test():
+    """Splitters that are right leave the check nothing to find, so it is tested on its own: a
+    validation problem that is a training problem (a commuted twin), and a test problem that is a
+    validation problem (another commuted twin), are each refused by name."""
+    train = pd.DataFrame({"id": ["a", "b"], "prompt": ["3+4=", "9-2="]})
+    val = pd.DataFrame({"id": ["v-0", "v-1"], "prompt": ["4+3=", "5*6="]})
+    with pytest.raises(ValueError, match=r"mine: 1 val problems are train problems \(v-0 = train a\)"):
+        check_unseen({"train": train, "val": val, "test": pd.DataFrame({"id": ["t-0"], "prompt": ["1+1="]})}, "mine")
+    val = pd.DataFrame({"id": ["v-0"], "prompt": ["5*6="]})
+    test = pd.DataFrame({"id": ["t-0", "t-1"], "prompt": ["8-1=", "6*5="]})
+    with pytest.raises(ValueError, match=r"mine: 1 test problems are val problems \(t-1 = val v-0\)"):
+        check_unseen({"train": train, "val": val, "test": test}, "mine")
+    check_unseen({"train": train, "val": val, "test": test.iloc[:1]}, "mine")  # disjoint splits pass

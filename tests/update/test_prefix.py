@@ -127,6 +127,28 @@ def test_shared_prefix_gradients_equal_the_per_sequence_pass(tmp_path, tiny_mode
     close_grads(shared, plain)
 
 
+@pytest.mark.parametrize("mode, prompts", [("group", GROUPS), ("minibatch", GROUPS), ("none", GROUPS * G)])
+def test_sharing_modes_encode_each_groups_prompt_once_and_none_encodes_every_row(tmp_path, tiny_model, mode, prompts):
+    """What the gradient test above cannot see (equal gradients are the point of sharing, so a mode
+    that silently never shared would pass it): the update's prompt pass itself. The first forward of
+    a minibatch's loss is the prefill of its distinct prompts: GROUPS of them when rows share, one
+    per row (GROUPS * G) under `none`."""
+    model = load_policy_copy(tiny_model)
+    data, old, ref = training_set(model.config.vocab_size)
+    batch_sizes: list[int] = []
+
+    def record(module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        batch_sizes.append(int(ids.size(0)))
+
+    hook = model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        loss_and_grads(model, "grpo", mode, tmp_path, data, old, ref)
+    finally:
+        hook.remove()
+    assert batch_sizes[0] == prompts, f"{mode}: the prompt pass ran {batch_sizes[0]} rows"
+
+
 def close_grads(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
     for name, want in expected.items():
         scale = float(want.abs().max())
