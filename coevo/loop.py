@@ -48,7 +48,7 @@ from coevo.io import write_json
 from coevo.metrics_log import MetricsLog
 from coevo.model.checkpoint import policy_version
 from coevo.records import Artifact, InForce
-from coevo.stages import RunLayout, in_force, latest_complete
+from coevo.stages import RunLayout, in_force, latest_complete, remove_orphans
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,7 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
     """Train run.iterations iterations with `runner` (the caller holds the run lock); returns (and
     writes) the run summary. `started`: the run's perf_counter start, what the time budget counts from."""
     set_threads(cfg)
+    remove_orphans(cfg)  # temporary directories a writer killed last time left (named in a warning); none writes now
     setup = Timers()
     with setup.phase("prepare"):
         data = runner.prepare()

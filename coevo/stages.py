@@ -42,11 +42,12 @@ from coevo.config import Config, SamplingConfig
 from coevo.evaluate import evaluate, validate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
+from coevo.io import remove_orphans as remove_orphans_in
 from coevo.model.bootstrap import bootstrap_policy, check_targets, warm_start_for
 from coevo.model.checkpoint import (
     META,
     TRAINER_STATE,
-    WEIGHTS,
+    DamagedCheckpointError,
     Policy,
     PrunedCheckpointError,
     load_optimizer_state,
@@ -152,7 +153,27 @@ def latest_complete(cfg: Config) -> int:
             "iteration 1",
             stacklevel=2,
         )
+    if k == 0 and (damaged := damaged_files(layout.checkpoint(0))):  # checked like every other checkpoint
+        raise DamagedCheckpointError(layout.checkpoint(0), damaged, "a run cannot restart from it")
     return k
+
+
+def remove_orphans(cfg: Config) -> list[Path]:
+    """Delete the temporary directories a killed writer left in the run's directories and its data
+    directory (`coevo.io.remove_orphans`), naming them in a warning; the caller holds the run lock."""
+    layout = RunLayout(cfg.run.out_dir)
+    places = {layout.root, cfg.bootstrap_dir.parent, Path(cfg.problems.data_dir), layout.checkpoint(1).parent}
+    tables = (layout.rollouts, layout.rewards, layout.proposals)
+    places |= {path(0).parent for path in (layout.coevolver, layout.report, layout.in_force, layout.evals, *tables)}
+    places |= {shard_path(layout.rollouts(0), 0, 2).parent, shard_path(layout.rewards(0), 0, 2).parent}
+    removed = [orphan for place in sorted(places) for orphan in remove_orphans_in(place)]
+    if removed:
+        warnings.warn(
+            f"removed {len(removed)} temporary director{'y' if len(removed) == 1 else 'ies'} a killed writer left "
+            f"(never published): {', '.join(str(p) for p in removed)}",
+            stacklevel=2,
+        )
+    return removed
 
 
 def damaged_files(checkpoint: str | Path) -> list[str]:
@@ -262,14 +283,17 @@ def bootstrap_key(cfg: Config, data: dict) -> str:
 def bootstrap_stage(cfg: Config, data: dict) -> dict:
     """Checkpoint 0 (with its lineage) and the initial co-evolver version iter_0000.
 
-    An existing bootstrap with the same key and intact weights is kept (e.g. one DVC restored).
+    An existing bootstrap with the same key and every file intact is kept (e.g. one DVC restored);
+    one with a damaged file is made again, with a warning naming the files.
     """
     layout, key = RunLayout(cfg.run.out_dir), bootstrap_key(cfg, data)
     coevolver_dir = layout.coevolver(0)
     coevolver_sha256 = build_coevolvers(cfg).save(coevolver_dir)
     meta = read_meta(cfg.bootstrap_dir)
-    weights = cfg.bootstrap_dir / WEIGHTS
-    if meta.get("bootstrap_key") != key or not weights.is_file() or hash_file(weights) != meta.get("weights_sha256"):
+    damaged = damaged_files(cfg.bootstrap_dir) if meta.get("bootstrap_key") == key else []
+    if damaged:  # every file checked, as for any checkpoint; made again from its sources, never reused
+        warnings.warn(str(DamagedCheckpointError(cfg.bootstrap_dir, damaged, "making it again", "")), stacklevel=2)
+    if meta.get("bootstrap_key") != key or not meta.get("files") or damaged:
         lineage = stage_lineage(cfg, 0, None, None, None, coevolver_dir, data)
         policy, meta = bootstrap_policy(
             cfg, problems(data["train"]["path"]), extra_meta={"lineage": lineage, "bootstrap_key": key}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,8 +35,17 @@ from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaFor
 from coevo.code.sources import CODE_SOURCES
 from coevo.code.warm_start import CODE_WARM_START_SETTINGS, code_warm_start_problems
 from coevo.config import Config
-from coevo.model.checkpoint import Policy, linkable_weights, load_policy, resolve_device, save_checkpoint
+from coevo.io import hash_file
+from coevo.model.checkpoint import (
+    DamagedCheckpointError,
+    Policy,
+    linkable_weights,
+    load_policy,
+    resolve_device,
+    save_checkpoint,
+)
 from coevo.model.constraint_warm_start import constraint_warm_start
+from coevo.model.import_model import IMPORT_RECORD, read_import_record
 from coevo.model.lora import check_target_modules
 from coevo.model.supervised import BootstrapReport, bootstrap_steps
 from coevo.model.tokenizer import build_char_tokenizer
@@ -170,23 +180,38 @@ def warm_start_for(cfg: Config) -> WarmStart:
 
 def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None = None) -> tuple[Policy, dict]:
     """Create checkpoint 0 (cfg.bootstrap_dir): the user's checkpoint if params name one (its weights
-    file hard-linked when it holds the model exactly as loaded: coevo/model/checkpoint.py), else the
-    tiny default warm-started as problems.source calls for (`warm_start_for`).
+    file copied, cloned copy-on-write where the filesystem can, when it holds the model exactly as
+    loaded: coevo/model/checkpoint.py; an imported one first checked against its import record), else
+    the tiny default warm-started as problems.source calls for (`warm_start_for`).
 
     `extra_meta` (e.g. the lineage record) is stored in the checkpoint's coevo.json.
     """
-    linked = None
+    reused = None
     if cfg.policy.checkpoint is not None:
+        check_source(cfg.policy.checkpoint)
         policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype)
         meta = {"iteration": 0, "source": str(cfg.policy.checkpoint), "parent": None}
-        linked = linkable_weights(
-            cfg.policy.checkpoint, policy.model
-        )  # hard-linked, not copied, when it is the model as loaded
+        reused = linkable_weights(cfg.policy.checkpoint, policy.model)  # copied as is when it is the model
     else:
         policy = build_tiny_policy(cfg)
         report = warm_start_for(cfg).run(policy, train, cfg)
         meta = {"iteration": 0, "source": "tiny-bootstrap", "parent": None, "bootstrap": asdict(report)}
     meta.update(extra_meta or {})
-    version = save_checkpoint(cfg.bootstrap_dir, policy, meta, weights_from=linked)
+    version = save_checkpoint(cfg.bootstrap_dir, policy, meta, weights_from=reused)
     policy.path = cfg.bootstrap_dir
     return policy, {**meta, "weights_sha256": version}
+
+
+def check_source(source: str | Path) -> None:
+    """A user checkpoint `coevo import-model` wrote must still hold the files its import.json lists
+    (DamagedCheckpointError naming them otherwise: a damaged model is never copied into a run)."""
+    record = read_import_record(source)
+    if not record or not isinstance(record.get("files"), dict):
+        return
+    damaged = [
+        name
+        for name, sha in sorted(record["files"].items())
+        if not (Path(source) / name).is_file() or hash_file(Path(source) / name) != sha
+    ]
+    if damaged:
+        raise DamagedCheckpointError(source, damaged, f"not bootstrapping from it (its {IMPORT_RECORD} lists them)")

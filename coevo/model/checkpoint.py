@@ -10,16 +10,16 @@ Layout of `checkpoints/iter_NNNN/`:
 A LoRA run's checkpoint holds adapter_model.safetensors + adapter_config.json instead of the model
 (coevo/model/lora.py); its coevo.json names the base directory and the base weights' sha256, and
 its weights hash is the adapter file's. A checkpoint whose weights did not change (no optimizer
-step) hard-links its parent's files instead of writing them again (`unchanged_from`); so does the
-bootstrap of a user's checkpoint (policy.checkpoint) with its weights file (`weights_from`,
-`linkable_weights`: 517 MB not copied for SmolLM2-135M) when both sit on one filesystem.
+step) copies its parent's files instead of serialising the model again (`unchanged_from`); the
+bootstrap of a user's checkpoint (policy.checkpoint) copies that weights file (`weights_from`,
+`linkable_weights`) when it holds the model exactly as loaded.
 
-Hard links share the file: nothing in coevo writes into an existing checkpoint file. Every save
-writes a new directory and renames it (atomic_path), pruning unlinks, and a loaded model's tensors
-are copies, not views of the file (tests/model/test_bootstrap.py trains on a linked checkpoint 0
-and re-hashes the user's file). A user who overwrites the linked file in place (not by writing a new
-file and renaming it) changes checkpoint 0 too: `coevo lineage --verify` reports it.
-
+No two checkpoints share a mutable file: every file is written anew or copied with
+`coevo.io.clone_file` (a copy-on-write clone where the filesystem has reflinks, else a byte copy;
+never a hard link, so a write into one checkpoint, or into the user's model, cannot reach another).
+Every sha256 coevo.json records is of the bytes in the new directory, hashed after they were written
+or copied; a copied file must also have the sha256 its parent recorded, else the save fails with
+DamagedCheckpointError naming the parent's file (a damaged parent is never vouched for by its child).
 The directory is written under a temporary name and renamed, so a crash never leaves a partial
 checkpoint under its final name.
 """
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from coevo.errors import InputError
-from coevo.io import atomic_path, hash_file
+from coevo.io import atomic_path, clone_file, hash_file
 
 META = "coevo.json"
 TRAINER_STATE = "trainer_state.pt"
@@ -73,6 +72,19 @@ class Policy:
 
 class CheckpointError(InputError):
     """A checkpoint directory whose tokenizer or weights cannot be loaded; names the directory."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """A checkpoint whose files no longer have the sha256 its coevo.json records; names them."""
+
+    ADVICE = "Restore it (e.g. `dvc checkout`) or delete it and rerun; `coevo lineage --verify` lists every mismatch"
+
+    def __init__(self, checkpoint: str | Path, damaged: list[str], doing: str, advice: str = ADVICE):
+        self.checkpoint, self.damaged = Path(checkpoint), damaged
+        super().__init__(
+            f"{checkpoint}: {', '.join(damaged)} no longer ha{'s' if len(damaged) == 1 else 've'} the sha256 its "
+            f"{META} records (truncated or written into in place since it was saved); {doing}. {advice}".strip()
+        )
 
 
 def _first_line(exc: Exception) -> str:
@@ -154,20 +166,22 @@ def save_checkpoint(
     """Write the checkpoint atomically; returns the sha256 of its weights file (the policy version).
 
     `unchanged_from`: a checkpoint holding exactly these weights (and, when it has one, this
-    optimizer state): its files are hard-linked (copied where links fail), not written again.
+    optimizer state): its files are copied (`_copy_files`: cloned copy-on-write where possible, each
+    checked against the parent's recorded sha256), not serialised again.
     `weights_from`: a safetensors file holding exactly the model's tensors (`linkable_weights`): it is
-    hard-linked (copied where links fail) as the weights; config and tokenizer are written as usual."""
+    copied (cloned where possible) as the weights; config and tokenizer are written as usual.
+    Every sha256 recorded is of the bytes in the new directory."""
     directory = Path(directory)
     with atomic_path(directory, is_dir=True) as tmp:
         if unchanged_from is not None:
-            files = _link_files(Path(unchanged_from), tmp)
+            files = _copy_files(Path(unchanged_from), tmp, directory)
             meta = {**meta, "unchanged_from": os.path.relpath(Path(unchanged_from).resolve(), directory.resolve())}
         else:
             if weights_from is not None:
                 policy.model.config.save_pretrained(tmp)
                 if policy.model.can_generate() and policy.model.generation_config is not None:
                     policy.model.generation_config.save_pretrained(tmp)
-                _link_or_copy(Path(weights_from), tmp / WEIGHTS)
+                clone_file(weights_from, tmp / WEIGHTS)
             else:
                 policy.model.save_pretrained(tmp, safe_serialization=True)
             policy.tokenizer.save_pretrained(tmp)
@@ -221,18 +235,16 @@ def linkable_weights(source: str | Path, model: torch.nn.Module) -> Path | None:
     return path if all(key in names or tensor.data_ptr() in stored_ptrs for key, tensor in state.items()) else None
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another filesystem, or links not allowed
-        shutil.copy2(source, target)
-
-
-def _link_files(parent: Path, target: Path) -> dict[str, str]:
-    """Hard-link the parent's listed files (and its optimizer state) into `target`; its listing."""
-    files = read_meta(parent).get("files")
+def _copy_files(parent: Path, target: Path, directory: Path) -> dict[str, str]:
+    """Copy the parent's listed files (and its optimizer state) into `target` (`clone_file`), each
+    hashed as copied and required to have the sha256 the parent recorded (DamagedCheckpointError
+    naming the parent's files otherwise: nothing damaged is carried forward); returns the listing."""
+    meta = read_meta(parent)
+    files = meta.get("files")
     if not isinstance(files, dict):
         raise ValueError(f"{parent / META}: no files listing to reuse")
+    expected = {**files, **({TRAINER_STATE: meta["trainer_state_sha256"]} if "trainer_state_sha256" in meta else {})}
+    damaged = []
     for name in [*files, TRAINER_STATE]:
         source = parent / name
         if not source.is_file():
@@ -240,8 +252,32 @@ def _link_files(parent: Path, target: Path) -> dict[str, str]:
                 continue
             raise FileNotFoundError(f"{source}: listed in {parent / META} but missing; cannot reuse it")
         (target / name).parent.mkdir(parents=True, exist_ok=True)
-        _link_or_copy(source, target / name)
+        clone_file(source, target / name)
+        if name in expected and hash_file(target / name) != expected[name]:
+            damaged.append(name)
+    if damaged:
+        raise DamagedCheckpointError(parent, damaged, f"not copied into {directory}")
     return dict(files)
+
+
+RUN_MARKERS = ("bootstrap", "checkpoints", "coevolver", ".coevo-run.lock")  # what a run directory holds (any one)
+
+
+def protected_output(out: str | Path) -> str | None:
+    """Why a command must not replace the directory `out` with a model it writes (`coevo export-merged`,
+    `coevo import-model --force`), or None: a coevo checkpoint (its coevo.json lineage and optimizer
+    state would be lost), a run directory, or a directory holding one of those."""
+    out = Path(out)
+    if not out.is_dir():
+        return None
+    if (out / META).is_file():
+        return f"it is a coevo checkpoint ({META}: its lineage, optimizer state and place in a run would be lost)"
+    if any((out / name).exists() for name in RUN_MARKERS):
+        return "it is a run directory (its checkpoints and records would be lost)"
+    for pattern in (f"*/{META}", f"*/*/{META}", f"*/*/*/{META}"):  # a run's checkpoints sit two levels down
+        for inner in out.glob(pattern):
+            return f"it holds the coevo checkpoint {inner.parent}"
+    return None
 
 
 def read_meta(directory: str | Path) -> dict:

@@ -6,7 +6,8 @@ template when the file has one) and dequantises every tensor into an ordinary mo
 architecture (a llama GGUF becomes a LlamaForCausalLM). The model is re-saved without its GGUF
 quantisation config, so the directory loads like any other checkpoint (`coevo.model.checkpoint`,
 vLLM). The directory is written under a temporary name, reloaded from there and checked, and only
-then renamed into place, with its provenance in `import.json`.
+then renamed into place, with its provenance in `import.json`. An existing non-empty `--out` is
+replaced only with `--force`, and never when it is a coevo checkpoint or run directory.
 
 Departures from "convert and save":
 1. Always float32: the dequantised weights are stored exactly; bf16 is a load-time choice
@@ -31,7 +32,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from coevo.io import atomic_path, hash_file
-from coevo.model.checkpoint import WEIGHTS
+from coevo.model.checkpoint import WEIGHTS, protected_output
 from coevo.registry import Registry
 
 IMPORT_RECORD = "import.json"
@@ -120,12 +121,18 @@ def import_gguf(
 
 
 def _check_out_dir(out_dir: Path, force: bool) -> None:
+    """Refuse, before anything is read or written: a file; a non-empty directory without `force`; and,
+    even with it, a coevo checkpoint or run directory (`protected_output`: its lineage would be lost)."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise ModelImportError(f"--out {out_dir}: exists and is not a directory")
+        raise ModelImportError(f"--out {out_dir}: exists and is not a directory. Nothing was written")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
         raise ModelImportError(
-            f"--out {out_dir}: directory exists and is not empty; choose another --out or pass --force to replace it"
+            f"--out {out_dir}: directory exists and is not empty; choose another --out or pass --force to replace it. "
+            "Nothing was written"
         )
+    why = protected_output(out_dir)
+    if why is not None:
+        raise ModelImportError(f"--out {out_dir}: refusing to replace it even with --force: {why}. Nothing was written")
 
 
 def read_header(gguf_path: Path) -> dict:

