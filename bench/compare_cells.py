@@ -1,5 +1,6 @@
 """A comparison's arm against its reference cell by cell: the paired difference on each category's
-held-out problems, over every seed both arms ran, with the comparison's own nested-bootstrap interval.
+held-out problems, over every seed both arms ran, with the comparison's own interval (coevo/compare/stats.py:
+Student t over the per-seed differences, df = seeds - 1, and its p-value).
 
 Reads only the committed `runs/<arm>-seed<k>/compare_arm.json` of a `coevo compare` results directory
 (and of the directories it merged, `--merge`), so it runs from a clean checkout. A test problem's
@@ -57,6 +58,8 @@ def by_cell(arm: dict[int, dict[str, bool]], ref: dict[int, dict[str, bool]]) ->
             "acc": sum(r["acc"] for r in diff["seeds"]) / len(seeds),
             "mean_diff": diff["mean_diff"],
             "ci95": diff["ci95"],
+            "p_value": diff["p_value"],
+            "method": diff["method"],
             "per_seed": [round(r["diff"], 3) for r in diff["seeds"]],
         }
     return out
@@ -86,7 +89,8 @@ def main() -> None:
         low, high = row["ci95"]
         print(
             f"  {name:8s} {row['acc_ref']:.3f} -> {row['acc']:.3f}  {100 * row['mean_diff']:+.1f} "
-            f"[{100 * low:+.1f}, {100 * high:+.1f}]  per seed {row['per_seed']}  n {row['problems_per_seed']}"
+            f"[{100 * low:+.1f}, {100 * high:+.1f}] p {row['p_value']:.2g}  per seed {row['per_seed']}  n "
+            f"{row['problems_per_seed']}"
         )
 
 
