@@ -535,11 +535,34 @@ class EngineConfig(Strict):
     )
 
 
+class DynamicSamplingConfig(Strict):
+    enabled: bool = Field(
+        False,
+        description=(
+            "DAPO's dynamic sampling: after the batch's rollouts, draw more problems (from the chooser in force and "
+            "the proposer's problems) until problems_per_iter groups have mixed outcomes or max_rounds extra rounds "
+            "ran; the update trains on those groups only (coevo/rollout/dynamic.py)."
+        ),
+    )
+    max_rounds: int = Field(3, ge=1, description="Extra rounds of problems_per_iter problems each, at most.")
+    gate: Literal["passed", "reward"] = Field(
+        "passed",
+        description=(
+            "What makes a group's outcomes mixed: some completions pass and some fail the verifier (`passed`), or the "
+            "rewards differ (`reward`; a shaped reward keeps groups whose answers all fail)."
+        ),
+    )
+
+
 class RolloutConfig(Strict):
     problems_per_iter: int = Field(
         32, ge=1, description="Problems drawn per iteration (without replacement, cursor over a seeded shuffle)."
     )
     group_size: int = Field(16, ge=2, description="Completions per problem (G); matched groups split it in halves.")
+    dynamic_sampling: DynamicSamplingConfig = Field(
+        default_factory=DynamicSamplingConfig,
+        description="Over-sample until the batch's groups have mixed outcomes (DAPO); off by default.",
+    )
 
 
 class TeacherConfig(Strict):
@@ -604,7 +627,11 @@ class ObjectiveConfig(Strict):
         "token-mean", description="How per-token losses reduce to a scalar."
     )
     drop_zero_variance: bool = Field(
-        True, description="Drop groups whose rewards are all equal (no signal; DAPO dynamic sampling)."
+        True,
+        description=(
+            "Drop groups whose rewards are all equal (no signal); the batch shrinks. rollout.dynamic_sampling draws "
+            "more problems instead (DAPO)."
+        ),
     )
     tis_cap: float = Field(
         2.0, gt=0, description="Truncated importance sampling cap on pi_trainer/pi_sampler per token."
@@ -1453,6 +1480,15 @@ class Config(Strict):
         as the list."""
         dumped = handler(entries)
         return dumped[0] if len(dumped) == 1 else dumped
+
+    @model_validator(mode="after")
+    def _check_dynamic_sampling(self) -> Config:
+        if self.rollout.dynamic_sampling.enabled and self.pipeline.shards > 1:
+            raise ValueError(
+                "rollout.dynamic_sampling.enabled needs pipeline.shards: 1 (its rounds depend on every group of the "
+                "batch, which one shard does not see)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_coevolvers(self) -> Config:

@@ -63,6 +63,7 @@ from coevo.model.retention import keep_set, prune_checkpoint, prune_coevolver, r
 from coevo.prepare import build_all_splits, prepare_problems
 from coevo.problems.splits import SPLITS
 from coevo.records import Artifact, InForce
+from coevo.rollout.dynamic import candidate_count, kept_rows, sample_rounds, shuffled
 from coevo.rollout.engines import LIVE, samples_with_trainer_model
 from coevo.rollout.engines.base import Engine
 from coevo.rollout.prompting import check_prompt_format
@@ -322,7 +323,8 @@ def in_force(cfg: Config, it: int, data: dict, choose: bool = True) -> InForce:
     """What iteration `it` runs under (coevo/records.py `InForce`), resolved from the prepared splits
     `data` and co-evolver version it-1: the params with that version's harness applied, the proposer's
     problems of that version (written to RunLayout.proposals(it)), and the batch its chooser (or the
-    uniform sampler) picks from the training split. The loop resolves it once at the iteration's
+    uniform sampler) picks from the training split (under rollout.dynamic_sampling, every round's
+    problems: coevo/rollout/dynamic.py). The loop resolves it once at the iteration's
     start and every stage of the iteration reads it. With `choose=False` only the params in force are
     resolved (what the evaluation of checkpoint `it` reads; version it-1 is read only when a
     co-evolver plays the harness role).
@@ -353,7 +355,9 @@ def in_force(cfg: Config, it: int, data: dict, choose: bool = True) -> InForce:
     resolved = InForce(it, params.model_dump_json(), train, proposals, coevolver, harness=harnessed)
     split = training_split(resolved)
     split.attrs["path"] = train.path  # a curriculum's missing category column names the file
-    batch = choose_batch(evolver, split, cfg.rollout.problems_per_iter, it, cfg.seed)
+    batch = choose_batch(evolver, split, candidate_count(cfg.rollout, len(split)), it, cfg.seed)
+    if cfg.rollout.dynamic_sampling.enabled:  # the rounds' problems, in the order they are sampled
+        batch = shuffled(batch, cfg.seed, it)
     resolved = replace(resolved, batch=tuple(batch["id"]))
     write_json(layout.in_force(it), {"source": source, "in_force": resolved.to_json()})
     return resolved
@@ -420,21 +424,24 @@ def rollout_stage(cfg: Config, now: InForce, checkpoint: str, shard: int = 0, sh
     `now` names, planned by co-evolver version it-1, sampled under the params in force."""
     it = now.iteration
     evolver = coevolver_at(cfg, it, now.coevolver.path)
-    batch = batch_of(now)
-    batch, variants = shard_of(batch, evolver.plan(batch, cfg.rollout.group_size), shard, shards)
+    ds = cfg.rollout.dynamic_sampling
+
+    def sample(problems: pd.DataFrame, round_: int = 0) -> pd.DataFrame:
+        problems, variants = shard_of(problems, evolver.plan(problems, cfg.rollout.group_size), shard, shards)
+        stage = seed_stage(shard, shards) + (f"-round{round_}" if round_ else "")
+        engine = live_engine(cfg, checkpoint)
+        return run_rollouts(engine, variants, problems, now.cfg, it, policy_version(checkpoint), stage)
+
     pause_point("rollout", f"{it}.{shard}")  # a shard's rollout before it samples (the Ray worker-kill test)
-    frame = run_rollouts(
-        live_engine(cfg, checkpoint),
-        variants,
-        batch,
-        now.cfg,
-        it,
-        policy_version(checkpoint),
-        seed_stage(shard, shards),
-    )
+    metrics = {}
+    if ds.enabled:  # DAPO's rounds (coevo/rollout/dynamic.py); one shard: the config refuses more
+        score = functools.partial(verify_rollouts, problems=training_split(now), cfg=now.cfg)
+        frame, metrics = sample_rounds(batch_of(now), cfg.rollout.problems_per_iter, ds, sample, score)
+    else:
+        frame = sample(batch_of(now))
     path = shard_path(RunLayout(cfg.run.out_dir).rollouts(it), shard, shards)
     write_rollouts(path, frame)
-    return {"path": str(path), "sha256": hash_file(path), "metrics": rollout_metrics(frame)}
+    return {"path": str(path), "sha256": hash_file(path), "metrics": {**rollout_metrics(frame), **metrics}}
 
 
 def verify_stage(cfg: Config, now: InForce, rollouts: str, shard: int = 0, shards: int = 1) -> dict:
@@ -577,6 +584,11 @@ def update_train(
     )
     answers = training_split(now).set_index("id")["answer"] if teacher is not None else None
     frame, scored = table(read_rollouts, rollouts), table(read_rewards, rewards)
+    ds = cfg.rollout.dynamic_sampling
+    if ds.enabled:  # the first problems_per_iter mixed groups of the rounds (coevo/rollout/dynamic.py)
+        frame, scored = kept_rows(frame, scored, cfg.rollout.problems_per_iter, ds.gate)
+        if frame.empty:  # no round found a mixed group: nothing to train on
+            return {"policy/steps": 0.0, "policy/groups_total": 0.0, "policy/groups_kept": 0.0}
     seed, engine_is_trainer = derive_seed(cfg.seed, it, "update"), samples_with_trainer_model(cfg)
     return policy_update(
         policy,

@@ -42,6 +42,92 @@ class Mutation:
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
+        "checkpoint-copies-hard-link",
+        "coevo/model/checkpoint.py",
+        "        clone_file(source, target / name)\n",
+        "        os.link(source, target / name)\n",
+        (
+            "tests/model/test_shared_bytes.py::"
+            "test_in_place_write_into_the_newest_checkpoint_leaves_older_ones_and_the_users_model_intact",
+        ),
+    ),
+    Mutation(
+        "bootstrap-hard-links-user-weights",
+        "coevo/model/checkpoint.py",
+        "                clone_file(weights_from, tmp / WEIGHTS)\n",
+        "                os.link(weights_from, tmp / WEIGHTS)\n",
+        ("tests/model/test_bootstrap.py::test_user_weights_are_copied_and_never_written_through",),
+    ),
+    Mutation(
+        "child-vouches-for-unchecked-parent",
+        "coevo/model/checkpoint.py",
+        "        if name in expected and hash_file(target / name) != expected[name]:\n",
+        "        if False:\n",
+        ("tests/model/test_shared_bytes.py::test_a_damaged_parent_is_named_and_never_copied_forward",),
+    ),
+    Mutation(
+        "bootstrap-checks-weights-only",
+        "coevo/stages.py",
+        '    damaged = damaged_files(cfg.bootstrap_dir) if meta.get("bootstrap_key") == key else []\n',
+        '    damaged = [n for n in damaged_files(cfg.bootstrap_dir) if n == "model.safetensors"]\n',
+        ("tests/model/test_shared_bytes.py::test_a_damaged_bootstrap_is_made_again_and_no_child_vouches_for_it",),
+    ),
+    Mutation(
+        "resume-trusts-the-bootstrap",
+        "coevo/stages.py",
+        "    if k == 0 and (damaged := damaged_files(layout.checkpoint(0))):",
+        "    if k < 0 and (damaged := damaged_files(layout.checkpoint(0))):",
+        ("tests/model/test_shared_bytes.py::test_resume_checks_the_bootstrap_like_every_checkpoint",),
+    ),
+    Mutation(
+        "bootstrap-trusts-imported-source",
+        "coevo/model/bootstrap.py",
+        "        check_source(cfg.policy.checkpoint)\n",
+        "",
+        (
+            "tests/model/test_import_model.py::"
+            "test_a_source_that_no_longer_matches_its_import_record_is_not_bootstrapped",
+        ),
+    ),
+    Mutation(
+        "orphan-temporaries-kept",
+        "coevo/loop.py",
+        "    remove_orphans(cfg)  # temporary directories",
+        "    (cfg)  # temporary directories",
+        ("tests/model/test_shared_bytes.py::test_orphan_temporary_directories_are_removed_at_the_next_start",),
+    ),
+    Mutation(
+        "publish-before-fsync",
+        "coevo/io.py",
+        "            fsync_tree(target)\n",
+        "",
+        (
+            "tests/test_durable.py::test_a_published_checkpoint_and_record_were_fsynced_before_and_after_their_rename",
+            "tests/test_durable.py::test_fsync_calls_are_counted_per_publish",
+        ),
+    ),
+    Mutation(
+        "rename-not-synced",
+        "coevo/io.py",
+        "        fsync_path(final.parent)\n",
+        "",
+        ("tests/test_durable.py::test_a_published_checkpoint_and_record_were_fsynced_before_and_after_their_rename",),
+    ),
+    Mutation(
+        "export-replaces-any-out",
+        "coevo/model/export.py",
+        "    check_out(checkpoint, out)\n",
+        "",
+        ("tests/model/test_export.py::test_export_onto_a_checkpoint_or_run_is_refused_and_changes_nothing",),
+    ),
+    Mutation(
+        "import-force-replaces-a-checkpoint",
+        "coevo/model/import_model.py",
+        "    why = protected_output(out_dir)\n",
+        "    why = None\n",
+        ("tests/model/test_import_model.py::test_an_existing_model_checkpoint_or_run_is_never_replaced",),
+    ),
+    Mutation(
         "chat-update-renders-plain",
         "coevo/update/stage.py",
         "renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering",
@@ -66,10 +152,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "curriculum-choose-replaced-by-uniform",
         "coevo/stages.py",
-        "batch = choose_batch(evolver, split, cfg.rollout.problems_per_iter, it, cfg.seed)",
+        "batch = choose_batch(evolver, split, candidate_count(cfg.rollout, len(split)), it, cfg.seed)",
         (
             'batch = __import__("coevo.coevolvers.base", fromlist=["uniform_batch"]).uniform_batch(split, '
-            "cfg.rollout.problems_per_iter, cfg.seed, it)"
+            "candidate_count(cfg.rollout, len(split)), cfg.seed, it)"
         ),
         ("tests/coevolvers/test_list.py::test_a_run_with_two_coevolvers_records_both_versions_in_the_lineage",),
     ),
@@ -395,6 +481,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             "tests/update/test_prefix.py::test_sharing_modes_encode_each_groups_prompt_once_and_none_encodes_every_row"
             "[group-3]",
+        ),
+    ),
+    Mutation(
+        "dynamic-sampling-trains-every-drawn-group",
+        "coevo/stages.py",
+        "        frame, scored = kept_rows(frame, scored, cfg.rollout.problems_per_iter, ds.gate)\n",
+        "",
+        (
+            "tests/rollout/test_dynamic.py::test_a_tiny_run_samples_rounds_from_the_chooser_and_trains_only_the_kept_groups",
+        ),
+    ),
+    Mutation(
+        "dynamic-sampling-draws-one-round",
+        "coevo/rollout/dynamic.py",
+        "    rounds = 1 + (ds.max_rounds if ds.enabled else 0)",
+        "    rounds = 1",
+        (
+            "tests/rollout/test_dynamic.py::test_a_tiny_run_samples_rounds_from_the_chooser_and_trains_only_the_kept_groups",
         ),
     ),
 )

@@ -60,7 +60,8 @@ def mlflow_seconds(cfg: Config) -> dict[int, dict[str, float]]:
 
 
 def steps_of(cfg: Config) -> list[dict]:
-    """Per iteration: the measured stage seconds (MLflow's, else metrics.jsonl's) and the zero-variance share."""
+    """Per iteration: the measured stage seconds (MLflow's, else metrics.jsonl's) and the zero-variance share
+    (under dynamic sampling, of the groups the update trained on; the drawn groups' share beside it)."""
     rows = [
         json.loads(line) for line in (Path(cfg.run.out_dir) / "metrics.jsonl").read_text().splitlines() if line.strip()
     ]
@@ -69,7 +70,14 @@ def steps_of(cfg: Config) -> list[dict]:
     for row in rows:
         it = int(row["iteration"])
         seconds = {stage: logged.get(it, {}).get(stage, row.get(f"time/{stage}", 0.0)) for stage in STAGES}
-        steps.append({"iteration": it, "seconds": seconds, "zero_var_share": row.get("coevo/zero_var_share")})
+        step = {"iteration": it, "seconds": seconds, "zero_var_share": row.get("coevo/zero_var_share")}
+        if "rollout/ds_zero_var_share_kept" in row:  # dynamic sampling: the trained batch's share, and the drawn one
+            step |= {
+                "zero_var_share": row["rollout/ds_zero_var_share_kept"],
+                "zero_var_share_drawn": row["rollout/ds_zero_var_share_drawn"],
+                "ds_rounds": row["rollout/ds_rounds"],
+            }
+        steps.append(step)
     return sorted(steps, key=lambda s: s["iteration"])
 
 

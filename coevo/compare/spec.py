@@ -423,10 +423,18 @@ def _without_val_split(params: dict) -> bool:
     return True
 
 
+def _without_dynamic_sampling(params: dict) -> bool:
+    """rollout.dynamic_sampling dropped where it is off (every run made before it existed)."""
+    if params["rollout"].get("dynamic_sampling", {}).get("enabled", False):
+        return False
+    params["rollout"].pop("dynamic_sampling", None)
+    return True
+
+
 # The settings added since the committed runs were made, oldest first: each drops its key from the
 # params where its value computes what runs made before the key existed computed (returning False
 # where it does not).
-ADDED_SINCE = (_without_cpu_threads, _without_backtest_before, _without_val_split)
+ADDED_SINCE = (_without_cpu_threads, _without_backtest_before, _without_val_split, _without_dynamic_sampling)
 
 
 def _with_drop_below(params: dict) -> dict:

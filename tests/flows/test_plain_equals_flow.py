@@ -30,7 +30,10 @@ def params_file(tmp_path: Path, name: str) -> Path:
         "run": {"out_dir": str(tmp_path / name / "run")},
         "problems": {"data_dir": str(tmp_path / name / "data")},
         "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / name / 'mlflow.db'}", "experiment": "plain-vs-flow"},
-        "rollout": {"problems_per_iter": 8},  # enough passes that iteration 1 already writes skills
+        "rollout": {  # enough passes that iteration 1 already writes skills; rounds drawn until groups are mixed
+            "problems_per_iter": 8,
+            "dynamic_sampling": {"enabled": True, "max_rounds": 1},
+        },
     }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(deep_merge(deep_merge(raw, TINY), own)))
@@ -78,6 +81,7 @@ def test_plain_driver_equals_the_flow_and_the_flow_publishes_each_iteration(pref
         flow["weights"][-1] != flow["weights"][0] and len(set(flow["coevolver"])) == 3
     )  # the policy moved, the bank changed every iteration
     assert plain == flow
+    assert all("rollout/ds_groups_kept" in line for line in flow["metrics"])  # dynamic sampling ran in both
 
     tables = iteration_tables(state.state_details.flow_run_id)
     assert sorted(tables) == [1, 2]

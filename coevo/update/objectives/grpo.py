@@ -29,8 +29,9 @@ caller drops them with `nonzero_variance_groups(rewards)` before building the Po
 Departures from the papers.
 1. Defaults follow DAPO rather than GRPO: token-mean aggregation and kl_coef = 0 (no reference model).
    GRPO's per-sequence mean is `aggregation="seq-mean-token-mean"`, its KL is `kl_coef > 0, "k3"`.
-2. DAPO's dynamic sampling re-samples until the batch is full of informative groups; here the caller
-   only drops zero-variance groups, so the batch shrinks instead.
+2. DAPO's dynamic sampling re-samples until the batch is full of informative groups; that is the
+   rollout stage's `rollout.dynamic_sampling` (coevo/rollout/dynamic.py). Without it the caller only
+   drops zero-variance groups, so the batch shrinks instead.
 3. Dr.GRPO divides by the generation budget; we use `batch.max_len` and fall back to the padded
    length T of the batch when it is None (then the normaliser varies between batches).
 4. The TIS weight uses pi_old (the trainer before this iteration's first step) as the trainer side,
