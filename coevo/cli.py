@@ -369,7 +369,8 @@ def compare(
         typer.Option(
             "--seed",
             help=(
-                "Run only these of the spec's seeds in this sitting (repeatable); the table covers every finished run."
+                "Run only these of the spec's seeds in this sitting (repeatable); a seed not in the spec is refused "
+                "(seeds are fixed before the run). The table covers every finished run."
             ),
         ),
     ] = None,
@@ -394,10 +395,11 @@ def compare(
 ) -> None:
     """Arms x seeds as a Prefect flow of ordinary coevo runs (equal iterations or equal measured
     training seconds); a table with paired-bootstrap 95% intervals against the reference arm, and a figure."""
-    from coevo.compare.results import finished_runs
+    from coevo.compare.results import finished_runs, sitting_seeds
     from coevo.compare.spec import load_spec
 
     checked = load_spec(spec)  # every spec error (file and line) before anything runs or is written
+    sitting_seeds(checked, seed)  # seeds are fixed in the spec before the run: another one is refused
     finished_runs(checked, list(merge or []))
     quiet_libraries()
     if serve_nightly:

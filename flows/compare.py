@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from coevo.compare.results import ParentRun, finished_runs, interleaved
+from coevo.compare.results import ParentRun, finished_runs, interleaved, sitting_seeds
 from coevo.compare.runs import cell_dir, finish, read_marker
 from coevo.compare.spec import Spec, arm_config, arm_overrides, identities, identity, load_spec
 from coevo.compare.table import build_table, write_outputs
@@ -63,15 +63,13 @@ def compare_flow(
     today's date (UTC), as the nightly deployment runs it."""
     spec = load_spec(spec_file)
     root = results_dir(spec, out, dated)
-    unknown = sorted(set(seeds or []) - set(spec.seeds))
-    if unknown:
-        raise InputError(f"--seed {unknown}: not among the seeds of {spec.path} ({spec.seeds})")
+    seeds = sitting_seeds(spec, seeds)
     merged = [Path(m) for m in merge or []]
     elsewhere = finished_runs(spec, merged)  # a bad merge directory stops the comparison before anything runs
     log = get_run_logger()
     with run_lock(root, f"prefect flow coevo-compare {spec_file}", log=log.warning):
         parent = ParentRun(spec, root)
-        todo = [cell for cell in interleaved(spec, seeds or spec.seeds) if cell not in elsewhere]
+        todo = [cell for cell in interleaved(spec, seeds) if cell not in elsewhere]
         for arm, seed in todo:
             _, restored = arm_run(spec, arm, seed, root)
             nested = parent.nest(cell_dir(root, arm, seed), arm, seed)

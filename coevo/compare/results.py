@@ -27,6 +27,20 @@ def interleaved(spec: Spec, seeds: list[int]) -> list[tuple[str, int]]:
     return [(names[(spec.seeds.index(seed) + j) % len(names)], seed) for seed in seeds for j in range(len(names))]
 
 
+def sitting_seeds(spec: Spec, seeds: list[int] | None) -> list[int]:
+    """The seeds a sitting runs: `seeds` (`--seed`), default every seed of the spec. A comparison's
+    seeds are fixed in its spec before it runs (its sha256 is recorded with every run), so a seed
+    outside them is refused rather than run as an exploratory extra: a results directory's table
+    covers every finished run in it, and a seed added after seeing a result is not evidence."""
+    unknown = sorted(set(seeds or []) - set(spec.seeds))
+    if unknown:
+        raise InputError(
+            f"--seed {unknown}: not among the seeds of {spec.path} ({spec.seeds}). A comparison's seeds are fixed "
+            f"in its spec before it runs; to run more, list them in the spec (or a new one) before running any of them"
+        )
+    return list(seeds or spec.seeds)
+
+
 def expected_identities(spec: Spec, arm: str, seed: int) -> set[str]:
     return identities(arm_config(spec, spec.arm(arm), seed, Path("compare-check")))
 

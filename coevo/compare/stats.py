@@ -130,7 +130,7 @@ def t_interval(diffs: np.ndarray) -> dict:
     # p-value, without their per-call overhead: the coverage simulation calls this thousands of times)
     half = float(stdtrit(n - 1, 0.5 + LEVEL / 2)) * se
     p = float(2 * stdtr(n - 1, -abs(mean) / se))
-    return {"mean_diff": mean, "ci95": [max(mean - half, -1.0), min(mean + half, 1.0)], "p_value": p}
+    return {"mean_diff": mean, "ci95": [float(max(mean - half, -1.0)), float(min(mean + half, 1.0))], "p_value": p}
 
 
 def mean_interval(per_seed: Sequence[np.ndarray]) -> dict:

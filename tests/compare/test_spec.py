@@ -177,3 +177,17 @@ def test_a_removed_setting_is_read_from_earlier_runs_and_put_back_in_their_ident
     assert "drop_below" not in cfg.model_dump()["coevolver"]["curriculum"]["proposer"]
     assert _identity_without(cfg) in identities(cfg)
     assert identity(cfg) in identities(cfg)
+
+
+def test_a_seed_outside_the_spec_is_refused_before_anything_runs_and_the_spec_hash_is_its_bytes(tmp_path):
+    """Seeds are fixed in the spec before the run: `--seed 7` with seeds [3, 4] is refused (exit 2,
+    naming the spec and its seeds) and nothing is written; the spec's sha256, which every run records,
+    is that of the file's bytes."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(_spec("seeds: [3, 4]\niterations: 2\n" + GOOD_ARMS))
+    result = CliRunner().invoke(app, ["compare", str(spec), "--out", str(tmp_path / "out"), "--seed", "7"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"--seed [7]: not among the seeds of {spec} ([3, 4])" in text and "fixed in its spec" in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+    assert load_spec(spec).sha256 == hash_bytes(spec.read_bytes())
