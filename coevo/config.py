@@ -8,8 +8,9 @@ the properties at the bottom of `Config` (labelled "derived").
 from __future__ import annotations
 
 import re
+from difflib import get_close_matches
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import yaml
 from pydantic import (
@@ -1579,28 +1580,83 @@ def parse_overrides(pairs: list[str] | None) -> dict:
     return tree
 
 
-def load_config(path: str | Path = "params.yaml", overrides: dict | None = None) -> Config:
-    """Read params.yaml (plus optional nested overrides) into a validated Config."""
-    path = Path(path)
+def read_yaml(path: Path) -> object:
+    """The YAML document in `path`; ConfigError naming the file, line and column of a syntax error."""
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text()
+    except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        context, opened = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and opened is not None:
+            context = f"{context} (line {opened.line + 1}, column {opened.column + 1})"
+        what = " ".join(filter(None, [context, getattr(exc, "problem", None)])) or str(exc)
+        raise ConfigError(f"{where}: cannot read: not valid YAML: {what}") from exc
+
+
+def load_config(path: str | Path = "params.yaml", overrides: dict | None = None) -> Config:
+    """Read params.yaml (plus optional nested overrides, `--set`'s) into a validated Config."""
+    path = Path(path)
+    raw = read_yaml(path) or {}
     if overrides:
         raw = deep_merge(raw, overrides)
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(error_lines(path, exc)) from exc
+        raise ConfigError(error_lines(path, exc, overrides)) from exc
 
 
-def error_lines(path: str | Path, exc: ValidationError) -> str:
+def _sets(overrides: dict | None, loc: tuple) -> bool:
+    """Whether the nested `overrides` set the key at `loc` (or a key above it)."""
+    node = overrides
+    for part in loc:
+        if not isinstance(node, dict) or str(part) not in node:
+            return False
+        node = node[str(part)]
+    return bool(loc)
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The config section (a model class) that holds the key at `loc`, or None."""
+    model: type[BaseModel] = Config
+    for part in loc[:-1]:
+        if isinstance(part, int):  # an item of a list of sections (coevolver, rewards)
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        found = [t for t in (field.annotation, *get_args(field.annotation)) if isinstance(t, type)]
+        found = [t for t in found if issubclass(t, BaseModel)]
+        if not found:
+            return None
+        model = found[0]
+    return model
+
+
+def _unknown_key(loc: tuple) -> str:
+    """The message of a key no section has, with the closest known key of its section."""
+    model = _model_at(loc)
+    close = get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6) if model else []
+    parent = ".".join(str(part) for part in loc[:-1] if not isinstance(part, int))
+    hint = f"; did you mean {'.'.join(filter(None, [parent, close[0]]))}?" if close else ""
+    return f"unknown setting (Extra inputs are not permitted){hint}"
+
+
+def error_lines(path: str | Path, exc: ValidationError, overrides: dict | None = None) -> str:
     """A validation error as `file: key.path: message` lines (`file: message` for a whole-file check;
-    our validators' messages without pydantic's "Value error, " before them)."""
+    our validators' messages without pydantic's "Value error, " before them). A key `overrides` set is
+    blamed on `--set`, not the file; an unknown key names the closest known one."""
     lines = []
     for err in exc.errors():
-        loc, msg = ".".join(str(part) for part in err["loc"]), err["msg"].removeprefix("Value error, ")
-        lines.append(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}")
+        loc = tuple(err["loc"])
+        dotted = ".".join(str(part) for part in loc)
+        msg = _unknown_key(loc) if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        where = "--set" if _sets(overrides, loc) else path
+        lines.append(f"{where}: {dotted}: {msg}" if dotted else f"{where}: {msg}")
     return "\n".join(lines)
 
 

@@ -1,3 +1,4 @@
+import re
 import types
 import typing
 from pathlib import Path
@@ -6,7 +7,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from coevo.config import Config, ConfigError, load_config
+from coevo.config import Config, ConfigError, load_config, parse_overrides
 
 from .conftest import ROOT
 
@@ -46,7 +47,28 @@ def test_every_field_is_documented():
 def test_unknown_key_is_an_error_naming_file_and_key(tmp_path: Path):
     path = tmp_path / "params.yaml"
     path.write_text("rollout:\n  group_sise: 8\n")
-    with pytest.raises(ConfigError, match=r"params.yaml: rollout.group_sise: Extra inputs are not permitted"):
+    expected = r"params.yaml: rollout.group_sise: unknown setting .* did you mean rollout.group_size\?"
+    with pytest.raises(ConfigError, match=expected):
+        load_config(path)
+
+
+def test_a_set_override_is_blamed_on_set_and_a_nested_typo_gets_the_closest_key(tmp_path: Path):
+    path = tmp_path / "params.yaml"
+    path.write_text("coevolver:\n  kind: curriculum\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, parse_overrides(["run.iteration=2", "coevolver.curriculum.alpah=0.1"]))
+    assert str(raised.value).splitlines() == [
+        "--set: run.iteration: unknown setting (Extra inputs are not permitted); did you mean run.iterations?",
+        "--set: coevolver.curriculum.alpah: unknown setting (Extra inputs are not permitted); did you mean "
+        "coevolver.curriculum.alpha?",
+    ]
+
+
+def test_a_yaml_error_names_the_file_line_and_column(tmp_path: Path):
+    path = tmp_path / "params.yaml"
+    path.write_text("seed: 1\nrun:\n  out_dir: runs/x\n  iterations: : 3\n")
+    expected = rf"^{re.escape(str(path))}:4:15: cannot read: not valid YAML: mapping values"
+    with pytest.raises(ConfigError, match=expected):
         load_config(path)
 
 

@@ -101,8 +101,10 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 
 def params_unknown_key(tmp_path, run, monkeypatch):
-    result = cli("prepare", "--params", params_file(tmp_path, rollout={"problem_per_iter": 4}))
-    assert_clean_exit(result, "rollout.problem_per_iter: Extra inputs are not permitted", "params.yaml")
+    path = params_file(tmp_path, rollout={"problem_per_iter": 4})
+    result = cli("prepare", "--params", path)
+    assert_clean_exit(result, *readme_message("params-unknown-key", P=path))
+    assert "did you mean rollout.problems_per_iter?" in result.output
     assert_nothing_written(tmp_path)
 
 
@@ -127,7 +129,9 @@ def params_not_yaml(tmp_path, run, monkeypatch):
 
 def set_bad_path(tmp_path, run, monkeypatch):
     result = cli("prepare", "--params", params_file(tmp_path), "--set", "optim.learning_rate=1e-3")
-    assert_clean_exit(result, "optim.learning_rate: Extra inputs are not permitted")
+    assert_clean_exit(result, *readme_message("set-bad-path"))
+    near = cli("prepare", "--params", params_file(tmp_path), "--set", "run.iteration=2")
+    assert_clean_exit(near, "--set: run.iteration: unknown setting", "did you mean run.iterations?")
     assert_nothing_written(tmp_path)
 
 
