@@ -93,10 +93,15 @@ def evaluate(
     problems: str | Path | None = None,
     coevolver: str | Path | None = None,
     out: str | Path | None = None,
+    pass_curve: int | None = None,
 ) -> dict:
     """`coevo eval --json`: held-out greedy accuracy and pass@k per family of `checkpoint` (a
-    directory, models:/NAME@ALIAS, or 'latest'); returns {checkpoint, problems, n, metrics}."""
+    directory, models:/NAME@ALIAS, or 'latest'); returns {checkpoint, problems, n, metrics}, and with
+    `pass_curve=N` (N >= 16 samples per problem, drawn only then) also `pass_curve`: pass@k for k = 1..16
+    with 95% intervals (coevo.evaluate.sampled_pass_curve)."""
     from coevo.coevolvers.composite import load_coevolvers
+    from coevo.errors import InputError
+    from coevo.evaluate import CURVE_K, sampled_pass_curve
     from coevo.evaluate import evaluate as held_out
     from coevo.io import write_json
     from coevo.model.checkpoint import load_policy, policy_version
@@ -106,6 +111,8 @@ def evaluate(
     from coevo.stages import problems as read_split
     from coevo.store.lineage import resolve_checkpoint
 
+    if pass_curve is not None and pass_curve < CURVE_K:  # before anything loads
+        raise InputError(f"--pass-curve {pass_curve}: a pass@k curve to k={CURVE_K} needs at least {CURVE_K} samples")
     cfg = config(params, overrides)
     _quiet_libraries()
     layout, newest = RunLayout(cfg.run.out_dir), latest_complete(cfg)
@@ -120,16 +127,16 @@ def evaluate(
     bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
     context_for = load_coevolvers(bank_dir, cfg).context_for if bank_dir else None
     try:  # the policy is loaded only if the engine needs it (HF; vLLM loads a full checkpoint itself)
-        metrics = held_out(
-            LIVE.get(cfg, path, policy_version(path), lambda: load_policy(path, cfg.policy.device, cfg.policy.dtype)),
-            test,
-            cfg,
-            cfg.seed,
-            context_for,
+        engine = LIVE.get(
+            cfg, path, policy_version(path), lambda: load_policy(path, cfg.policy.device, cfg.policy.dtype)
         )
+        metrics = held_out(engine, test, cfg, cfg.seed, context_for)
+        curve = sampled_pass_curve(engine, test, cfg, pass_curve, cfg.seed) if pass_curve else None
     finally:
         LIVE.close()
     result = {"checkpoint": str(path), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}
+    if curve is not None:
+        result["pass_curve"] = curve
     if out is not None:
         write_json(Path(out), result)
     return result

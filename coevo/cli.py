@@ -317,6 +317,16 @@ def eval_(
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Also write the JSON result to this file (atomically).")] = None,
+    pass_curve: Annotated[
+        int | None,
+        typer.Option(
+            "--pass-curve",
+            help=(
+                "Also the pass@k curve, k = 1..16: draw this many samples per problem (at least 16; off by default, "
+                "which keeps the evaluation's cost), with 95% intervals over problems."
+            ),
+        ),
+    ] = None,
     params: ParamsOpt = Path("params.yaml"),
     set_: SetOpt = None,
     as_json: JsonOpt = False,
@@ -326,11 +336,22 @@ def eval_(
     from coevo.api import evaluate
 
     result = evaluate(
-        checkpoint, params, parse_overrides(set_), problems=problems, coevolver=coevolver, out=out
+        checkpoint,
+        params,
+        parse_overrides(set_),
+        problems=problems,
+        coevolver=coevolver,
+        out=out,
+        pass_curve=pass_curve,
     )  # coevo.evaluate() returns the same object
-    print_json(result) if as_json else console.print(
-        metrics_table(f"{result['checkpoint']} on {result['problems']}", {"value": result["metrics"]})
-    )
+    if as_json:
+        print_json(result)
+        return
+    console.print(metrics_table(f"{result['checkpoint']} on {result['problems']}", {"value": result["metrics"]}))
+    if "pass_curve" in result:
+        from coevo.evaluate import curve_markdown
+
+        console.print(curve_markdown({"pass@k": result["pass_curve"]}), markup=False, highlight=False)
 
 
 @app.command()

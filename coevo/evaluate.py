@@ -1,7 +1,14 @@
 """Held-out evaluation: greedy accuracy and sampled pass@k per family, with and without co-evolver context.
 
 pass@k uses exactly k samples per problem, for which the unbiased estimator of Chen et al. (2021)
-reduces to "any of the k passed". "With context" (`eval/acc_context`) adds what the co-evolvers retrieve for each
+reduces to "any of the k passed". The pass@k curve (`sampled_pass_curve`, `coevo eval --pass-curve N`,
+off by default: it costs N samples per problem) draws N >= 16 samples per problem and gives k = 1..16
+by the same estimator in full, 1 - C(N - c, k) / C(N, k) for a problem with c of N correct (the mean
+over problems), each k with a 95% percentile interval over problems resampled (scipy.stats.bootstrap);
+it covers problem sampling only, one checkpoint and one sampling seed. `curve_difference` pairs two
+checkpoints' curves problem by problem (trained - base), the per-problem differences resampled.
+
+"With context" (`eval/acc_context`) adds what the co-evolvers retrieve for each
 problem (`context_for`) as the prompt format places context (coevo/rollout/prompting.py); the headline `eval/acc` is
 always context-free, as the student is deployed. The validation split gets the same greedy accuracy under `val/`
 (`validate`): keep-best and the `best` alias read it, never the test split's `eval/acc`. Every completion is judged by
@@ -12,9 +19,11 @@ greedy completions (`gold_metrics`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
+from scipy import stats as sp
 
 from coevo.config import Config, SamplingConfig
 from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS
@@ -25,6 +34,8 @@ from coevo.rollout.prompting import prompt_renderer
 from coevo.verification.stage import score_rows
 
 VAL = "val"  # namespace of the validation metrics: val/acc, val/acc/<family>
+CURVE_K = 16  # the pass@k curve's largest k (k = 1..CURVE_K); it needs at least as many samples per problem
+DRAWS = 10_000  # bootstrap resamples of each pass@k interval
 
 
 def _per_family(name: str, test: pd.DataFrame, passed: Sequence[bool]) -> dict[str, float]:
@@ -106,3 +117,98 @@ def evaluate(
     sampled = passed(repeated, [g.text for group in samples for g in group], cfg)
     metrics.update(_per_family(f"pass@{k}", test, [any(sampled[i * k : (i + 1) * k]) for i in range(len(test))]))
     return metrics
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k of one problem with c of n samples correct (Chen et al. 2021): 1 - C(n-c, k)
+    / C(n, k), the chance that k samples drawn without replacement from the n include a correct one,
+    computed as 1 - prod_{i = n-c+1..n} (1 - k / i) (the same number without huge binomials)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:  # every k-subset holds a correct sample
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def mean_interval(values: np.ndarray, seed: int = 0) -> list[float]:
+    """The 95% percentile interval of the mean of `values` ([P], one per problem), problems resampled
+    (scipy.stats.bootstrap); the point itself when every value is equal (no resample differs)."""
+    if np.all(values == values[0]):
+        return [float(values[0]), float(values[0])]
+    result = sp.bootstrap(
+        (values,),
+        np.mean,
+        n_resamples=DRAWS,
+        confidence_level=0.95,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+        vectorized=True,
+    )
+    return [float(result.confidence_interval.low), float(result.confidence_interval.high)]
+
+
+def _curve_values(correct: Sequence[int], n: int) -> np.ndarray:
+    """[P, CURVE_K]: each problem's pass@k for k = 1..CURVE_K."""
+    if n < CURVE_K:
+        raise ValueError(f"a pass@k curve to k={CURVE_K} needs at least {CURVE_K} samples per problem, got {n}")
+    return np.array([[pass_at_k(n, int(c), k) for k in range(1, CURVE_K + 1)] for c in correct])
+
+
+def pass_curve(correct: Mapping[str, int], n: int, seed: int = 0) -> dict:
+    """pass@k for k = 1..CURVE_K from each problem's count of correct samples out of n ({id: c}), the
+    mean over problems with its 95% interval per k, and the counts themselves."""
+    values = _curve_values(list(correct.values()), n)  # [P, K]
+    return {
+        "samples_per_problem": n,
+        "problems": len(correct),
+        "k": list(range(1, CURVE_K + 1)),
+        "pass_at_k": [float(v) for v in values.mean(axis=0)],
+        "ci95": [mean_interval(values[:, j], seed) for j in range(CURVE_K)],
+        "correct": dict(correct),
+    }
+
+
+def curve_difference(trained: dict, base: dict, seed: int = 0) -> dict:
+    """trained - base pass@k per k, paired problem by problem (two `pass_curve` results on the same
+    problems and sample count): the mean difference with the 95% interval of the per-problem
+    differences resampled; ValueError when the problems or sample counts differ."""
+    if set(trained["correct"]) != set(base["correct"]) or trained["samples_per_problem"] != base["samples_per_problem"]:
+        raise ValueError("a paired pass@k difference needs both curves on the same problems with the same samples")
+    ids, n = sorted(base["correct"]), base["samples_per_problem"]
+    diffs = _curve_values([trained["correct"][i] for i in ids], n) - _curve_values([base["correct"][i] for i in ids], n)
+    return {
+        "k": list(range(1, CURVE_K + 1)),
+        "diff": [float(v) for v in diffs.mean(axis=0)],
+        "ci95": [mean_interval(diffs[:, j], seed) for j in range(CURVE_K)],
+    }
+
+
+def sampled_pass_curve(engine: Engine, test: pd.DataFrame, cfg: Config, n: int, seed: int) -> dict:
+    """The pass@k curve of the engine's policy on `test`: n samples per problem under `sampling`
+    (context-free prompts, as eval/acc), each judged by its family's verifier."""
+    if n < CURVE_K:
+        raise ValueError(f"--pass-curve {n}: the curve to pass@{CURVE_K} needs at least {CURVE_K} samples per problem")
+    renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
+    samples = engine.generate(renderer.render_all(test.to_dict("records")), n, cfg.sampling, seed)  # [P][n]
+    repeated = test.iloc[[i for i in range(len(test)) for _ in range(n)]].reset_index(drop=True)  # problem-major
+    verdicts = passed(repeated, [g.text for group in samples for g in group], cfg)
+    counts = {str(pid): int(sum(verdicts[i * n : (i + 1) * n])) for i, pid in enumerate(test["id"])}
+    return pass_curve(counts, n, seed)
+
+
+def curve_markdown(curves: Mapping[str, dict], difference: dict | None = None) -> str:
+    """A table of pass@k per k for each named curve (e.g. base, trained), and their paired difference."""
+    names = list(curves)
+    head = (
+        "| k | "
+        + " | ".join(f"{name} pass@k [95% CI]" for name in names)
+        + (" | difference, points [95% CI] |" if difference else " |")
+    )
+    lines = [head, "|---" * (1 + len(names) + bool(difference)) + "|"]
+    for j, k in enumerate(range(1, CURVE_K + 1)):
+        cells = [f"{c['pass_at_k'][j]:.3f} [{c['ci95'][j][0]:.3f}, {c['ci95'][j][1]:.3f}]" for c in curves.values()]
+        if difference:
+            low, high = difference["ci95"][j]
+            cells.append(f"{100 * difference['diff'][j]:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]")
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
