@@ -61,6 +61,7 @@ import json
 import logging
 import re
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from urllib.parse import unquote
@@ -236,10 +237,14 @@ class Tracker:
     @staticmethod
     def _dataset_input(path: Path, digest: str, name: str, context: str) -> DatasetInput:
         source = get_dataset_source_from_json(json.dumps({"uri": str(Path(path).resolve())}), source_type="local")
-        dataset = mlflow.data.from_pandas(pd.read_parquet(path), source=source, name=name, digest=digest)
-        return DatasetInput(
-            dataset=dataset._to_mlflow_entity(), tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)]
-        )
+        # no model schema is inferred from the problems table: mlflow's hint about its integer columns is noise
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message="Hint: Inferred schema contains integer column", category=UserWarning
+            )
+            dataset = mlflow.data.from_pandas(pd.read_parquet(path), source=source, name=name, digest=digest)
+            entity = dataset._to_mlflow_entity()  # where the schema is inferred
+        return DatasetInput(dataset=entity, tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value=context)])
 
     # ---- artifacts and registry ----
     def log_checkpoint(self, iteration: int, checkpoint: Path, eval_acc: float | None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import matplotlib.image
@@ -207,13 +208,22 @@ def test_a_kill_right_after_the_metrics_commit_logs_no_step_twice(cfg, tmp_path,
 
 def test_log_dataset_records_inputs_with_the_digest_once(tracker, tmp_path):
     frame = pd.DataFrame(
-        {"id": ["p0", "p1"], "prompt": ["1+1=", "2*3="], "answer": ["2", "6"], "family": ["add", "mul"]}
+        {
+            "id": ["p0", "p1"],
+            "prompt": ["1+1=", "2*3="],
+            "answer": ["2", "6"],
+            "family": ["add", "mul"],
+            "level": [1, 1],
+        }
     )
     train, test = tmp_path / "train.parquet", tmp_path / "test.parquet"
     frame.to_parquet(train)
     frame.iloc[:1].to_parquet(test)
     digest = "0123456789abcdef0123456789abcdef.dir"
-    tracker.log_dataset(train, test, digest)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        tracker.log_dataset(train, test, digest)
+    assert [str(w.message) for w in shown if "Inferred schema" in str(w.message)] == []  # an integer column, no hint
     moved = tmp_path / "moved"
     moved.mkdir()
     train.rename(moved / train.name), test.rename(moved / test.name)
