@@ -415,7 +415,8 @@ def compare(
     as_json: JsonOpt = False,
 ) -> None:
     """Arms x seeds as a Prefect flow of ordinary coevo runs (equal iterations or equal measured
-    training seconds); a table with paired-bootstrap 95% intervals against the reference arm, and a figure."""
+    training seconds); a table of paired differences from the reference arm with 95% t-intervals over the seeds and
+    p-values, and a figure."""
     from coevo.compare.results import finished_runs, sitting_seeds
     from coevo.compare.spec import load_spec
 
