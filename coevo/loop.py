@@ -49,6 +49,7 @@ from coevo.metrics_log import MetricsLog
 from coevo.model.checkpoint import policy_version
 from coevo.records import Artifact, InForce
 from coevo.stages import RunLayout, in_force, latest_complete, remove_orphans
+from coevo.store.lineage import code_version
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,17 @@ def over_time_budget(cfg: Config, started: float) -> bool:
     return cfg.run.time_budget_s is not None and time.perf_counter() - started > cfg.run.time_budget_s
 
 
+def unversioned_code() -> str | None:
+    """Why the checkpoints' lineage cannot name the code that trains them (no git commit where the run
+    starts: a tarball or wheel install, or git missing), else None."""
+    if code_version()["git_commit"] is not None:
+        return None
+    return (
+        f"warning: {Path.cwd()} is not a git checkout (or git is missing): the lineage of this run's checkpoints "
+        "records no code commit (`code: git ?`), only the coevo version; run from a git checkout to record it"
+    )
+
+
 def eval_due(cfg: Config, it: int, last: int) -> bool:
     """Evaluate every eval.every iterations and after the last one."""
     return it % cfg.eval.every == 0 or it == last
@@ -188,6 +200,8 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
     """Train run.iterations iterations with `runner` (the caller holds the run lock); returns (and
     writes) the run summary. `started`: the run's perf_counter start, what the time budget counts from."""
     set_threads(cfg)
+    if (unversioned := unversioned_code()) is not None:
+        runner.warn(unversioned)
     remove_orphans(cfg)  # temporary directories a writer killed last time left (named in a warning); none writes now
     setup = Timers()
     with setup.phase("prepare"):

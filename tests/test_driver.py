@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+from rich.console import Console
 from safetensors.torch import load_file
 
 from coevo.coevolvers import load_coevolver
@@ -42,11 +43,17 @@ def test_two_iterations_write_valid_artifacts_and_move_the_policy(tmp_path):
     assert {"eval/acc", "eval/acc_context", "eval/pass@2"} <= set(summary["final_eval"])
 
 
-def test_same_seed_same_rewards_and_final_weights(tmp_path):
+def test_same_seed_same_rewards_and_final_weights(tmp_path, monkeypatch):
+    """... whatever the working directory; one outside a git checkout is warned about (no code commit
+    for the lineage)."""
     first = tiny_config(tmp_path / "a", run={"iterations": 3, "checkpoint_every": 3})
     second = tiny_config(tmp_path / "b", run={"iterations": 3, "checkpoint_every": 3})
-    train(first)
-    train(second)
+    consoles = [Console(record=True, width=400), Console(record=True, width=400)]
+    train(first, consoles[0])  # from the repository's checkout
+    monkeypatch.chdir(tmp_path)  # not a git checkout
+    train(second, consoles[1])
+    said = [console.export_text() for console in consoles]
+    assert "is not a git checkout" not in said[0] and f"warning: {tmp_path} is not a git checkout" in said[1]
     for it in (1, 2, 3):
         a = read_rewards(first.run.out_dir / "rewards" / f"iter_{it:04d}.parquet")
         b = read_rewards(second.run.out_dir / "rewards" / f"iter_{it:04d}.parquet")
