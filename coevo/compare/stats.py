@@ -16,11 +16,12 @@ accuracies (clipping moves no interval that covers a possible value off it).
 Why not a bootstrap: resampling S seeds with replacement understates the between-seed variance by
 (S-1)/S and its percentiles take no account of estimating that variance from S values, so at 3-5
 seeds it is too narrow. Measured by simulated null experiments (coevo/compare/coverage.py, `python
--m coevo.compare.coverage`): at 3 seeds with a seed effect it excluded 0 in up to ~30% of
-experiments at a nominal 5%, the t-interval in 5-6%. The nested paired bootstrap of earlier
-versions (`nested_draws`: seeds resampled, then problems within each drawn seed with both arms'
-verdicts moving together) is kept as a secondary figure only where S >= NESTED_MIN_SEEDS, where its
-measured rate is near nominal.
+-m coevo.compare.coverage`, 1,000 experiments a cell): with a seed effect it excluded 0 in 10-22%
+of experiments at 3 seeds and 5-15% at 5, at a nominal 5%; the t-interval in 3.5-5.8% in every cell
+(3, 5, 10 seeds). The nested paired bootstrap of earlier versions (`nested_draws`: seeds resampled,
+then problems within each drawn seed with both arms' verdicts moving together) is kept as a
+secondary figure only where S >= NESTED_MIN_SEEDS; even there it measured 1-8%, above 5% with large
+seed effects.
 
 With one seed there is no between-seed variance to estimate: the interval is the within-seed one
 (below), covering problem sampling only, and the result says so (`method`); its p-value is the exact
