@@ -208,8 +208,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "identity-forgets-the-removed-drop-below",
         "coevo/compare/spec.py",
-        "        params = _with_drop_below(params)  # every run made before its removal held it\n",
-        "",
+        '        entry["curriculum"]["proposer"]["drop_below"] = 0.05\n',
+        "        pass\n",
         (
             "tests/compare/test_spec.py::"
             "test_a_removed_setting_is_read_from_earlier_runs_and_put_back_in_their_identity",
@@ -500,6 +500,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             "tests/rollout/test_dynamic.py::test_a_tiny_run_samples_rounds_from_the_chooser_and_trains_only_the_kept_groups",
         ),
+    ),
+    Mutation(
+        "identity-counts-dynamic-sampling-off-as-new",
+        "coevo/compare/spec.py",
+        '    if params["rollout"].get("dynamic_sampling", {}).get("enabled", False):',
+        "    if True:",
+        ("tests/compare/test_spec.py::test_dynamic_sampling_keeps_the_earlier_identity_only_where_it_is_off",),
     ),
 )
 

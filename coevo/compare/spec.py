@@ -431,27 +431,34 @@ def _without_dynamic_sampling(params: dict) -> bool:
     return True
 
 
-# The settings added since the committed runs were made, oldest first: each drops its key from the
-# params where its value computes what runs made before the key existed computed (returning False
-# where it does not).
-ADDED_SINCE = (_without_cpu_threads, _without_backtest_before, _without_val_split, _without_dynamic_sampling)
-
-
-def _with_drop_below(params: dict) -> dict:
-    """The params with coevolver.curriculum.proposer.drop_below put back as every run made before its
-    removal held it (0.05, the default; no committed spec set another). No value of it changed a choice."""
+def _with_drop_below(params: dict) -> bool:
+    """coevolver.curriculum.proposer.drop_below put back as every run made before its removal held it
+    (0.05, the default; no committed spec set another). No value of it changed a choice."""
     for entry in _coevolver_entries(params):
         entry["curriculum"]["proposer"]["drop_below"] = 0.05
-    return params
+    return True
+
+
+# The params' history since the committed runs were made, oldest change first: each step turns params
+# as they are written after its change into params as runs made before it held them (a setting
+# dropped, a removed one put back), returning False where the params compute what no run before the
+# change computed.
+HISTORY = (
+    _without_cpu_threads,
+    _without_backtest_before,
+    _without_val_split,
+    _with_drop_below,
+    _without_dynamic_sampling,
+)
 
 
 def identities(cfg: Config) -> set[str]:
     """The identities a finished run of `cfg` may carry in its marker: `identity(cfg)`, the hash of the
     same params in their earlier spelling (from before `coevolvers`, a list, was folded into
-    `coevolver` and `eval.with_skills` became `eval.with_context`), each of the two with the removed
-    `drop_below` put back, and those without the settings added after a point in `ADDED_SINCE` where
-    they hold a value that computes what ran before them. Runs finished before then (the committed
-    ones under bench/results) carry one of these; all name the same computation."""
+    `coevolver` and `eval.with_skills` became `eval.with_context`), and the hash of each of the two as
+    a run made before each change in `HISTORY` held them, walking back until a change computes
+    something no earlier run did. Runs finished before then (the committed ones under bench/results)
+    carry one of these; all name the same computation."""
     current = _identity_params(cfg)
     earlier = copy.deepcopy(current)
     entries = earlier["coevolver"]  # one co-evolver dumps as its mapping, several as the list
@@ -459,12 +466,11 @@ def identities(cfg: Config) -> set[str]:
     earlier["coevolver"] = CoevolverConfig().model_dump(mode="json") if several else entries
     earlier["coevolvers"] = entries if several else None
     earlier["eval"]["with_skills"] = earlier["eval"].pop("with_context")
-    found = {_hash(current)}
+    found = set()
     for params in (current, earlier):
-        params = _with_drop_below(params)  # every run made before its removal held it
         found.add(_hash(params))
-        for drop in reversed(ADDED_SINCE):  # a run from before setting k lacks k and every later one
-            if not drop(params):
+        for step in reversed(HISTORY):  # a run from before change k holds the params before k and every later one
+            if not step(params):
                 break
             found.add(_hash(params))
     return found

@@ -120,12 +120,14 @@ def test_the_committed_results_still_enter_their_comparisons(results, monkeypatc
     }
 
 
-def _identity_without(cfg, *dotted: str) -> str:
-    """The identity of `cfg`'s params with the `dotted` keys deleted and the removed proposer.drop_below
-    in place (0.05, as every run held it): what a run made before them carries."""
+def _identity_without(cfg, *dotted: str, drop_below: bool = True) -> str:
+    """The identity of `cfg`'s params with the `dotted` keys deleted, without rollout.dynamic_sampling
+    (added last) and with the removed proposer.drop_below in place (0.05, as every run made before its
+    removal held it; `drop_below=False`: a run made after it): what a run made before them carries."""
     params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
-    params["coevolver"]["curriculum"]["proposer"]["drop_below"] = 0.05
-    for key in dotted:
+    if drop_below:
+        params["coevolver"]["curriculum"]["proposer"]["drop_below"] = 0.05
+    for key in ("rollout.dynamic_sampling", *dotted):
         *parents, leaf = key.split(".")
         node = params
         for parent in parents:
@@ -177,6 +179,15 @@ def test_a_removed_setting_is_read_from_earlier_runs_and_put_back_in_their_ident
     assert "drop_below" not in cfg.model_dump()["coevolver"]["curriculum"]["proposer"]
     assert _identity_without(cfg) in identities(cfg)
     assert identity(cfg) in identities(cfg)
+    assert _identity_without(cfg, drop_below=False) in identities(cfg)  # made after its removal, before sampling
+
+
+def test_dynamic_sampling_keeps_the_earlier_identity_only_where_it_is_off(tmp_path):
+    """rollout.dynamic_sampling came after runs were committed: off, a run carries the identity of its
+    params without the key; on, it computes what no earlier run did."""
+    for enabled in (False, True):
+        cfg = tiny_config(tmp_path, rollout={"dynamic_sampling": {"enabled": enabled}})
+        assert (_identity_without(cfg, drop_below=False) in identities(cfg)) is not enabled
 
 
 def test_a_seed_outside_the_spec_is_refused_before_anything_runs_and_the_spec_hash_is_its_bytes(tmp_path):
