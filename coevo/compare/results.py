@@ -137,6 +137,7 @@ class ParentRun:
                         f"compare/{arm['arm']}/diff": vs["mean_diff"],
                         f"compare/{arm['arm']}/diff_ci_low": vs["ci95"][0],
                         f"compare/{arm['arm']}/diff_ci_high": vs["ci95"][1],
+                        f"compare/{arm['arm']}/diff_p": vs["p_value"],
                     }
                 )
         for key, value in metrics.items():

@@ -189,6 +189,8 @@ def _spec_note(table: dict) -> str:
     made = {r.get("spec_sha256") for r in table["runs"]}
     if made == {now}:
         return f" Spec sha256 {now[:12]}: every run was made under this version of it (seeds fixed before the runs)."
+    if made == {None}:
+        return f" Spec sha256 {now[:12]}; every run was made before runs recorded the spec's hash."
     other = [f"{r['arm']} s{r['seed']}" for r in table["runs"] if r.get("spec_sha256") not in (now, None)]
     unrecorded = [f"{r['arm']} s{r['seed']}" for r in table["runs"] if r.get("spec_sha256") is None]
     return (

@@ -183,3 +183,11 @@ def test_one_seed_is_marked_and_runs_without_a_recorded_spec_hash_still_enter():
     assert "(1 seed: problems only)" in md
     assert "runs made under another version of it: new s0" in md
     assert "runs made before the spec's hash was recorded: ref s0" in md
+
+
+def test_a_table_of_runs_that_all_predate_the_spec_hash_says_so_once():
+    spec = replace(_spec(iterations=1), sha256="12" * 32)
+    ref = _marker("ref", [1.0], [0.0, 0.25], [[0, 0, 0, 0], [1, 0, 0, 0]])
+    new = _marker("new", [1.0], [0.0, 0.5], [[0, 0, 0, 0], [1, 1, 0, 0]])
+    md = markdown(build_table(spec, [ref, new]))
+    assert "Spec sha256 121212121212; every run was made before runs recorded the spec's hash." in md
