@@ -13,6 +13,15 @@ The measured retained run is checked against the bound at its own length.
 
     .venv/bin/python bench/disk.py --iterations 50    # bench/results/disk/disk.json
     .venv/bin/python bench/disk.py --measure /tmp/d300/run --extra /tmp/d300/mlflow.db   # an existing run, by part
+    .venv/bin/python bench/disk.py --cost params.yaml --out /tmp/cost --set run.iterations=10   # disk and time per
+        iteration of any params file (examples/smollm2.yaml too), written to OUT/cost.json (`cost`)
+
+`--cost` runs a params file (with --set overrides) with the plain driver and reports what each
+checkpoint adds to the disk (blocks allocated, an inode counted once however many names it has, so a
+hard-linked file of an older version of coevo costs nothing and a copy costs its size), the user
+model's bytes shared by the bootstrap, the seconds per iteration (the loop's phase timers; the
+checkpoint is written in `update`) and the fsyncs of a durable publish (coevo/io.py: their number and
+seconds per iteration, where the tree measured has them).
 
 Co-evolver versions are pruned with their checkpoints (manifest.json + pruned.json stay), so the
 co-evolver term splits like the checkpoints' into kept versions and pruned ones. A bootstrap whose
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -50,6 +60,68 @@ def linked(path: Path) -> int:
     return (
         sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and p.stat().st_nlink > 1) if path.is_dir() else 0
     )
+
+
+def allocated(paths: list[Path], seen: set[tuple[int, int]]) -> int:
+    """Bytes allocated (st_blocks) to the files under `paths` whose inode is not in `seen` (then added)."""
+    total = 0
+    for path in paths:
+        for file in [path] if path.is_file() else path.rglob("*"):
+            st = file.stat()
+            if file.is_file() and (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
+def cost(params: Path, out: Path, sets: list[str]) -> dict:
+    """Disk per checkpoint and seconds per iteration of one plain-driver run of `params` (module docstring)."""
+    import json
+
+    from coevo import io
+    from coevo.config import deep_merge, load_config, parse_overrides
+    from coevo.driver import train
+
+    if out.exists():
+        shutil.rmtree(out)
+    overrides = deep_merge(
+        {"run": {"out_dir": str(out / "run")}, "problems": {"data_dir": str(out / "data")}},
+        {**parse_overrides(sets), "tracking": {"mlflow_uri": f"sqlite:///{out / 'mlflow.db'}"}},
+    )
+    cfg = load_config(params, overrides)
+    calls, seconds, start = getattr(io, "fsync_calls", 0), getattr(io, "fsync_seconds", 0.0), time.perf_counter()
+    train(cfg)
+    wall = time.perf_counter() - start
+    root, seen = out / "run", set()
+    source = [Path(cfg.policy.checkpoint)] if cfg.policy.checkpoint else []
+    user = allocated(source, seen)
+    boot = allocated([root / "bootstrap"], seen)
+    ckpts = sorted((root / "checkpoints").glob("iter_*"))
+    each = {c.name: allocated([c], seen) for c in ckpts}
+    lines = [json.loads(line) for line in (root / "metrics.jsonl").read_text().splitlines()]
+    times = [sum(v for k, v in m.items() if k.startswith("time/")) for m in lines]
+    n = len(lines)
+    return {
+        "params": str(params),
+        "set": sets,
+        "iterations": n,
+        "wall_s": wall,
+        "user_model_bytes": user,
+        "bootstrap_bytes_beyond_user_model": boot,
+        "checkpoint_bytes": each,
+        "mean_checkpoint_bytes": sum(each.values()) / max(len(each), 1),
+        "unchanged_checkpoints": sum(1 for c in ckpts if '"unchanged_from"' in (c / "coevo.json").read_text()),
+        "pruned_checkpoints": sum(1 for c in ckpts if (c / PRUNED).is_file()),
+        "run_dir_bytes": allocated([root], set()),
+        "seconds_per_iteration": sum(times) / max(n, 1),
+        "update_seconds_per_iteration": sum(m.get("time/update", 0.0) for m in lines) / max(n, 1),
+        "fsyncs_per_iteration": (getattr(io, "fsync_calls", 0) - calls) / max(n, 1)
+        if hasattr(io, "fsync_calls")
+        else None,
+        "fsync_seconds_per_iteration": (getattr(io, "fsync_seconds", 0.0) - seconds) / max(n, 1)
+        if hasattr(io, "fsync_seconds")
+        else None,
+    }
 
 
 def breakdown(root: Path) -> dict[str, float]:
@@ -155,7 +227,19 @@ def main() -> None:
         default=[],
         help="With --measure: further paths to size (catalog, MLflow store).",
     )
+    parser.add_argument(
+        "--cost", type=Path, default=None, help="Measure one run of this params file (see --out, --set)."
+    )
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "disk" / "cost", help="With --cost: the directory to run in."
+    )
+    parser.add_argument("--set", dest="sets", action="append", default=[], help="With --cost: section.key=value.")
     args = parser.parse_args()
+    if args.cost is not None:
+        result = cost(args.cost, args.out, args.sets)
+        write_json(args.out / "cost.json", result)
+        console.print_json(data=result)
+        return
     if args.measure is not None:
         console.print_json(data=measure(args.measure, args.extra))
         return

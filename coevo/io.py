@@ -9,7 +9,8 @@ Publishing is durable (`atomic_path`): every file written under the temporary pa
 the temporary directory, then the rename is made and the parent directory fsynced, so after a power
 loss the final name holds either the old artifact or the whole new one, never empty files (a rename
 can reach the disk before the data it names unless the data was synced first). `fsync_calls` counts
-them (bench/disk.py reports the cost per iteration; tests/test_durable.py audits the order with strace).
+them and `fsync_seconds` times them (bench/disk.py reports both per iteration); tests/test_durable.py
+audits their order with strace.
 
 A writer killed mid-write (SIGKILL, power loss) leaves its temporary sibling (`.NAME.XXXXXXXX.tmp`,
 or `.NAME.old` of a directory being replaced); `remove_orphans` deletes those of a directory, and a
@@ -30,6 +31,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,14 +64,17 @@ def out_of_space(exc: BaseException) -> bool:
 FICLONE = 0x40049409  # linux/fs.h _IOW(0x94, 9, int): make the target share the source's extents, copy-on-write
 ORPHAN_SUFFIXES = (".tmp", ".old")  # atomic_path's temporary directory and the aside of a directory it replaces
 fsync_calls = 0  # fsyncs made by this process (files and directories): bench/disk.py reports them per iteration
+fsync_seconds = 0.0  # and the time they took
 
 
 def fsync_path(path: str | Path) -> None:
     """fsync one file or directory (its data and the entry it holds)."""
-    global fsync_calls
+    global fsync_calls, fsync_seconds
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if Path(path).is_dir() else 0))
     try:
+        started = time.perf_counter()
         os.fsync(fd)
+        fsync_seconds += time.perf_counter() - started
         fsync_calls += 1
     finally:
         os.close(fd)
