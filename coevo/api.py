@@ -121,6 +121,11 @@ def evaluate(
         if str(checkpoint) == "latest"
         else resolve_checkpoint(str(checkpoint), cfg.tracking.mlflow_uri)
     )
+    if str(checkpoint) == "latest" and not path.is_dir():
+        raise InputError(
+            f"no run in {cfg.run.out_dir} yet, so no 'latest' checkpoint: `coevo train` (or `coevo bootstrap` for the "
+            "initial policy alone) makes one; or name a checkpoint directory, or pass the --params of another run"
+        )
     test = (
         load_problem_file(problems) if problems else read_split(prepare_stage(cfg)["test"]["path"])
     )  # as `coevo prepare` writes it, any source

@@ -625,6 +625,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if True:",
         ("tests/compare/test_spec.py::test_dynamic_sampling_keeps_the_earlier_identity_only_where_it_is_off",),
     ),
+    Mutation(
+        "query-unknown-id-prints-no-rows",
+        "coevo/store/query_cli.py",
+        "    if wanted in known:\n        return\n",
+        "    if True:\n        return\n",
+        ("tests/store/test_query_cli.py::test_an_unknown_problem_id_is_an_error_naming_the_ids",),
+    ),
+    Mutation(
+        "query-plain-run-says-only-no-catalog",
+        "coevo/store/query_cli.py",
+        '    if (run / "metrics.jsonl").is_file() or (run / "summary.json").is_file():',
+        "    if False:",
+        ("tests/store/test_query_cli.py::test_a_plain_run_says_it_keeps_no_catalog",),
+    ),
+    Mutation(
+        "eval-latest-before-a-run-loads-nothing",
+        "coevo/api.py",
+        '    if str(checkpoint) == "latest" and not path.is_dir():',
+        "    if False:",
+        ("tests/test_cli.py::test_eval_latest_before_any_run_says_which_command_makes_one",),
+    ),
 )
 
 

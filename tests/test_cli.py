@@ -86,3 +86,10 @@ def test_a_broken_params_file_with_json_is_one_json_error_object_and_exit_2(tmp_
 def test_errors_go_to_stderr_without_json(tmp_path):
     result = CliRunner().invoke(app, ["prepare", "--params", str(tmp_path / "absent.yaml")])
     assert result.exit_code == 2 and result.stdout == "" and "absent.yaml" in result.stderr
+
+
+def test_eval_latest_before_any_run_says_which_command_makes_one(tmp_path):
+    result = CliRunner().invoke(app, ["eval", "latest", "--params", _params(tmp_path)])
+    assert result.exit_code == 2
+    assert "no run in" in result.stderr and "`coevo train`" in result.stderr
+    assert "not a Hugging Face checkpoint" not in result.stderr

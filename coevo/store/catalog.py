@@ -289,6 +289,12 @@ class Catalog:
             "SELECT iteration, category, value, count, reward, prob FROM curriculum_values ORDER BY iteration, category"
         )
 
+    def ids(self, kind: str) -> list[str]:
+        """Every problem id (kind 'problem': the rollouts') or skill id (kind 'skill': the skill events'), sorted."""
+        column, table = {"problem": ("problem_id", "rollouts"), "skill": ("skill_id", "skill_events")}[kind]
+        rows = self._con.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL ORDER BY 1")
+        return [str(row[0]) for row in rows.fetchall()]
+
     def counts(self) -> dict[str, int]:
         return {table: int(self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]) for table in TABLES}
 
