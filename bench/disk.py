@@ -74,7 +74,7 @@ def allocated(paths: list[Path], seen: set[tuple[int, int]]) -> int:
     return total
 
 
-def cost(params: Path, out: Path, sets: list[str]) -> dict:
+def cost(params: Path, out: Path, sets: list[str], bootstrap_from: Path | None = None) -> dict:
     """Disk per checkpoint and seconds per iteration of one plain-driver run of `params` (module docstring)."""
     import json
 
@@ -89,6 +89,8 @@ def cost(params: Path, out: Path, sets: list[str]) -> dict:
         {**parse_overrides(sets), "tracking": {"mlflow_uri": f"sqlite:///{out / 'mlflow.db'}"}},
     )
     cfg = load_config(params, overrides)
+    if bootstrap_from is not None:  # the same checkpoint 0 for the arms compared (kept: same key, intact files)
+        shutil.copytree(bootstrap_from, cfg.bootstrap_dir)
     calls, seconds, start = getattr(io, "fsync_calls", 0), getattr(io, "fsync_seconds", 0.0), time.perf_counter()
     train(cfg)
     wall = time.perf_counter() - start
@@ -234,9 +236,15 @@ def main() -> None:
         "--out", type=Path, default=RESULTS / "disk" / "cost", help="With --cost: the directory to run in."
     )
     parser.add_argument("--set", dest="sets", action="append", default=[], help="With --cost: section.key=value.")
+    parser.add_argument(
+        "--bootstrap-from",
+        type=Path,
+        default=None,
+        help="With --cost: copy this checkpoint 0 in.",
+    )
     args = parser.parse_args()
     if args.cost is not None:
-        result = cost(args.cost, args.out, args.sets)
+        result = cost(args.cost, args.out, args.sets, args.bootstrap_from)
         write_json(args.out / "cost.json", result)
         console.print_json(data=result)
         return
