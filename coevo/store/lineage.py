@@ -7,7 +7,9 @@ DVC's md5 of the data dir when DVC tracks it), the sha256 of the canonical JSON 
 params (with the values themselves), the code version (git commit, dirty flag, coevo version), and
 the source file and sha256 of each reward plugin the params name (`reward_plugins`), and for a
 LoRA checkpoint its base model directory and weights sha256 ("base", checked by `_check_base`).
-A checkpoint written without an optimizer step links its parent's files ("unchanged_from").
+A checkpoint written without an optimizer step copies its parent's files ("unchanged_from"), each
+copy checked against the parent's recorded sha256 (coevo/model/checkpoint.py), so a damaged parent is
+named by the save, never vouched for by its child.
 The bootstrap's record also names the user checkpoint it was copied from ("source", policy.checkpoint)
 with that directory's `import.json` when `coevo import-model` wrote it (source GGUF sha256, package).
 
