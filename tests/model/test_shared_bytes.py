@@ -150,3 +150,42 @@ def test_orphan_temporary_directories_are_removed_at_the_next_start(tmp_path):
         train(cfg, continue_latest=True)
     said = " ".join(str(w.message) for w in caught)
     assert all(str(orphan) in said and not orphan.exists() for orphan in orphans)
+
+
+def test_a_writer_sigkilled_mid_checkpoint_leaves_a_temporary_directory_the_next_start_removes(tmp_path):
+    """A real kill: `coevo train --plain` SIGKILLed while checkpoint 1's files sit in their temporary
+    directory (coevo/faults.py "write" point); nothing is published under iter_0001, and the next
+    `--continue` removes the orphan, naming it, before it trains iteration 1 again."""
+    import signal
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import ROOT, TINY
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, values in {**TINY, "run": {**TINY["run"], "iterations": 1}}.items():
+        raw[section].update(values)
+    raw["run"]["out_dir"], raw["problems"]["data_dir"] = str(tmp_path / "run"), str(tmp_path / "data")
+    raw["tracking"]["mlflow_uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    env = {k: v for k, v in os.environ.items() if k != "COEVO_PAUSE"} | {
+        "COEVO_PAUSE": "write:checkpoints/iter_0001:300"
+    }
+    command = [sys.executable, "-m", "coevo.cli", "train", "--plain", "--params", str(params), "--json"]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in process.stderr:
+        if line.strip() == "coevo-pause write checkpoints/iter_0001":
+            os.killpg(process.pid, signal.SIGKILL)
+            break
+    process.wait()
+    checkpoints = tmp_path / "run" / "checkpoints"
+    orphans = list(checkpoints.glob(".iter_0001.*.tmp"))
+    assert len(orphans) == 1 and (orphans[0] / WEIGHTS).is_file() and not (checkpoints / "iter_0001").exists()
+    cfg = tiny_config(tmp_path, run={"iterations": 1}, tracking={"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"})
+    with pytest.warns(UserWarning, match=r"removed 1 temporary directory a killed writer left") as caught:
+        train(cfg, continue_latest=True)
+    assert any(str(orphans[0]) in str(w.message) for w in caught)
+    assert not orphans[0].exists() and verify_lineage(checkpoints / "iter_0001") == []
