@@ -101,10 +101,10 @@ def evaluate(
     with 95% intervals (coevo.evaluate.sampled_pass_curve)."""
     from coevo.coevolvers.composite import load_coevolvers
     from coevo.errors import InputError
-    from coevo.evaluate import CURVE_K, sampled_pass_curve
+    from coevo.evaluate import CURVE_K, eval_seed, sampled_pass_curve
     from coevo.evaluate import evaluate as held_out
     from coevo.io import write_json
-    from coevo.model.checkpoint import load_policy, policy_version
+    from coevo.model.checkpoint import load_policy, policy_version, read_meta
     from coevo.problems.loader import load_problem_file
     from coevo.rollout.engines import LIVE
     from coevo.stages import RunLayout, latest_complete, prepare_stage
@@ -135,8 +135,9 @@ def evaluate(
         engine = LIVE.get(
             cfg, path, policy_version(path), lambda: load_policy(path, cfg.policy.device, cfg.policy.dtype)
         )
-        metrics = held_out(engine, test, cfg, cfg.seed, context_for)
-        curve = sampled_pass_curve(engine, test, cfg, pass_curve, cfg.seed) if pass_curve else None
+        seed = eval_seed(cfg.seed, int(read_meta(path).get("iteration") or 0))  # as training evaluated it
+        metrics = held_out(engine, test, cfg, seed, context_for)
+        curve = sampled_pass_curve(engine, test, cfg, pass_curve, seed) if pass_curve else None
     finally:
         LIVE.close()
     result = {"checkpoint": str(path), "problems": str(problems or "test split"), "n": len(test), "metrics": metrics}

@@ -18,6 +18,7 @@ from coevo import loop, stages
 from coevo.config import Config
 from coevo.loop import Position
 from coevo.records import InForce
+from coevo.report import bootstrap_sentence, first_eval_sentence
 from coevo.runlock import run_lock
 
 
@@ -76,8 +77,10 @@ class PlainRunner:
         raise NotImplementedError("the plain driver keeps no catalog")
 
     def started(self, it: int, metrics: dict[str, float], boot: dict, data: dict) -> None:
-        where = boot["bootstrap"] if it == 0 else stages.RunLayout(self.cfg.run.out_dir).checkpoint(it)
-        self.console.print(f"[bold]iteration {it}[/]: {where} | eval/acc={metrics['eval/acc']:.3f}")
+        if it == 0:
+            self.console.print(bootstrap_sentence(boot, self.cfg.policy.checkpoint), highlight=False)
+        where = stages.RunLayout(self.cfg.run.out_dir).checkpoint(it)
+        self.console.print(first_eval_sentence(it, where, metrics), highlight=False)
 
     def finished(
         self, it: int, metrics: dict, at: Position, curve: list[dict] | None, final: bool, report: str

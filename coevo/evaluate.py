@@ -31,6 +31,7 @@ from coevo.problems.constraints import score_constraints
 from coevo.rollout.engines import with_prompt_format
 from coevo.rollout.engines.base import Engine
 from coevo.rollout.prompting import prompt_renderer
+from coevo.seeding import derive_seed
 from coevo.verification.stage import score_rows
 
 VAL = "val"  # namespace of the validation metrics: val/acc, val/acc/<family>
@@ -80,6 +81,14 @@ def validate(
     if verdicts is not None:
         verdicts.update(zip(val["id"].astype(str), map(bool, greedy_passed)))
     return {key.replace("eval/", f"{VAL}/", 1): value for key, value in _per_family("acc", val, greedy_passed).items()}
+
+
+def eval_seed(seed: int, iteration: int) -> int:
+    """The sampling seed of the held-out evaluation of checkpoint `iteration` (0: the bootstrap) under
+    params' `seed`: the same in training (`coevo.stages.evaluate_stage`) and in `coevo eval`, which reads
+    the iteration from the checkpoint's coevo.json (0 for a directory without one), so one checkpoint
+    gets one pass@k wherever it is evaluated (docs/evaluation.md)."""
+    return derive_seed(seed, iteration, "eval")
 
 
 def evaluate(

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from coevo import progress
 from coevo.coevolvers.base import read_manifest
 from coevo.coevolvers.composite import member_reports
 from coevo.config import Config
@@ -140,13 +141,17 @@ class Runner(Protocol):
 
 
 class Timers:
-    def __init__(self) -> None:
+    """Seconds per phase; each phase also shown as progress (coevo/progress.py), named after `label`."""
+
+    def __init__(self, label: str = "") -> None:
         self.seconds: dict[str, float] = {}
+        self.label = label
 
     @contextmanager
     def phase(self, name: str):
         start = time.perf_counter()
-        yield
+        with progress.task(f"{self.label}{name}"):
+            yield
         self.seconds[f"time/{name}"] = self.seconds.get(f"time/{name}", 0.0) + time.perf_counter() - start
 
 
@@ -212,13 +217,15 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
     first = newest + 1 if newest is not None else 1
     last = first + cfg.run.iterations - 1
     at = Position.saved(cfg, first - 1)
-    initial = runner.evaluate(at, in_force(cfg, first - 1, data, choose=False), data)
+    with progress.task(f"evaluation of checkpoint {first - 1}"):
+        initial = runner.evaluate(at, in_force(cfg, first - 1, data, choose=False), data)
     curve, log = [{"iteration": first - 1, **initial}], MetricsLog(cfg.run.out_dir, first)
     runner.started(first - 1, initial, boot, data)
     completed, stopped_by, pending = first - 1, "iterations", []  # pending: iterations not yet in the catalog
     with runner.iterations(first, last, newest):
         for it in range(first, last + 1):
-            timers = Timers()
+            progress.update("iterations", it - first, last - first + 1)
+            timers = Timers(f"iteration {it}/{last}: ")
             with timers.phase("in_force"):
                 now = in_force(cfg, it, data)  # what every stage of the iteration reads
             rollouts, rewards = rollout_and_verify(runner, cfg, now, at, timers)

@@ -39,7 +39,7 @@ from coevo.coevolvers.composite import (
     plays,
 )
 from coevo.config import Config, SamplingConfig
-from coevo.evaluate import evaluate, validate
+from coevo.evaluate import eval_seed, evaluate, validate
 from coevo.faults import pause_point
 from coevo.io import hash_bytes, hash_file, write_json
 from coevo.io import remove_orphans as remove_orphans_in
@@ -648,7 +648,7 @@ def evaluate_stage(cfg: Config, now: InForce, checkpoint: str, coevolver: str, t
     engine = live_engine(cfg, checkpoint)
     asked = cfg.model_copy(update={"prompt": now.cfg.prompt})  # the instruction checkpoint `it` was trained under
     verdicts: dict[str, bool] = {}  # problem id -> greedy verdict: `coevo compare` pairs them across arms
-    metrics = evaluate(engine, problems(test), asked, derive_seed(cfg.seed, it, "eval"), context_for, verdicts)
+    metrics = evaluate(engine, problems(test), asked, eval_seed(cfg.seed, it), context_for, verdicts)
     record = {
         "iteration": it,
         "checkpoint": str(checkpoint),

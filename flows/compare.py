@@ -17,6 +17,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from coevo import progress
 from coevo.compare.results import ParentRun, finished_runs, interleaved, sitting_seeds
 from coevo.compare.runs import cell_dir, finish, read_marker
 from coevo.compare.spec import Spec, arm_config, arm_overrides, identities, identity, load_spec
@@ -70,8 +71,10 @@ def compare_flow(
     with run_lock(root, f"prefect flow coevo-compare {spec_file}", log=log.warning):
         parent = ParentRun(spec, root)
         todo = [cell for cell in interleaved(spec, seeds) if cell not in elsewhere]
-        for arm, seed in todo:
-            _, restored = arm_run(spec, arm, seed, root)
+        for done, (arm, seed) in enumerate(todo):
+            progress.update("compare runs", done, len(todo))
+            with progress.task(f"{arm} seed {seed} ({done + 1} of {len(todo)})"):
+                _, restored = arm_run(spec, arm, seed, root)
             nested = parent.nest(cell_dir(root, arm, seed), arm, seed)
             log.info(
                 f"{arm} seed {seed}: "

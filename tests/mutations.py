@@ -574,6 +574,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:",
         ("tests/test_cli.py::test_eval_latest_before_any_run_says_which_command_makes_one",),
     ),
+    Mutation(
+        "coevo-eval-samples-with-params-seed",
+        "coevo/api.py",
+        '        seed = eval_seed(cfg.seed, int(read_meta(path).get("iteration") or 0))',
+        "        seed = cfg.seed",
+        ("tests/test_cli.py::test_one_checkpoint_gets_one_pass_at_k_in_training_and_in_coevo_eval",),
+    ),
+    Mutation(
+        "bootstrap-steps-report-no-progress",
+        "coevo/model/supervised.py",
+        '        progress.update("warm-start steps", step, last, loss=loss_value)\n',
+        "",
+        ("tests/test_progress.py::test_the_bootstrap_and_every_stage_report_progress_while_they_run",),
+    ),
+    Mutation(
+        "stages-report-no-progress",
+        "coevo/loop.py",
+        '        with progress.task(f"{self.label}{name}"):\n            yield\n',
+        "        yield\n",
+        ("tests/test_progress.py::test_the_bootstrap_and_every_stage_report_progress_while_they_run",),
+    ),
+    Mutation(
+        "json-train-shows-progress",
+        "coevo/cli.py",
+        "    with progress.shown_on(console, quiet=as_json), progress.task(name):",
+        "    with progress.shown_on(console, quiet=False), progress.task(name):",
+        ("tests/test_progress.py::test_no_progress_under_json_nor_in_the_python_api",),
+    ),
 )
 
 

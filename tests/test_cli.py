@@ -93,3 +93,38 @@ def test_eval_latest_before_any_run_says_which_command_makes_one(tmp_path):
     assert result.exit_code == 2
     assert "no run in" in result.stderr and "`coevo train`" in result.stderr
     assert "not a Hugging Face checkpoint" not in result.stderr
+
+
+def test_prepare_prints_a_table_of_every_split_it_writes_never_a_dict(tmp_path):
+    params = _params(tmp_path)
+    result = CliRunner().invoke(app, ["prepare", "--params", params])
+    assert result.exit_code == 0, result.output
+    assert "{" not in result.stdout and "'" not in result.stdout
+    written = sorted(path.stem for path in (tmp_path / "data").glob("*.parquet"))
+    assert written == ["test", "train", "val"]
+    counts = json.loads(CliRunner().invoke(app, ["prepare", "--params", params, "--json"]).stdout)
+    for split in written:
+        assert re.search(rf"{split}\s.*\b{counts[split]:,}\b", result.stdout), result.stdout
+    assert counts["val"] == yaml.safe_load(open(params))["problems"]["n_val"]
+
+
+def test_one_checkpoint_gets_one_pass_at_k_in_training_and_in_coevo_eval(tmp_path):
+    """The eval seed rule (docs/evaluation.md): checkpoint N is sampled with eval_seed(seed, N) in training's
+    evaluation and in `coevo eval`, so the summary's pass@k and `coevo eval`'s agree exactly."""
+    params = _params(
+        tmp_path,
+        run={"iterations": 1},
+        bootstrap={"steps": 200},
+        eval={"every": 1, "pass_k": 4},
+        sampling={"max_new_tokens": 4, "temperature": 1.5},
+    )
+    trained = CliRunner().invoke(app, ["train", "--plain", "--params", params, "--json"])
+    assert trained.exit_code == 0, trained.output
+    summary = json.loads(trained.stdout)
+    for key, checkpoint in (("initial_eval", summary["checkpoints"][0]), ("final_eval", summary["final_checkpoint"])):
+        evaluated = CliRunner().invoke(app, ["eval", checkpoint, "--params", params, "--json"])
+        assert evaluated.exit_code == 0, evaluated.output
+        metrics = json.loads(evaluated.stdout)["metrics"]
+        pass_keys = [k for k in metrics if k.startswith("eval/pass@4")]
+        assert pass_keys and {k: metrics[k] for k in pass_keys} == {k: summary[key][k] for k in pass_keys}
+        assert 0 < metrics["eval/pass@4"] < 1, metrics  # sampled answers that a seed can change

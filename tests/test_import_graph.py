@@ -37,13 +37,14 @@ PACKAGES = ("coevo", "flows", "tasks", "schemas")
 # explicitly: a new top-level module or subpackage is a decision about where it stands.
 LAYERS: dict[str, tuple[str, ...]] = {
     # no project imports but each other's: the config model, errors, types, files, registries, seeds,
-    # the fault points, the run lock, the records that cross the stages, and the table schemas
+    # the fault points, the progress display, the run lock, the records that cross the stages, and the table schemas
     "foundation": (
         "coevo.config",
         "coevo.errors",
         "coevo.faults",
         "coevo.io",
         "coevo.params_comments",
+        "coevo.progress",
         "coevo.records",
         "coevo.registry",
         "coevo.runlock",
@@ -62,6 +63,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.model",
         "coevo.prepare",
         "coevo.problems",
+        "coevo.report",
         "coevo.rollout",
         "coevo.sandbox",
         "coevo.sharding",

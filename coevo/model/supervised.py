@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from coevo import progress
 from coevo.config import BootstrapConfig
 
 
@@ -83,6 +84,7 @@ def supervised_steps(
         optimizer.step()
         schedule.step()
         step, loss_value = step + 1, loss.item()
+        progress.update("warm-start steps", step, last, loss=loss_value)
     model.eval()
     return step, loss_value, time.perf_counter() - start
 

@@ -1,0 +1,76 @@
+"""Progress of long work (coevo/progress.py): a tiny plain run reports the bootstrap's steps and loss,
+the evaluation of checkpoint 0 and each stage of each iteration while they run; its summary lines are
+sentences, never a Python repr; `--json` and the Python API show no progress at all."""
+
+import io
+import json
+import re
+
+from rich.console import Console
+from typer.testing import CliRunner
+
+from coevo import progress
+from coevo.cli import app
+from coevo.driver import train
+
+from .conftest import tiny_config
+from .test_cli import _params
+
+STAGES = ("in_force", "rollout", "verify", "coevolve", "update", "eval", "retain")
+
+
+def test_the_bootstrap_and_every_stage_report_progress_while_they_run(tmp_path):
+    cfg = tiny_config(tmp_path, run={"iterations": 2})
+    shown, printed = io.StringIO(), io.StringIO()
+    with progress.LineReporter(Console(file=shown, width=200), every=0) as reporter, progress.reporting(reporter):
+        train(cfg, Console(file=printed, width=400))
+    lines = [line.split("] ", 1)[1] for line in shown.getvalue().splitlines()]
+    steps = [line for line in lines if line.startswith("warm-start steps ")]
+    assert len(steps) == cfg.bootstrap.steps and re.fullmatch(r"warm-start steps 30/30 loss \d+\.\d{3}", steps[-1])
+    between = lines[
+        lines.index("bootstrap ...") : lines.index(next(x for x in lines if x.startswith("bootstrap done")))
+    ]
+    assert steps[0] in between and steps[-1] in between  # while the bootstrap runs, not after
+    assert "evaluation of checkpoint 0 ..." in lines
+    for it in (1, 2):
+        for stage in STAGES:
+            begin = lines.index(f"iteration {it}/2: {stage} ...")
+            assert lines[begin + 1].startswith(f"iteration {it}/2: {stage} done in ")
+    assert "iterations 1/2" in lines
+    text = printed.getvalue()
+    assert "{" not in text and "'kind'" not in text, text
+    assert re.search(r"initial policy \S+/bootstrap: the tiny arithmetic warm start, 30 steps \(all of them\)", text)
+    assert re.search(r"checkpoint 0 \(the bootstrap, \S+/bootstrap\): held-out eval/acc \d\.\d{3}", text)
+
+
+def test_no_progress_under_json_nor_in_the_python_api(tmp_path, capfd, monkeypatch):
+    import coevo
+
+    monkeypatch.setenv("COEVO_PROGRESS_EVERY", "0")  # a line at every start, count and end where shown
+    params = _params(tmp_path, run={"iterations": 1})
+    result = CliRunner().invoke(app, ["train", "--plain", "--params", params, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["iterations"] == 1
+    assert "warm-start" not in result.output and "iteration 1/1" not in result.output
+    capfd.readouterr()
+    coevo.train(params=params, overrides={"run.out_dir": str(tmp_path / "api")}, plain=True)
+    seen = capfd.readouterr()
+    assert "warm-start" not in seen.out + seen.err and "iteration 1/1" not in seen.out + seen.err
+
+
+def test_the_plain_cli_shows_progress_and_readable_lines(tmp_path, monkeypatch):
+    monkeypatch.setenv("COEVO_PROGRESS_EVERY", "0")
+    params = _params(tmp_path, run={"iterations": 1})
+    result = CliRunner().invoke(app, ["train", "--plain", "--params", params])
+    assert result.exit_code == 0, result.output
+    for shown in ("bootstrap ...", "warm-start steps 30/30 loss", "iteration 1/1: rollout ...", "iteration 1/1: eval"):
+        assert shown in result.stdout, result.stdout
+    assert result.stdout.startswith(f"coevo train --plain: {params} -> ")
+    assert "initial policy" in result.stdout and "held-out evaluation" in result.stdout
+    assert "{'" not in result.stdout
+
+
+def test_a_bad_progress_interval_is_an_error_naming_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("COEVO_PROGRESS_EVERY", "often")
+    result = CliRunner().invoke(app, ["eval", "latest", "--params", _params(tmp_path)])
+    assert result.exit_code == 2 and "COEVO_PROGRESS_EVERY='often'" in result.stderr
