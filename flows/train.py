@@ -77,7 +77,10 @@ class FlowRunner:
         return self.t["prepare"](self.params)
 
     def bootstrap(self, data: dict) -> dict:
-        return self.t["bootstrap"](self.params, data)
+        boot = self.t["bootstrap"](self.params, data)
+        if damaged_files(boot["checkpoint"]):  # a cached result whose checkpoint 0 was written into since: remade
+            boot = self.t["bootstrap"].with_options(refresh_cache=True)(self.params, data)
+        return boot
 
     @contextmanager
     def iterations(self, first: int, last: int, newest: int | None) -> Iterator[None]:

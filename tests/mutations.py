@@ -173,6 +173,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_api.py::test_notebook_trains_evaluates_and_verifies_lineage",),
     ),
     Mutation(
+        "flow-trusts-its-cached-bootstrap",
+        "flows/train.py",
+        '        if damaged_files(boot["checkpoint"]):  # a cached result',
+        "        if False:  # a cached result",
+        ("tests/model/test_shared_bytes.py::test_the_flow_remakes_a_damaged_bootstrap_its_cache_points_at",),
+    ),
+    Mutation(
         "chat-update-renders-plain",
         "coevo/update/stage.py",
         "renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering",

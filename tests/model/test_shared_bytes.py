@@ -189,3 +189,29 @@ def test_a_writer_sigkilled_mid_checkpoint_leaves_a_temporary_directory_the_next
         train(cfg, continue_latest=True)
     assert any(str(orphans[0]) in str(w.message) for w in caught)
     assert not orphans[0].exists() and verify_lineage(checkpoints / "iter_0001") == []
+
+
+def test_the_flow_remakes_a_damaged_bootstrap_its_cache_points_at(prefect_server, tmp_path):
+    """The Prefect flow run again over a run whose checkpoint 0 was written into: its cached bootstrap
+    result is not trusted (the task runs again and remakes it), so the run restarts from intact bytes."""
+    import yaml
+
+    from flows.train import train_flow
+    from tests.conftest import ROOT, TINY
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, values in {**TINY, "run": {**TINY["run"], "iterations": 1}}.items():
+        raw[section].update(values)
+    raw["policy"].update(FROZEN)
+    raw["run"]["out_dir"], raw["problems"]["data_dir"] = str(tmp_path / "run"), str(tmp_path / "data")
+    raw["tracking"]["mlflow_uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        train_flow(str(params))
+        layout = stages.RunLayout(tmp_path / "run")
+        config = layout.checkpoint(0) / "config.json"
+        config.write_text(config.read_text().replace("}", ', "x": 1}', 1))
+        train_flow(str(params), continue_latest=True)  # iteration 2, from checkpoint 1
+    assert stages.damaged_files(layout.checkpoint(0)) == [] and verify_lineage(layout.checkpoint(2)) == []
