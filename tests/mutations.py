@@ -609,6 +609,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    with progress.shown_on(console, quiet=False), progress.task(name):",
         ("tests/test_progress.py::test_no_progress_under_json_nor_in_the_python_api",),
     ),
+    Mutation(
+        "learning-curve-families-on-the-default-cycle",
+        "coevo/tracking/plots.py",
+        'color=next(palette), linestyle="--"',
+        'linestyle="--"',
+        ("tests/tracking/test_plots.py::test_every_series_has_its_own_colour_however_many_families",),
+    ),
+    Mutation(
+        "site-without-the-benchmark-figures",
+        "docs/hooks/figures.py",
+        "    return _FIGURE_LINK.sub(site_link, markdown)",
+        "    return markdown",
+        ("tests/test_docs.py::test_site_builds_strict",),
+    ),
 )
 
 

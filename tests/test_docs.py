@@ -43,6 +43,59 @@ def test_site_builds_strict(tmp_path):
     assert (tmp_path / "index.html").is_file()
     reference = (tmp_path / "configuration-reference" / "index.html").read_text()
     assert "run.iterations" in reference  # generated from coevo/config.py
+    assert_figures_shown(tmp_path)
+
+
+def assert_figures_shown(site: Path) -> None:
+    """Every committed compare.png a page embeds is in the built site, and the page's <img> finds it."""
+    embedded = {}
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for name in re.findall(r"\]\((?:\.\./)+bench/results/([\w.-]+)/compare\.png\)", page.read_text()):
+            embedded.setdefault(name, []).append(page.relative_to(ROOT / "docs").with_suffix(""))
+    committed = {png.parent.name for png in (ROOT / "bench" / "results").glob("*/compare.png")}
+    assert embedded and set(embedded) == committed, f"embedded {sorted(embedded)}, committed {sorted(committed)}"
+    for name, pages in embedded.items():
+        figure = site / "figures" / name / "compare.png"
+        assert figure.read_bytes() == (ROOT / "bench" / "results" / name / "compare.png").read_bytes()
+        for page in pages:
+            html = site / page / "index.html"
+            sources = re.findall(r'<img[^>]*src="([^"]+)"', html.read_text())
+            assert any((html.parent / src).resolve() == figure.resolve() for src in sources), (page, sources)
+
+
+def test_every_command_is_in_the_commands_page_with_the_paths_it_writes():
+    """docs/commands.md names every `coevo` command and `coevo query` subcommand; the bootstrap's path is
+    RunLayout's checkpoint 0, and the export-merged example is a checkpoint default retention keeps."""
+    import typer.main
+
+    from coevo.cli import app
+    from coevo.config import load_config
+    from coevo.model.retention import keep_set
+    from coevo.stages import RunLayout
+
+    page = (ROOT / "docs" / "commands.md").read_text()
+    group = typer.main.get_group(app)
+    names = [f"coevo {name}" for name in group.commands]
+    for name, command in group.commands.items():
+        names += [f"coevo {name} {sub}" for sub in getattr(command, "commands", {})]
+    assert [name for name in names if not re.search(rf"{re.escape(name)}\b", page)] == []
+    cfg = load_config(ROOT / "params.yaml")
+    bootstrap = RunLayout(cfg.run.out_dir).checkpoint(0).as_posix()
+    assert re.search(rf"coevo bootstrap .*{re.escape(bootstrap)}", page) and "checkpoints/iter_0000" not in page
+    retention, last = cfg.run.retention, cfg.run.iterations
+    kept = keep_set(list(range(last + 1)), {}, retention.keep_last, retention.keep_every, retention.keep_best)
+    for example in re.findall(r"coevo export-merged \S+/iter_(\d{4})", page):
+        assert int(example) in kept, f"docs/commands.md exports iter_{example}, which default retention prunes"
+
+
+def test_every_long_page_has_headings():
+    """A page of more than 60 lines has a table of contents: at least one `##` heading."""
+    flat = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = _prose(page.read_text())
+        if len(page.read_text().splitlines()) > 60 and not re.search(r"^##+ ", text, re.MULTILINE):
+            flat.append(str(page.relative_to(ROOT)))
+    assert flat == [], f"pages without a heading below the title: {flat}"
 
 
 def test_readme_is_a_front_page():

@@ -2,8 +2,9 @@
 
 `learning_curve` draws one line per headline metric present in the curve -- `eval/acc` (context-free
 greedy accuracy), `eval/acc_context` (with the co-evolver's context) and `eval/pass@<k>` -- and a
-thinner dashed line per family for `eval/acc/<family>`. A series is drawn through the iterations
-that carry it, so evaluations every few iterations still give connected lines.
+thinner dashed line per family for `eval/acc/<family>`, every series in its own colour (`colours`).
+A series is drawn through the iterations that carry it, so evaluations every few iterations still
+give connected lines.
 
 The figure is built on a bare `matplotlib.figure.Figure` with the Agg canvas: no pyplot, no global
 backend switch, safe from worker threads. The PNG is written atomically (`coevo.io.atomic_path`).
@@ -15,6 +16,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -38,15 +40,25 @@ def _keys(curve: Sequence[dict], pattern: re.Pattern) -> list[str]:
     return sorted({key for row in curve for key in row if pattern.match(key)})
 
 
-def learning_curve(curve: list[dict], path: Path) -> Path:
-    """Write the learning-curve PNG of `curve` (rows with "iteration" and eval/ metrics) to `path`."""
+def colours(n: int) -> list[tuple[float, float, float, float]]:
+    """`n` distinct colours: tab10's, then tab20's light ones, then evenly spaced hues past those 20,
+    so no two series of a figure share one (matplotlib's default cycle repeats after 10)."""
+    palette = [colormaps["tab10"](i) for i in range(10)] + [colormaps["tab20"](2 * i + 1) for i in range(10)]
+    extra = max(0, n - len(palette))
+    return (palette + [colormaps["hsv"](i / extra) for i in range(extra)])[:n]
+
+
+def draw(curve: list[dict]) -> Figure:
+    """The learning-curve figure of `curve`: each headline metric and each family its own colour."""
     fig = Figure(figsize=FIGSIZE, dpi=DPI)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    for key in _keys(curve, HEADLINE):
-        ax.plot(*_series(curve, key), marker="o", markersize=3, linewidth=2.0, label=key.removeprefix("eval/"))
-    for key in _keys(curve, FAMILY):
-        ax.plot(*_series(curve, key), linestyle="--", linewidth=0.9, alpha=0.8, label=key.removeprefix("eval/"))
+    headlines, families = _keys(curve, HEADLINE), _keys(curve, FAMILY)
+    palette = iter(colours(len(headlines) + len(families)))
+    for key in headlines:
+        ax.plot(*_series(curve, key), color=next(palette), marker="o", markersize=3, linewidth=2.0, label=key[5:])
+    for key in families:
+        ax.plot(*_series(curve, key), color=next(palette), linestyle="--", linewidth=0.9, alpha=0.8, label=key[5:])
     ax.set_title("Held-out accuracy by iteration")
     ax.set_xlabel("iteration")
     ax.set_ylabel("accuracy")
@@ -57,6 +69,12 @@ def learning_curve(curve: list[dict], path: Path) -> Path:
         ax.legend(loc="best", fontsize="small", ncols=2)
     else:
         ax.text(0.5, 0.5, "no evaluations yet", transform=ax.transAxes, ha="center", va="center")
+    return fig
+
+
+def learning_curve(curve: list[dict], path: Path) -> Path:
+    """Write the learning-curve PNG of `curve` (rows with "iteration" and eval/ metrics) to `path`."""
+    fig = draw(curve)
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)

@@ -59,3 +59,22 @@ def test_series_selection():
 def test_series_is_sorted_and_skips_missing_points():
     assert _series(CURVE, "eval/acc") == ([0.0, 1.0, 2.0], [0.2, 0.3, 0.5])
     assert _series(CURVE, "eval/acc_context") == ([2.0], [0.55])
+
+
+def test_every_series_has_its_own_colour_however_many_families():
+    """matplotlib's default cycle repeats after 10 colours: with 3 headlines and 12 families two
+    families shared one. Each line now has a colour no other line of the figure has."""
+    from matplotlib.colors import to_hex
+
+    from coevo.tracking.plots import colours, draw
+
+    families = [f"f{i:02d}" for i in range(12)]
+    curve = [
+        {"iteration": it, "eval/acc": 0.1, "eval/acc_context": 0.2, "eval/pass@4": 0.3}
+        | {f"eval/acc/{family}": 0.01 * i for i, family in enumerate(families)}
+        for it in range(3)
+    ]
+    lines = draw(curve).axes[0].get_lines()
+    assert len(lines) == 15
+    assert len({to_hex(line.get_color(), keep_alpha=False) for line in lines}) == 15
+    assert len({to_hex(colour) for colour in colours(40)}) == 40
