@@ -128,3 +128,17 @@ def test_one_checkpoint_gets_one_pass_at_k_in_training_and_in_coevo_eval(tmp_pat
         pass_keys = [k for k in metrics if k.startswith("eval/pass@4")]
         assert pass_keys and {k: metrics[k] for k in pass_keys} == {k: summary[key][k] for k in pass_keys}
         assert 0 < metrics["eval/pass@4"] < 1, metrics  # sampled answers that a seed can change
+
+
+def test_bootstrap_says_what_it_made_in_a_sentence(tmp_path, tiny_policy_dir):
+    result = CliRunner().invoke(app, ["bootstrap", "--params", _params(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "{" not in result.stdout and "'kind'" not in result.stdout
+    boot = tmp_path / "run" / "bootstrap"
+    assert re.search(rf"initial policy {re.escape(str(boot))}: the tiny arithmetic warm start, 30 steps", result.stdout)
+    assert "final loss" in result.stdout and "parameters" in result.stdout
+    (tmp_path / "mine").mkdir()
+    mine = _params(tmp_path / "mine", policy={"checkpoint": str(tiny_policy_dir)})
+    result = CliRunner().invoke(app, ["bootstrap", "--params", mine])
+    assert result.exit_code == 0, result.output
+    assert f"the checkpoint {tiny_policy_dir}, copied as checkpoint 0" in result.stdout
