@@ -90,8 +90,8 @@ def test_killed_repro_continues_on_the_next_repro_then_push_and_pull_in_a_fresh_
     shutil.copy(ROOT / ".dvc" / "config", repo / ".dvc" / "config")  # the default remote as shipped
     _repro_killed_at(dvc, repo, env, "update:2")
     # what iteration 1's tasks wrote (a re-run task writes under a temporary name and renames: new inode);
-    # not the checkpoint's weights, which hard-link the bootstrap's when an update changes nothing, a
-    # link that DVC's "unprotect" of a persisted output replaces by a copy of the same bytes
+    # not the checkpoint's weights, which DVC's "unprotect" of a persisted output replaces by a copy of
+    # the same bytes (a new inode) before the stage runs again
     first = _stamps(
         repo,
         tuple(
