@@ -575,10 +575,9 @@ def code_loop(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_j
             "code loop (held-out synthetic problems, greedy)", {"before": summary["before"], "after": summary["after"]}
         )
     )
-    console.print(
-        f"test bank: {summary['bank_size']} tests, accuracy {summary['bank_accuracy']}; sandbox mode "
-        f"{summary['sandbox_mode']}"
-    )
+    from coevo.report import bank_sentence
+
+    console.print(bank_sentence(summary), highlight=False)
 
 
 app.add_typer(code_app, name="code", help="Code problems, the sandbox and the CURE coder/tester loop.")
