@@ -74,3 +74,21 @@ def test_a_bad_progress_interval_is_an_error_naming_the_variable(tmp_path, monke
     monkeypatch.setenv("COEVO_PROGRESS_EVERY", "often")
     result = CliRunner().invoke(app, ["eval", "latest", "--params", _params(tmp_path)])
     assert result.exit_code == 2 and "COEVO_PROGRESS_EVERY='often'" in result.stderr
+
+
+def test_import_model_shows_its_steps(tmp_path, monkeypatch):
+    from .model.test_import_model import write_tiny_gguf
+
+    monkeypatch.setenv("COEVO_PROGRESS_EVERY", "0")
+    source = tmp_path / "tiny.gguf"
+    write_tiny_gguf(source)
+    result = CliRunner().invoke(app, ["import-model", str(source), "--out", str(tmp_path / "model")])
+    assert result.exit_code == 0, result.output
+    lines = [line.split("] ", 1)[-1] for line in result.stdout.splitlines()]
+    steps = ["converting the GGUF weights to float32", "saving the Hugging Face directory", "verifying by reloading"]
+    starts = [lines.index(f"{step} ...") for step in steps]
+    assert starts == sorted(starts) and all(
+        lines[i + 1].startswith(f"{step} done in ") for i, step in zip(starts, steps)
+    )
+    quiet = CliRunner().invoke(app, ["import-model", str(source), "--out", str(tmp_path / "again"), "--json"])
+    assert quiet.exit_code == 0 and "verifying by reloading" not in quiet.output

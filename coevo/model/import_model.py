@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from coevo import progress
 from coevo.io import atomic_path, hash_file
 from coevo.model.checkpoint import WEIGHTS, protected_output
 from coevo.registry import Registry
@@ -110,11 +111,14 @@ def import_gguf(
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     _check_out_dir(out_dir, force)
     header = read_header(gguf_path)
-    model, tokenizer = load_gguf(gguf_path, header["architecture"])
+    with progress.task("converting the GGUF weights to float32"):
+        model, tokenizer = load_gguf(gguf_path, header["architecture"])
     with atomic_path(out_dir, is_dir=True) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        verify_reload(tmp, model, tokenizer)
+        with progress.task("saving the Hugging Face directory"):
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+        with progress.task("verifying by reloading"):
+            verify_reload(tmp, model, tokenizer)
         record = provenance(gguf_path, header, model, tokenizer, tmp, package)
         (tmp / IMPORT_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record
