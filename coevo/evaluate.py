@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sp
 
+from coevo import progress
 from coevo.config import Config, SamplingConfig
 from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS
 from coevo.problems.constraints import score_constraints
@@ -76,7 +77,8 @@ def validate(
     comparison's choice between arms), so the test split's eval/acc stays untouched by them.
     `verdicts`, when given, is filled with each validation problem id's greedy verdict."""
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
-    greedy = greedy_completions(engine, renderer.render_all(val.to_dict("records")), cfg.sampling.max_new_tokens)
+    with progress.task(f"greedy answers to {len(val)} validation problems"):
+        greedy = greedy_completions(engine, renderer.render_all(val.to_dict("records")), cfg.sampling.max_new_tokens)
     greedy_passed = passed(val, greedy, cfg)
     if verdicts is not None:
         verdicts.update(zip(val["id"].astype(str), map(bool, greedy_passed)))
@@ -108,7 +110,8 @@ def evaluate(
     )  # prompt.format (coevo/rollout/prompting.py)
     rows, max_new_tokens, k = test.to_dict("records"), cfg.sampling.max_new_tokens, cfg.eval.pass_k
     questions = renderer.render_all(rows)
-    greedy = greedy_completions(engine, questions, max_new_tokens)
+    with progress.task(f"greedy answers to {len(rows)} problems"):
+        greedy = greedy_completions(engine, questions, max_new_tokens)
     greedy_passed = passed(test, greedy, cfg)
     metrics = _per_family("acc", test, greedy_passed)
     if verdicts is not None:
@@ -116,10 +119,11 @@ def evaluate(
     metrics.update(gold_metrics(test, greedy))
     if context_for is not None:
         prompts = [renderer.render(row, context_for(row)) for row in rows]
-        metrics.update(
-            _per_family("acc_context", test, passed(test, greedy_completions(engine, prompts, max_new_tokens), cfg))
-        )
-    samples = engine.generate(questions, k, cfg.sampling, seed)  # [len(test)][k]
+        with progress.task(f"greedy answers with the co-evolvers' context to {len(rows)} problems"):
+            completions = greedy_completions(engine, prompts, max_new_tokens)
+        metrics.update(_per_family("acc_context", test, passed(test, completions, cfg)))
+    with progress.task(f"{k} samples of each of {len(rows)} problems (pass@{k})"):
+        samples = engine.generate(questions, k, cfg.sampling, seed)  # [len(test)][k]
     repeated = test.iloc[[i for i in range(len(test)) for _ in range(k)]].reset_index(
         drop=True
     )  # problem-major, as `samples` flattens

@@ -32,10 +32,20 @@ def test_the_bootstrap_and_every_stage_report_progress_while_they_run(tmp_path):
     ]
     assert steps[0] in between and steps[-1] in between  # while the bootstrap runs, not after
     assert "evaluation of checkpoint 0 ..." in lines
+    evaluation = lines[
+        lines.index("iteration 2/2: eval ...") : lines.index(
+            next(x for x in lines if x.startswith("iteration 2/2: eval done"))
+        )
+    ]
+    n_test, n_val = cfg.problems.n_test, cfg.problems.n_val
+    for shown in (f"greedy answers to {n_test} problems ...", f"greedy answers to {n_val} validation problems ..."):
+        assert shown in evaluation, evaluation
+    assert f"{cfg.eval.pass_k} samples of each of {n_test} problems (pass@{cfg.eval.pass_k}) ..." in evaluation
     for it in (1, 2):
         for stage in STAGES:
             begin = lines.index(f"iteration {it}/2: {stage} ...")
-            assert lines[begin + 1].startswith(f"iteration {it}/2: {stage} done in ")
+            done = [i for i, line in enumerate(lines) if line.startswith(f"iteration {it}/2: {stage} done in ")]
+            assert len(done) == 1 and done[0] > begin
     assert "iterations 1/2" in lines
     text = printed.getvalue()
     assert "{" not in text and "'kind'" not in text, text

@@ -6,8 +6,10 @@ intervals, the figure, the parent MLflow run with 4 nested runs; then partial re
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,7 +21,9 @@ import mlflow
 import pytest
 import yaml
 from prefect.settings import PREFECT_API_URL
+from rich.console import Console
 
+from coevo import progress
 from coevo.config import deep_merge
 from flows.compare import compare_flow
 
@@ -184,5 +188,19 @@ def test_partial_result_sets_merge_into_the_complete_table(complete, tmp_path):
     for marker in out.glob("runs/*/compare_arm.json"):
         (carried / marker.parent.relative_to(out)).mkdir(parents=True)
         shutil.copy2(marker, carried / marker.relative_to(out))
-    rerun = compare_flow(str(spec), str(carried))
+    shown = io.StringIO()
+    with progress.LineReporter(Console(file=shown, width=200), every=0) as reporter, progress.reporting(reporter):
+        rerun = compare_flow(str(spec), str(carried))
     assert rerun["complete"] and (carried / "table.json").read_text() == (out / "table.json").read_text()
+    # each arm run is shown as it is run (here restored), with the count of runs
+    lines = [line.split("] ", 1)[1] for line in shown.getvalue().splitlines()]
+    cells = len(ARMS) * len(SEEDS)
+    for arm in ARMS:
+        for seed in SEEDS:
+            assert (
+                sum(re.fullmatch(rf"{arm} seed {seed} \(\d of {cells}\) \.\.\.", line) is not None for line in lines)
+                == 1
+            )
+    assert [line for line in lines if line.startswith("compare runs ")] == [
+        f"compare runs {k}/{cells}" for k in range(cells)
+    ]
