@@ -623,6 +623,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return markdown",
         ("tests/test_docs.py::test_site_builds_strict",),
     ),
+    Mutation(
+        "import-model-shows-no-steps",
+        "coevo/model/import_model.py",
+        '    with progress.task("converting the GGUF weights to float32"):\n        model, tokenizer',
+        "    if True:\n        model, tokenizer",
+        ("tests/test_progress.py::test_import_model_shows_its_steps",),
+    ),
+    Mutation(
+        "evaluation-shows-no-sampling",
+        "coevo/evaluate.py",
+        '    with progress.task(f"{k} samples of each of {len(rows)} problems (pass@{k})"):',
+        "    if True:",
+        ("tests/test_progress.py::test_the_bootstrap_and_every_stage_report_progress_while_they_run",),
+    ),
+    Mutation(
+        "compare-shows-no-arm-runs",
+        "flows/compare.py",
+        '            with progress.task(f"{arm} seed {seed} ({done + 1} of {len(todo)})"):',
+        "            if True:",
+        ("tests/compare/test_compare_cli.py::test_partial_result_sets_merge_into_the_complete_table",),
+    ),
 )
 
 
