@@ -301,13 +301,17 @@ def train(
         print_json(out["json"])  # coevo.train() returns the same object
         return
     summary = out["summary"]
+    columns = {
+        f"checkpoint {int(row['iteration'])}": {k: v for k, v in row.items() if k != "iteration"}
+        for row in (summary["initial_eval"], summary["final_eval"])
+    }
+    console.print(metrics_table("held-out evaluation", columns))
+    skills, stopped = summary["skills"], summary.get("stopped_by", "iterations")
     console.print(
-        metrics_table("held-out evaluation", {"bootstrap": summary["initial_eval"], "final": summary["final_eval"]})
-    )
-    skills = summary["skills"]
-    console.print(
-        f"skills admitted {skills['n_admitted']}, rejected {skills['n_rejected']}; wall time "
-        f"{summary['wall_time_s']:.0f}s"
+        f"{summary['iterations']} iteration{'s' if summary['iterations'] != 1 else ''} "
+        f"({'all of run.iterations' if stopped == 'iterations' else f'stopped by {stopped}'}) in "
+        f"{summary['wall_time_s']:.0f} s; skills admitted {skills['n_admitted']}, rejected {skills['n_rejected']}",
+        highlight=False,
     )
     console.print(f"summary: {Path(summary.get('out_dir') or config_from(params, set_).run.out_dir) / 'summary.json'}")
 

@@ -77,6 +77,10 @@ def test_the_plain_cli_shows_progress_and_readable_lines(tmp_path, monkeypatch):
         assert shown in result.stdout, result.stdout
     assert result.stdout.startswith(f"coevo train --plain: {params} -> ")
     assert "initial policy" in result.stdout and "held-out evaluation" in result.stdout
+    header = next(line for line in result.stdout.splitlines() if "metric" in line)
+    assert "checkpoint 0" in header and "checkpoint 1" in header
+    assert not re.search(r"^\W*iteration\b", result.stdout, re.MULTILINE)  # no "iteration" row among the metrics
+    assert "1 iteration (all of run.iterations) in " in result.stdout
     assert "{'" not in result.stdout
 
 
