@@ -1,12 +1,15 @@
-"""`coevo` command line: prepare, bootstrap, train, eval, serve, compare, import-model, export-merged.
+"""`coevo` command line: prepare, bootstrap, train, eval, serve, compare, import-model, export-merged,
+lineage, query, code loop.
 
 Every command reads params.yaml (`--params`) and accepts `--set section.key=value` overrides, so the
 file stays the single source of knobs and a one-off change is visible in the command.
 `--json` prints one JSON object for machines, on success and on failure (`{"error", "setting"}`):
 while a command runs under `--json`, file descriptor 1 points at stderr, so whatever a library or a
 child process (vLLM's engine core) prints lands there, and the object alone reaches stdout.
-Otherwise a human summary is printed. Errors always go to stderr, with the exit codes docs/commands.md
-lists (2 bad input, 1 a failure a rerun resumes or a bug, 3 a run directory in use).
+Otherwise long work shows its progress (coevo/progress.py: rich bars on a terminal, a status line
+every 10 s elsewhere) and a human summary, as tables and sentences, is printed. Errors always go to
+stderr, with the exit codes docs/commands.md lists (2 bad input, 1 a failure a rerun resumes or a
+bug, 3 a run directory in use).
 """
 
 from __future__ import annotations
