@@ -192,10 +192,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "rollouts-ignore-harness-temperature",
         "coevo/stages.py",
-        "        batch,\n        now.cfg,\n        it,\n        policy_version(checkpoint),",
+        "return run_rollouts(engine, variants, problems, now.cfg, it, policy_version(checkpoint), stage)",
         (
-            '        batch,\n        now.cfg.model_copy(update={"sampling": cfg.sampling}),\n        '
-            "it,\n        policy_version(checkpoint),"
+            'return run_rollouts(engine, variants, problems, now.cfg.model_copy(update={"sampling": cfg.sampling}), '
+            "it, policy_version(checkpoint), stage)"
         ),
         (
             "tests/coevolvers/test_harness.py::test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed",
