@@ -17,24 +17,21 @@ ARGS = {"completions": ["4", "6"], "prompts": ["2+2=", "2+3="], "answer": ["4", 
 
 
 def async_pair(seen: dict):
-    """Two async functions that each wait for the other to start: they finish only when run together."""
-    started = {"a": None, "b": None}
+    """Two async functions that each wait (at most 10 s) for the other to start: both finish only
+    when they run together; one after the other, the first times out."""
+    started = {"a": asyncio.Event(), "b": asyncio.Event()}  # bound to a loop on first use, not here
 
     def make(name: str, other: str):
         async def reward(completions, answer, **_):
             seen[name] = (asyncio.get_running_loop(), threading.get_ident())
-            started[name] = started[name] or asyncio.Event()
             started[name].set()
-            while started[other] is None:
-                await asyncio.sleep(0)
             await asyncio.wait_for(started[other].wait(), timeout=10)
             return [float(c == a) for c, a in zip(completions, answer)]
 
         return reward
 
-    return [
-        RewardTerm(f"rewards[{i}].function", n, 1.0, make(n, o)) for i, (n, o) in enumerate((("a", "b"), ("b", "a")))
-    ]
+    pairs = (("a", "b"), ("b", "a"))
+    return [RewardTerm(f"rewards[{i}].function", name, 1.0, make(name, other)) for i, (name, other) in enumerate(pairs)]
 
 
 def test_async_rewards_run_together_inside_a_running_event_loop():
