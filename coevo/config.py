@@ -1598,8 +1598,12 @@ def read_yaml(path: Path) -> object:
         raise ConfigError(f"{where}: cannot read: not valid YAML: {what}") from exc
 
 
-def load_config(path: str | Path = "params.yaml", overrides: dict | None = None) -> Config:
-    """Read params.yaml (plus optional nested overrides, `--set`'s) into a validated Config."""
+def load_config(
+    path: str | Path = "params.yaml", overrides: dict | None = None, overrides_label: str | None = "--set"
+) -> Config:
+    """Read params.yaml (plus optional nested overrides: `--set`'s, or the Python API's, which take
+    what `--set` takes) into a validated Config. An error in a key the overrides set names
+    `overrides_label` instead of the file (None: the file, for overrides that stand for its own keys)."""
     path = Path(path)
     raw = read_yaml(path) or {}
     if overrides:
@@ -1607,7 +1611,7 @@ def load_config(path: str | Path = "params.yaml", overrides: dict | None = None)
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(error_lines(path, exc, overrides)) from exc
+        raise ConfigError(error_lines(path, exc, overrides if overrides_label else None, overrides_label)) from exc
 
 
 def _sets(overrides: dict | None, loc: tuple) -> bool:
@@ -1646,16 +1650,16 @@ def _unknown_key(loc: tuple) -> str:
     return f"unknown setting (Extra inputs are not permitted){hint}"
 
 
-def error_lines(path: str | Path, exc: ValidationError, overrides: dict | None = None) -> str:
+def error_lines(path: str | Path, exc: ValidationError, overrides: dict | None = None, label: str = "--set") -> str:
     """A validation error as `file: key.path: message` lines (`file: message` for a whole-file check;
     our validators' messages without pydantic's "Value error, " before them). A key `overrides` set is
-    blamed on `--set`, not the file; an unknown key names the closest known one."""
+    blamed on `label` (`--set`), not the file; an unknown key names the closest known one."""
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
         dotted = ".".join(str(part) for part in loc)
         msg = _unknown_key(loc) if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        where = "--set" if _sets(overrides, loc) else path
+        where = label if _sets(overrides, loc) else path
         lines.append(f"{where}: {dotted}: {msg}" if dotted else f"{where}: {msg}")
     return "\n".join(lines)
 
