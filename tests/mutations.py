@@ -644,6 +644,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if True:",
         ("tests/compare/test_compare_cli.py::test_partial_result_sets_merge_into_the_complete_table",),
     ),
+    Mutation(
+        "dynamic-sampling-rounds-in-the-choosers-grouped-order",
+        "coevo/stages.py",
+        "        batch = shuffled(batch, cfg.seed, it)\n",
+        "        batch = batch\n",
+        (
+            "tests/rollout/test_dynamic.py::"
+            "test_the_curriculums_draw_is_sampled_in_a_shuffled_order_so_every_round_mixes_its_cells",
+        ),
+    ),
 )
 
 

@@ -125,3 +125,20 @@ def test_a_tiny_run_samples_rounds_from_the_chooser_and_trains_only_the_kept_gro
     rewards = str(stages.RunLayout(cfg.run.out_dir).rewards(1))
     updated = stages.update_stage(cfg, now, boot["checkpoint"], record["path"], rewards, boot["coevolver"], data)
     assert updated["metrics"]["policy/groups_total"] == metrics["rollout/ds_groups_kept"]
+
+
+def test_the_curriculums_draw_is_sampled_in_a_shuffled_order_so_every_round_mixes_its_cells(tmp_path):
+    """A curriculum returns its draw grouped by cell; the rounds take slices of it in order, so the
+    candidates must be shuffled or round 0 would hold the first cells alone."""
+    cfg = tiny_config(
+        tmp_path,
+        coevolver={"kind": "curriculum"},
+        rollout={"problems_per_iter": 4, "group_size": 4, "dynamic_sampling": {"enabled": True, "max_rounds": 2}},
+    )
+    stages._POLICIES.clear()
+    data = stages.prepare_stage(cfg)
+    stages.bootstrap_stage(cfg, data)
+    now = stages.in_force(cfg, 1, data)
+    families = list(stages.batch_of(now)["family"])
+    assert len(set(families)) > 1
+    assert families != sorted(families)  # not the chooser's grouped order
