@@ -3,7 +3,7 @@ clocks, medians and spreads, and the JSON + PNG (+ optional MLflow) output of ev
 
 Every bench writes under `bench/results/` (gitignored): `<name>.json`, `<name>.png`, and prints a
 rich table. The tiny policy is bootstrapped once per bootstrap key into `bench/results/cache/` and
-copied into each run directory, where `coevo.stages.bootstrap_stage` finds it intact and keeps it.
+copied into each run directory, where `coevo.stages.prepare.bootstrap_stage` finds it intact and keeps it.
 """
 
 from __future__ import annotations
@@ -68,15 +68,15 @@ def prepared_config(run_dir: Path, iterations: int, extra: dict | None = None) -
 
 def cached_bootstrap(cfg: Config) -> Path:
     """The bootstrap checkpoint for cfg's (seed, policy, bootstrap, problems), built once per key."""
-    from coevo import stages
+    from coevo.stages.prepare import bootstrap_key, bootstrap_stage, prepare_stage
 
-    data = stages.prepare_stage(cfg)
-    key = stages.bootstrap_key(cfg, data)[:16]
+    data = prepare_stage(cfg)
+    key = bootstrap_key(cfg, data)[:16]
     out = CACHE / "bootstrap" / key
     if not (out / "run" / "bootstrap").is_dir():
         console.print(f"bootstrapping the tiny policy once into {out} ...")
         boot_cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"out_dir": out / "run"})})
-        stages.bootstrap_stage(boot_cfg, data)
+        bootstrap_stage(boot_cfg, data)
     return out / "run" / "bootstrap"
 
 
@@ -139,6 +139,16 @@ class PhaseClock:
         return wrapped(owner, attr, timer)
 
     @contextmanager
+    def stage_timing(self, attr: str, name: str, mark: bool = False) -> Iterator[None]:
+        """Time every call of the stage function `attr` (coevo/stages/) as phase `name`, in both
+        runners that call it by name: the plain driver and the Prefect tasks."""
+        import coevo.driver
+        import tasks.stages
+
+        with self.timing(coevo.driver, attr, name, mark), self.timing(tasks.stages, attr, name, mark):
+            yield
+
+    @contextmanager
     def optimizer_steps(self, name: str = "optimizer") -> Iterator[None]:
         """Time every torch optimizer step in the process (global step hooks)."""
         from torch.optim.optimizer import (
@@ -167,19 +177,19 @@ class PhaseClock:
 def coevo_step(arm: str, run_dir: Path, iterations: int, extra: dict | None = None) -> dict[str, float]:
     """Seconds per step of coevo's "driver" or "flow" over steps 2 .. n-1, split into PHASES (see
     bench/trl_step.py for what each phase holds); also the mean completion length sampled."""
-    from coevo import stages
     from coevo.driver import train
     from coevo.rollout.engines.hf import HFEngine
+    from coevo.update import steps as update_steps
     from flows.train import train_flow
 
     cfg, overrides = prepared_config(run_dir, iterations, extra)
     clock = PhaseClock()
     with (
-        clock.timing(stages, "rollout_stage", "rollout", mark=True),
+        clock.stage_timing("rollout_stage", "rollout", mark=True),
         clock.timing(HFEngine, "generate", "generation"),
-        clock.timing(stages, "verify_stage", "reward"),
-        clock.timing(stages, "coevolve_stage", "co-evolver"),
-        clock.timing(stages, "policy_update", "policy_update"),
+        clock.stage_timing("verify_stage", "reward"),
+        clock.stage_timing("coevolve_stage", "co-evolver"),
+        clock.timing(update_steps, "policy_update", "policy_update"),
         clock.optimizer_steps(),
     ):
         train(cfg, Console(quiet=True)) if arm == "driver" else train_flow(str(ROOT / "params.yaml"), overrides)
@@ -296,7 +306,7 @@ def table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
 
 def finished_iterations(run: Path) -> Iterator[tuple[int, pd.DataFrame, pd.DataFrame]]:
     """(iteration, rollouts, rewards) of each iteration a finished run directory has verified, in order."""
-    from coevo.stages import RunLayout
+    from coevo.layout import RunLayout
     from schemas.rewards import read_rewards
     from schemas.rollouts import read_rollouts
 

@@ -82,15 +82,15 @@ def overrides(arm: str, seed: int, args: argparse.Namespace, iterations: int, ou
 
 def bootstrap(seed: int, args: argparse.Namespace) -> str:
     """Prepare the seed's problems and bootstrap its checkpoint once (fixed steps, no time cap)."""
-    from coevo import stages
     from coevo.config import load_config
     from coevo.loop import set_threads
+    from coevo.stages.prepare import bootstrap_stage, prepare_stage
 
     cfg = load_config(
         ROOT / "params.yaml", overrides("grpo", seed, args, 1, RESULTS / args.name / f"seed{seed}" / "_bootstrap")
     )
     set_threads(cfg)
-    stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
+    bootstrap_stage(cfg, prepare_stage(cfg))
     return str(cfg.bootstrap_dir)
 
 

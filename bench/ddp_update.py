@@ -26,10 +26,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from safetensors.torch import load_file
 
-from coevo import stages
 from coevo.config import load_config
 from coevo.io import write_json
+from coevo.layout import RunLayout
+from coevo.model.cache import forget_policies
 from coevo.model.checkpoint import weights_file
+from coevo.stages.in_force import in_force
+from coevo.stages.prepare import bootstrap_stage, prepare_stage
+from coevo.stages.rollout import rollout_stage
+from coevo.stages.update import update_stage
+from coevo.stages.verify import verify_stage
 from schemas.rewards import read_rewards, write_rewards
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,13 +74,13 @@ def run_model(name: str, args, out: Path) -> dict:
 
     overrides = deep_merge(base, model_overrides(name, args))
     cfg = load_config(ROOT / "params.yaml", overrides)
-    data = stages.prepare_stage(cfg)
-    boot = stages.bootstrap_stage(cfg, data)
-    rollouts, signal = stages.RunLayout(cfg.run.out_dir).rollouts(1), cfg.run.out_dir / "signal.parquet"
+    data = prepare_stage(cfg)
+    boot = bootstrap_stage(cfg, data)
+    rollouts, signal = RunLayout(cfg.run.out_dir).rollouts(1), cfg.run.out_dir / "signal.parquet"
     if not (args.reuse and rollouts.is_file() and signal.is_file()):
-        now = stages.in_force(cfg, 1, data)
-        rollouts = stages.rollout_stage(cfg, now, boot["checkpoint"])["path"]
-        frame = read_rewards(stages.verify_stage(cfg, now, rollouts)["path"])
+        now = in_force(cfg, 1, data)
+        rollouts = rollout_stage(cfg, now, boot.checkpoint.path).path
+        frame = read_rewards(verify_stage(cfg, now, rollouts).path)
         write_rewards(
             signal,
             frame.assign(
@@ -90,13 +96,13 @@ def run_model(name: str, args, out: Path) -> dict:
             ROOT / "params.yaml",
             deep_merge(overrides, {"policy": {"device": device, "distributed": {"world_size": int(world)}}}),
         )
-        stages._POLICIES.clear()
+        forget_policies()
         start = time.perf_counter()
-        now = stages.in_force(wcfg, 1, data)  # built from the arm's params: the update trains with them
-        record = stages.update_stage(wcfg, now, boot["checkpoint"], str(rollouts), str(signal), boot["coevolver"], data)
+        now = in_force(wcfg, 1, data)  # built from the arm's params: the update trains with them
+        record = update_stage(wcfg, now, boot.checkpoint.path, str(rollouts), str(signal), boot.coevolver.path, data)
         result[f"update_s_{arm}"] = round(time.perf_counter() - start, 2)
-        result[f"steps_{arm}"] = record["metrics"]["policy/steps"]
-        weights[arm] = load_file(weights_file(stages.RunLayout(wcfg.run.out_dir).checkpoint(1)))
+        result[f"steps_{arm}"] = record.metrics["policy/steps"]
+        weights[arm] = load_file(weights_file(RunLayout(wcfg.run.out_dir).checkpoint(1)))
         first = next(iter(weights.values()))
         result[f"max_abs_weight_diff_{arm}"] = max(float((first[k] - weights[arm][k]).abs().max()) for k in first)
     print(result, flush=True)

@@ -70,9 +70,9 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
 
     The warm start runs `--bootstrap-steps` steps with no time cap, so every seed and every machine
     load gets the same checkpoint."""
-    from coevo import stages
     from coevo.config import deep_merge, load_config
     from coevo.loop import set_threads
+    from coevo.stages.prepare import bootstrap_stage, prepare_stage
 
     cfg = load_config(
         args.params,
@@ -81,7 +81,7 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
         ),
     )
     set_threads(cfg)
-    stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
+    bootstrap_stage(cfg, prepare_stage(cfg))
     return str(cfg.bootstrap_dir)
 
 

@@ -41,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.console import Console
 
+import coevo.driver
+import tasks.stages
 from bench.common import (
     RESULTS,
     ROOT,
@@ -53,14 +55,15 @@ from bench.common import (
     table,
     wrapped,
 )
-from coevo import stages
-from coevo.cli import quiet_libraries
+from coevo.cli_support import quiet_libraries
 from coevo.store.catalog import Catalog
 
 STAGES = ("rollout", "verify", "coevolve", "update", "ingest")
 # the stages' compute, the catalog ingest's included: what is left is the orchestration's own cost
-STAGE_FUNCTIONS = [
-    (stages, name) for name in ("rollout_stage", "verify_stage", "coevolve_stage", "update_stage", "evaluate_stage")
+STAGE_FUNCTIONS = [  # in both runners that call them by name: the plain driver and the Prefect tasks
+    (runner, name)
+    for runner in (coevo.driver, tasks.stages)
+    for name in ("rollout_stage", "verify_stage", "coevolve_stage", "update_stage", "evaluate_stage")
 ]
 STAGE_FUNCTIONS.append((Catalog, "ingest"))
 
@@ -172,8 +175,8 @@ def run_arm(arm: str, run_dir: Path, iterations: int, extra: dict | None = None)
     start = time.perf_counter()
     with (
         cpu.metering(),
-        clock.timing(stages, "rollout_stage", "rollout", mark=True),
-        clock.timing(stages, "evaluate_stage", "eval"),
+        clock.stage_timing("rollout_stage", "rollout", mark=True),
+        clock.stage_timing("evaluate_stage", "eval"),
     ):
         train(cfg, Console(quiet=True)) if arm == "driver" else train_flow(str(ROOT / "params.yaml"), overrides)
     return {

@@ -5,7 +5,7 @@ Each checkpoint is evaluated as `coevo eval CHECKPOINT --pass-curve N` evaluates
 N >= 16 samples per problem under the params' `sampling`, the same sampling seed for both), so both
 curves are on the same problems. Per k: the unbiased estimator 1 - C(N - c, k) / C(N, k) averaged
 over problems, a 95% interval over problems resampled, and trained - base paired problem by problem
-(coevo/evaluate.py). The intervals cover problem sampling only: one run, one sampling seed; seed-to-
+(coevo/evaluation.py). The intervals cover problem sampling only: one run, one sampling seed; seed-to-
 seed variation of training is not in them.
 
     .venv/bin/python bench/pass_curve.py runs/smollm2/bootstrap runs/smollm2/checkpoints/iter_0010 \\
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from coevo.api import evaluate
 from coevo.config import parse_overrides
-from coevo.evaluate import curve_difference, curve_markdown
+from coevo.evaluation import curve_difference, curve_markdown
 from coevo.io import write_json, write_text
 
 

@@ -6,7 +6,7 @@ The proposer (coevo/problems/proposer.py) is a rule over the latest per-category
 level. This replays that rule, unchanged, on every iteration of a finished run of the frontier
 comparison (bench/specs/smollm2_frontier.yaml): the pass rates are the iteration's own (its batch,
 its rollouts at temperature 1, its verdicts), the candidates are validated and de-duplicated against
-the run's training split, its test and validation splits together (what `coevo.stages.held_out`
+the run's training split, its test and validation splits together (what `coevo.store.tables.held_out`
 passes) and the proposals accepted so far, as in a run with `curriculum.proposer.enabled`. It shows
 which cells the rule would open and whether what it writes stays off the held-out splits; it does
 not train on the proposals (that is a run with the proposer on).

@@ -53,7 +53,7 @@ def main() -> None:
     )
     add_output_args(parser, "scaling")
     args = parser.parse_args()
-    from coevo.cli import quiet_libraries
+    from coevo.cli_support import quiet_libraries
 
     quiet_libraries()
     points: dict[str, dict] = {}

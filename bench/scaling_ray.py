@@ -36,9 +36,12 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 
-from coevo import stages  # noqa: E402
 from coevo.config import Config, load_config  # noqa: E402
 from coevo.io import write_json  # noqa: E402
+from coevo.stages.in_force import in_force  # noqa: E402
+from coevo.stages.prepare import prepare_stage  # noqa: E402
+from coevo.stages.verify import verify_stage  # noqa: E402
+from coevo.store.tables import problems as read_split  # noqa: E402
 from schemas.rollouts import write_rollouts  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -48,8 +51,8 @@ FORMS = ("{solution}", "x+1", "{solution}", "x*2", "{solution}", "x-3", "x+", "{
 def code_rollouts(cfg: Config) -> tuple[dict, list[str]]:
     """The prepared splits (32 synthetic code problems to train on) and a rollouts table of 16
     completions each, whole and in 2 shards."""
-    data = stages.prepare_stage(cfg)
-    problems = stages.problems(data["train"]["path"]).head(cfg.rollout.problems_per_iter)
+    data = prepare_stage(cfg)
+    problems = read_split(data.train.path).head(cfg.rollout.problems_per_iter)
     rows = []
     for _, p in problems.iterrows():
         solution = json.loads(p["answer"]).get("solution", "x") if str(p["answer"]).startswith("{") else "x"
@@ -102,7 +105,7 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
     times: dict[str, list[float]] = {"local (in process, sandbox workers: one per core)": []}
     for _ in range(rounds):
         start = time.perf_counter()
-        stages.verify_stage(cfg, stages.in_force(cfg, 1, data, choose=False), whole)
+        verify_stage(cfg, in_force(cfg, 1, data, choose=False), whole)
         times["local (in process, sandbox workers: one per core)"].append(time.perf_counter() - start)
     for workers in (1, 2):
         ray.init(
@@ -112,13 +115,13 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
             include_dashboard=False,
             log_to_driver=False,
         )
-        remote, warm = ray.remote(num_cpus=1)(stages.verify_stage), ray.remote(num_cpus=1)(_import_stages)
+        remote, warm = ray.remote(num_cpus=1)(verify_stage), ray.remote(num_cpus=1)(_import_stages)
         ray.get([warm.remote() for _ in range(workers)])  # start the worker processes and import coevo there
         key = f"ray, 2 shards on {workers} worker{'s' if workers > 1 else ''} (sandbox workers: 1 per shard)"
         times[key] = []
         for _ in range(rounds):
             start = time.perf_counter()
-            now = stages.in_force(one_sandbox, 1, data, choose=False)  # what verification runs under: one sandbox
+            now = in_force(one_sandbox, 1, data, choose=False)  # what verification runs under: one sandbox
             ray.get([remote.remote(one_sandbox, now, shard, j, 2) for j, shard in enumerate(shards)])
             times[key].append(time.perf_counter() - start)
         ray.shutdown()

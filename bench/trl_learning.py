@@ -4,7 +4,7 @@ co-evolver (the skill bank), from the same bootstrap checkpoint with the same tr
 Every arm trains for `--budget` seconds of wall time (evaluation time not counted) and is evaluated
 at 0 s and every `--every` seconds: greedy accuracy on the held-out test split, with the same
 evaluator for all (greedy completions on coevo's HF engine over the arm's current model, scored by
-coevo.evaluate.passed, the pipeline's own verifier).
+coevo.evaluation.passed, the pipeline's own verifier).
 Seeds vary the RL randomness (problem order, sampling); the bootstrap and the problem splits are
 those of params.yaml's seed for every arm. Arms alternate within each seed. coevo runs its stage
 functions (coevo.stages) in the plain driver's order; TRL is bench/trl_peer.py's trainer.
@@ -67,7 +67,7 @@ class Budget:
 
 
 def greedy_acc(policy, test, cfg) -> float:
-    from coevo.evaluate import greedy_completions, passed
+    from coevo.evaluation import greedy_completions, passed
     from coevo.rollout.engines.hf import HFEngine
     from coevo.rollout.prompting import prompt_renderer
 
@@ -80,27 +80,33 @@ def greedy_acc(policy, test, cfg) -> float:
 
 
 def coevo_run(run_dir: Path, extra: dict, seed: int, budget: float, every: float) -> dict:
-    from coevo import stages
     from coevo.coevolvers import build_coevolver
+    from coevo.layout import RunLayout
+    from coevo.model.cache import cached_policy
+    from coevo.stages.coevolve import coevolve_stage
+    from coevo.stages.in_force import in_force
+    from coevo.stages.prepare import prepare_stage
+    from coevo.stages.rollout import rollout_stage
+    from coevo.stages.update import update_stage
+    from coevo.stages.verify import verify_stage
+    from coevo.store.tables import problems
 
     cfg0, _ = prepared_config(run_dir, 10**6, extra)
-    data = stages.prepare_stage(cfg0)  # params.yaml's seed: the bootstrap's problems
+    data = prepare_stage(cfg0)  # params.yaml's seed: the bootstrap's problems
     cfg = cfg0.model_copy(update={"seed": seed})
-    layout, test = stages.RunLayout(cfg.run.out_dir), stages.problems(data["test"]["path"])
+    layout, test = RunLayout(cfg.run.out_dir), problems(data.test.path)
     build_coevolver(cfg.coevolver_list[0], cfg.seed).save(layout.coevolver(0))
     state = {"checkpoint": str(layout.checkpoint(0)), "coevolver": str(layout.coevolver(0))}
-    clock = Budget(budget, every, lambda: greedy_acc(stages.cached_policy(state["checkpoint"], cfg), test, cfg))
+    clock = Budget(budget, every, lambda: greedy_acc(cached_policy(state["checkpoint"], cfg), test, cfg))
     it = 0
     while not clock.check():
         it += 1
-        now = stages.in_force(cfg, it, data)  # reads co-evolver version it-1, which `state` holds
-        rollouts = stages.rollout_stage(cfg, now, state["checkpoint"])
-        rewards = stages.verify_stage(cfg, now, rollouts["path"])
-        evolved = stages.coevolve_stage(cfg, now, rollouts["path"], rewards["path"], data["test"]["path"])
-        updated = stages.update_stage(
-            cfg, now, state["checkpoint"], rollouts["path"], rewards["path"], evolved["path"], data
-        )
-        state = {"checkpoint": updated["checkpoint"], "coevolver": evolved["path"]}
+        now = in_force(cfg, it, data)  # reads co-evolver version it-1, which `state` holds
+        rollouts = rollout_stage(cfg, now, state["checkpoint"])
+        rewards = verify_stage(cfg, now, rollouts.path)
+        evolved = coevolve_stage(cfg, now, rollouts.path, rewards.path, data.test.path)
+        updated = update_stage(cfg, now, state["checkpoint"], rollouts.path, rewards.path, evolved.path, data)
+        state = {"checkpoint": updated.path, "coevolver": evolved.path}
     return {"curve": clock.curve, "steps": it}
 
 
@@ -156,7 +162,7 @@ def main() -> None:
     common = model_overrides(args.model) if args.model else {}
     import torch
 
-    from coevo.cli import quiet_libraries
+    from coevo.cli_support import quiet_libraries
 
     quiet_libraries()
     torch.use_deterministic_algorithms(True, warn_only=True)

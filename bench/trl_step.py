@@ -165,7 +165,7 @@ def main() -> None:
         parser.error(f"--model {args.model}: not a local Hugging Face checkpoint directory (no config.json)")
     import torch
 
-    from coevo.cli import parse_overrides, quiet_libraries
+    from coevo.cli_support import parse_overrides, quiet_libraries
 
     quiet_libraries()
     torch.use_deterministic_algorithms(True, warn_only=True)  # as coevo's driver and flow set it, for every arm

@@ -27,15 +27,16 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coevo import stages  # noqa: E402
 from coevo.config import Config  # noqa: E402
-from coevo.evaluate import greedy_completions, passed  # noqa: E402
+from coevo.evaluation import greedy_completions, passed  # noqa: E402
 from coevo.io import write_json  # noqa: E402
+from coevo.layout import RunLayout  # noqa: E402
 from coevo.model.checkpoint import read_meta  # noqa: E402
 from coevo.problems.math_verifier import extract_final_number  # noqa: E402
 from coevo.problems.proposer import parse_question  # noqa: E402
-from coevo.rollout.engines import with_prompt_format  # noqa: E402
+from coevo.rollout.engines import live_engine, with_prompt_format  # noqa: E402
 from coevo.rollout.prompting import prompt_renderer  # noqa: E402
+from coevo.store.tables import problems  # noqa: E402
 
 OPERATORS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
 NAMES = {"add": "a+b", "sub": "a-b", "mul": "a*b"}
@@ -58,14 +59,14 @@ def kind_of_wrong(prompt: str, answer: str | None) -> str:
 
 
 def run_report(run: Path, checkpoint: int) -> dict:
-    path = stages.RunLayout(run).checkpoint(checkpoint)
+    path = RunLayout(run).checkpoint(checkpoint)
     values = read_meta(path)["lineage"]["params"]["values"]  # the params the checkpoint was trained with
     cfg = Config.model_validate({**values, "engine": {**values["engine"], "kind": "hf"}})
-    engine = stages.live_engine(cfg, path)
+    engine = live_engine(cfg, path)
     renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
 
     def level_one(split: str) -> tuple[pd.DataFrame, list[str], list[bool]]:
-        frame = stages.problems(run / "data" / f"{split}.parquet")
+        frame = problems(run / "data" / f"{split}.parquet")
         ones = frame[frame["level"] == 1].reset_index(drop=True)
         completions = greedy_completions(
             engine, renderer.render_all(ones.to_dict("records")), cfg.sampling.max_new_tokens
@@ -74,7 +75,7 @@ def run_report(run: Path, checkpoint: int) -> dict:
 
     ones, completions, verdicts = level_one("test")
     train, _, train_verdicts = level_one("train")
-    recorded = json.loads(stages.RunLayout(run).evals(checkpoint).read_text())["verdicts"]
+    recorded = json.loads(RunLayout(run).evals(checkpoint).read_text())["verdicts"]
     report = {}
     for family, rows in ones.groupby("family"):
         wrong = [i for i in rows.index if not verdicts[i]]

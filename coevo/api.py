@@ -98,18 +98,20 @@ def evaluate(
     """`coevo eval --json`: held-out greedy accuracy and pass@k per family of `checkpoint` (a
     directory, models:/NAME@ALIAS, or 'latest'); returns {checkpoint, problems, n, metrics}, and with
     `pass_curve=N` (N >= 16 samples per problem, drawn only then) also `pass_curve`: pass@k for k = 1..16
-    with 95% intervals (coevo.evaluate.sampled_pass_curve)."""
+    with 95% intervals (coevo.evaluation.sampled_pass_curve)."""
     from coevo.coevolvers.composite import load_coevolvers
     from coevo.errors import InputError
-    from coevo.evaluate import CURVE_K, eval_seed, sampled_pass_curve
-    from coevo.evaluate import evaluate as held_out
+    from coevo.evaluation import CURVE_K, eval_seed, sampled_pass_curve
+    from coevo.evaluation import evaluate as held_out
     from coevo.io import write_json
+    from coevo.layout import RunLayout
     from coevo.model.checkpoint import load_policy, policy_version, read_meta
     from coevo.problems.loader import load_problem_file
     from coevo.rollout.engines import LIVE
-    from coevo.stages import RunLayout, latest_complete, prepare_stage
-    from coevo.stages import problems as read_split
+    from coevo.stages.prepare import prepare_stage
+    from coevo.stages.resume import latest_complete
     from coevo.store.lineage import resolve_checkpoint
+    from coevo.store.tables import problems as read_split
 
     if pass_curve is not None and pass_curve < CURVE_K:  # before anything loads
         raise InputError(f"--pass-curve {pass_curve}: a pass@k curve to k={CURVE_K} needs at least {CURVE_K} samples")
@@ -127,7 +129,7 @@ def evaluate(
             "initial policy alone) makes one; or name a checkpoint directory, or pass the --params of another run"
         )
     test = (
-        load_problem_file(problems) if problems else read_split(prepare_stage(cfg)["test"]["path"])
+        load_problem_file(problems) if problems else read_split(prepare_stage(cfg).test.path)
     )  # as `coevo prepare` writes it, any source
     bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
     context_for = load_coevolvers(bank_dir, cfg).context_for if bank_dir else None

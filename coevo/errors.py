@@ -2,7 +2,7 @@
 
 `InputError` is a ValueError whose message already names what is wrong (the file, row and field, the
 params key, the checkpoint or co-evolver directory); the CLI prints it without a traceback and exits
-with code 2 (`coevo.cli.fail_cleanly`). The table of docs/operations/malformed-inputs.md lists each case.
+with code 2 (`coevo.cli_support.fail_cleanly`). The table of docs/operations/malformed-inputs.md lists each case.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ audits their order with strace.
 
 A writer killed mid-write (SIGKILL, power loss) leaves its temporary sibling (`.NAME.XXXXXXXX.tmp`,
 or `.NAME.old` of a directory being replaced); `remove_orphans` deletes those of a directory, and a
-run removes its own at its next start (coevo/stages.py `remove_orphans`, under the run lock).
+run removes its own at its next start (coevo/stages/resume.py `remove_orphans`, under the run lock).
 
 `clone_file` copies a file so that the copy shares no mutable bytes with its source: a copy-on-write
 clone (the FICLONE ioctl: btrfs, XFS with reflink, bcachefs, ...) where the filesystem has it, else

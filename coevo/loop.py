@@ -6,7 +6,7 @@ stages as cached, retried tasks, tracks them in MLflow and ingests them into the
 two must not disagree on is here:
 - the resume point: iteration 1 after the bootstrap, or with `continue_latest` the iteration after
   the newest complete one (`latest_complete`);
-- what each iteration runs under (`coevo.stages.in_force`: params after the harness, training split,
+- what each iteration runs under (coevo/stages/in_force.py `in_force`: params after the harness, training split,
   batch), resolved once at its start and handed to every stage;
 - a timer per phase, the evaluation schedule (every eval.every iterations and after the last) and
   the time budget (run.time_budget_s: the run stops after the iteration that spent it, with that
@@ -46,10 +46,12 @@ from coevo.coevolvers.base import read_manifest
 from coevo.coevolvers.composite import member_reports
 from coevo.config import Config
 from coevo.io import write_json
+from coevo.layout import RunLayout
 from coevo.metrics_log import MetricsLog
 from coevo.model.checkpoint import policy_version
-from coevo.records import Artifact, InForce
-from coevo.stages import RunLayout, in_force, latest_complete, remove_orphans
+from coevo.records import Artifact, Bootstrapped, Evolved, InForce, Splits, Table, Trained
+from coevo.stages.in_force import in_force
+from coevo.stages.resume import latest_complete, remove_orphans
 from coevo.store.lineage import code_version
 
 
@@ -72,47 +74,49 @@ class Position:
         )
 
     @classmethod
-    def after(cls, updated: dict, evolved: dict) -> Position:
-        """Where the next iteration starts: this one's update and co-evolution records."""
-        return cls(Artifact(updated["checkpoint"], updated["sha256"]), Artifact(evolved["path"], evolved["sha256"]))
+    def after(cls, updated: Trained, evolved: Evolved) -> Position:
+        """Where the next iteration starts: this one's update and co-evolution records (their files and
+        hashes only: a resumed run, which reads them from disk, keys its tasks the same)."""
+        return cls(Artifact(updated.path, updated.sha256), Artifact(evolved.path, evolved.sha256))
 
 
 class Runner(Protocol):
     """A backend of the loop: the stages of an iteration, and where the loop's news goes.
 
     Stage methods take what the iteration runs under (`now`, coevo/records.py `InForce`: resolved
-    once per iteration by the loop) and return the stages' JSON-able records (coevo/stages.py):
-    tables as {"path", "sha256", "metrics"}, a co-evolution as {"path", "sha256", "report",
-    "metrics"}, an update as {"checkpoint", "sha256", "metrics"}; `data` is the prepared splits' record."""
+    once per iteration by the loop) and return the stages' records (coevo/records.py): `Table`s, an
+    `Evolved` co-evolver version, a `Trained` checkpoint; `data` is the prepared `Splits`."""
 
     catalog: bool  # whether finished iterations are ingested into the DuckDB catalog (`ingest`)
 
-    def prepare(self) -> dict: ...
+    def prepare(self) -> Splits: ...
 
-    def bootstrap(self, data: dict) -> dict: ...
+    def bootstrap(self, data: Splits) -> Bootstrapped: ...
 
     def iterations(self, first: int, last: int, newest: int | None) -> AbstractContextManager:
         """Held around the iterations first..last (the flow's task runner); `newest`: the newest
         complete iteration when the loop looked it up (a `continue_latest` run), else None."""
         ...
 
-    def rollout(self, now: InForce, at: Position, shards: int) -> list[dict]:
+    def rollout(self, now: InForce, at: Position, shards: int) -> list[Table]:
         """The iteration's rollout tables, one per shard."""
         ...
 
-    def verify(self, now: InForce, rolled: list[dict]) -> list[dict]:
+    def verify(self, now: InForce, rolled: list[Table]) -> list[Table]:
         """The rewards of each rollout shard."""
         ...
 
-    def merge(self, it: int, rolled: list[dict], scored: list[dict]) -> tuple[dict, dict]:
+    def merge(self, it: int, rolled: list[Table], scored: list[Table]) -> tuple[Table, Table]:
         """The iteration's rollouts and rewards tables from more than one shard."""
         ...
 
-    def coevolve(self, now: InForce, rollouts: dict, rewards: dict, data: dict) -> dict: ...
+    def coevolve(self, now: InForce, rollouts: Table, rewards: Table, data: Splits) -> Evolved: ...
 
-    def update(self, now: InForce, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict: ...
+    def update(
+        self, now: InForce, at: Position, rollouts: Table, rewards: Table, evolved: Evolved, data: Splits
+    ) -> Trained: ...
 
-    def evaluate(self, at: Position, now: InForce, data: dict) -> dict[str, float]:
+    def evaluate(self, at: Position, now: InForce, data: Splits) -> dict[str, float]:
         """The held-out metrics of checkpoint `now.iteration` (`at`, with its co-evolver version),
         asked as it was trained (`now`: what its iteration ran under)."""
         ...
@@ -123,7 +127,7 @@ class Runner(Protocol):
         """Finished iterations' tables into the catalog ({"iteration", "rollouts", "rewards", "report"})."""
         ...
 
-    def started(self, it: int, metrics: dict[str, float], boot: dict, data: dict) -> None:
+    def started(self, it: int, metrics: dict[str, float], boot: Bootstrapped, data: Splits) -> None:
         """The evaluation of checkpoint `it`, the one the first iteration starts from."""
         ...
 
@@ -135,7 +139,7 @@ class Runner(Protocol):
 
     def warn(self, message: str) -> None: ...
 
-    def summary_extra(self, first: int, completed: int, boot: dict, setup: dict[str, float]) -> dict:
+    def summary_extra(self, first: int, completed: int, boot: Bootstrapped, setup: dict[str, float]) -> dict:
         """The runner's own entries of summary.json."""
         ...
 
@@ -236,10 +240,10 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
             at = Position.after(updated, evolved)
             if runner.catalog:
                 tables = {"rollouts": shard(rollouts), "rewards": shard(rewards)}
-                pending.append({"iteration": it, **tables, "report": evolved["report"]})
+                pending.append({"iteration": it, **tables, "report": evolved.report})
             metrics = {"iteration": float(it)}
             for stage in (rollouts, rewards, evolved, updated):
-                metrics.update(stage["metrics"])
+                metrics.update(stage.metrics)
             evaluated = eval_due(cfg, it, last)
             if evaluated:
                 with timers.phase("eval"):
@@ -262,7 +266,7 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
             log.append(metrics)
             if evaluated:
                 curve.append({"iteration": it, **{k: v for k, v in metrics.items() if k.startswith(("eval/", "val/"))}})
-            runner.finished(it, metrics, at, curve if evaluated else None, it == last or stop, evolved["report"])
+            runner.finished(it, metrics, at, curve if evaluated else None, it == last or stop, evolved.report)
             completed = it
             if stop:
                 runner.warn(
@@ -275,7 +279,7 @@ def run(runner: Runner, cfg: Config, continue_latest: bool, started: float) -> d
     return write_summary(cfg, curve, first, completed, time.perf_counter() - started, extra)
 
 
-def rollout_and_verify(runner: Runner, cfg: Config, now: InForce, at: Position, timers: Timers) -> tuple[dict, dict]:
+def rollout_and_verify(runner: Runner, cfg: Config, now: InForce, at: Position, timers: Timers) -> tuple[Table, Table]:
     """The iteration's rollouts and rewards records, in pipeline.shards shards (seeded per shard:
     coevo/sharding.py), merged when more than one."""
     k = cfg.pipeline.shards
@@ -288,9 +292,9 @@ def rollout_and_verify(runner: Runner, cfg: Config, now: InForce, at: Position, 
         return runner.merge(now.iteration, rolled, scored)
 
 
-def shard(stage: dict) -> dict:
+def shard(stage: Table) -> dict:
     """A stage table for the catalog ingest: its path and the sha256 of the content its stage validated."""
-    return {"path": stage["path"], "sha256": stage["sha256"]}
+    return {"path": stage.path, "sha256": stage.sha256}
 
 
 def write_summary(cfg: Config, curve: list[dict], first: int, last: int, wall: float, extra: dict) -> dict:

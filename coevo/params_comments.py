@@ -1,10 +1,10 @@
-"""params.yaml's comments, written from the field descriptions of coevo/config.py (their one source).
+"""params.yaml's comments, written from the field descriptions of coevo/config/ (their one source).
 
 Every key line of params.yaml carries its setting's description as an inline comment. `rewrite`
 replaces each such comment with the description of the field the line sets (found from the line's
 indentation, and for list items from the list's element model) and leaves every value, blank line and
 comment-only line as it is, so the file's settings never change. A test asserts params.yaml equals
-its rewrite; after editing a description in coevo/config.py, regenerate the comments with
+its rewrite; after editing a description in coevo/config/, regenerate the comments with
 
     python -m coevo.params_comments params.yaml
 """

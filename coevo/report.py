@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 from rich.table import Table
 
 from coevo.problems.splits import SPLITS
+from coevo.records import Bootstrapped
 
 
 def split_counts(data_dir: str | Path) -> dict[str, int]:
@@ -33,13 +34,12 @@ def splits_table(source: str, data_dir: str | Path) -> Table:
     return table
 
 
-def bootstrap_sentence(boot: dict, source: str | Path | None = None) -> str:
-    """What the bootstrap stage made (its record: coevo/stages.py `bootstrap_stage`), as one sentence."""
-    where = f"initial policy {boot['checkpoint']}"
-    report = boot.get("bootstrap") or {}
+def bootstrap_sentence(boot: Bootstrapped, source: str | Path | None = None) -> str:
+    """What the bootstrap stage made (its record: coevo/stages/prepare.py `bootstrap_stage`), as one sentence."""
+    where, report = f"initial policy {boot.checkpoint.path}", boot.report
     if not report:
         made = f"the checkpoint {source}" if source else "the checkpoint params name"
-        return f"{where}: {made}, copied as checkpoint 0; co-evolver {boot['coevolver']}"
+        return f"{where}: {made}, copied as checkpoint 0; co-evolver {boot.coevolver.path}"
     stopped = {
         "steps": "all of them",
         "replay_steps": "a replay of a time-budgeted run",
@@ -50,7 +50,7 @@ def bootstrap_sentence(boot: dict, source: str | Path | None = None) -> str:
     return (
         f"{where}: the tiny {report.get('kind', '')} warm start, {report.get('steps', 0):,} steps ({stopped}) "
         f"in {report.get('seconds', 0.0):.0f} s{loss_text}, {report.get('parameters', 0):,} parameters, "
-        f"{report.get('demonstrations', 0):,} demonstrations; co-evolver {boot['coevolver']}"
+        f"{report.get('demonstrations', 0):,} demonstrations; co-evolver {boot.coevolver.path}"
     )
 
 

@@ -3,7 +3,7 @@
 Shard j of k gets the j-th contiguous block of the problems the co-evolver chose for the iteration
 (numpy.array_split: the first len % k blocks hold one problem more) with every context variant it
 planned for them, and samples with its own seed, derived from (seed, iteration, "rollout", j, k).
-Each shard is verified on its own; `coevo.stages.merge_stage` then concatenates the shards in shard
+Each shard is verified on its own; `coevo.stages.merge.merge_stage` then concatenates the shards in shard
 order into the iteration's rollouts and rewards tables, validated and written exactly where an
 unsharded run writes them, so the co-evolver, the update, the catalog and resume see one table each.
 Sampling depends on the shard, never on where it ran (the flow's process or a Ray worker).

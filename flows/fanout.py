@@ -30,8 +30,7 @@ from prefect import Task, get_run_logger
 from coevo.config import Config
 from coevo.loop import Position
 from coevo.model.checkpoint import read_pruned
-from coevo.records import InForce
-from coevo.stages import intact
+from coevo.records import Artifact, InForce, Table
 
 
 @contextmanager
@@ -79,8 +78,8 @@ def same_threads(options: dict) -> dict:
     return env
 
 
-def rollouts(t: dict, runner, params: str, now: InForce, at: Position, shards: int) -> list[dict]:
-    """The iteration's rollout records ({"path", "sha256", "metrics"}), one per shard, on `runner`
+def rollouts(t: dict, runner, params: str, now: InForce, at: Position, shards: int) -> list[Table]:
+    """The iteration's rollout tables, one per shard, on `runner`
     (None: in this process). A cached shard of a checkpoint retention pruned since cannot be re-made."""
     calls = [
         {"params": params, "now": now, "checkpoint": at.checkpoint, "shard": j, "shards": shards} for j in range(shards)
@@ -88,29 +87,29 @@ def rollouts(t: dict, runner, params: str, now: InForce, at: Position, shards: i
     return gather(runner, t["rollout"], calls, possible=read_pruned(at.checkpoint.path) is None)
 
 
-def rewards(t: dict, runner, params: str, now: InForce, rolled: list[dict]) -> list[dict]:
-    """The rewards record of each rollout shard, on `runner`."""
+def rewards(t: dict, runner, params: str, now: InForce, rolled: list[Table]) -> list[Table]:
+    """The rewards table of each rollout shard, on `runner`."""
     k = len(rolled)
     calls = [{"params": params, "now": now, "rollouts": r, "shard": j, "shards": k} for j, r in enumerate(rolled)]
     return gather(runner, t["verify"], calls)
 
 
-def merged(t: dict, params: str, it: int, rolled: list[dict], scored: list[dict]) -> tuple[dict, dict]:
-    """The iteration's rollouts and rewards records from its shards (the merge task, re-made when a
+def merged(t: dict, params: str, it: int, rolled: list[Table], scored: list[Table]) -> tuple[Table, Table]:
+    """The iteration's rollouts and rewards tables from its shards (the merge task, re-made when a
     cached result's tables changed since)."""
     merge = {
         "params": params,
         "it": it,
-        "rollouts": [record(r) for r in rolled],
-        "rewards": [record(r) for r in scored],
+        "rollouts": [Artifact(r.path, r.sha256) for r in rolled],  # the shards' content, not their metrics
+        "rewards": [Artifact(r.path, r.sha256) for r in scored],
     }
-    result = t["merge"](**merge)
-    if not (intact(result["rollouts"]) and intact(result["rewards"])):
-        result = t["merge"].with_options(refresh_cache=True)(**merge)
-    return result["rollouts"], result["rewards"]
+    rollouts, rewards = t["merge"](**merge)
+    if not (rollouts.intact() and rewards.intact()):
+        rollouts, rewards = t["merge"].with_options(refresh_cache=True)(**merge)
+    return rollouts, rewards
 
 
-def gather(runner, stage_task: Task, calls: list[dict], possible: bool = True) -> list[dict]:
+def gather(runner, stage_task: Task, calls: list[dict], possible: bool = True) -> list[Table]:
     """`stage_task`'s results for each keyword set, in order: on `runner`, all submitted first."""
     if runner is None:
         return [remade(None, stage_task, kwargs, possible) for kwargs in calls]
@@ -118,21 +117,16 @@ def gather(runner, stage_task: Task, calls: list[dict], possible: bool = True) -
     return [remade(runner, stage_task, kwargs, possible, future.result()) for future, kwargs in zip(futures, calls)]
 
 
-def remade(runner, stage_task: Task, kwargs: dict, possible: bool, result: dict | None = None) -> dict:
+def remade(runner, stage_task: Task, kwargs: dict, possible: bool, result: Table | None = None) -> Table:
     """A shard-writing task's result; one restored from the cache whose table was truncated or
     overwritten since (its sha256 differs from the recorded one) is computed again (seeded: the same
     table) when `possible` (rollouts of a checkpoint retention pruned cannot be re-made: the catalog
     ingest then names the damaged table if it still needs it)."""
     result = stage_task(**kwargs) if result is None else result
-    if possible and not intact(result):
+    if possible and not result.intact():
         get_run_logger().warning(
-            f"{result['path']}: differs from the sha256 its cached {stage_task.name} result records; re-making it"
+            f"{result.path}: differs from the sha256 its cached {stage_task.name} result records; re-making it"
         )
         again = stage_task.with_options(refresh_cache=True)
         result = again(**kwargs) if runner is None else runner.submit(again, kwargs).result()
     return result
-
-
-def record(stage: dict) -> dict:
-    """A stage table for a downstream task's key: its path and the sha256 of the content it validated."""
-    return {"path": stage["path"], "sha256": stage["sha256"]}

@@ -34,11 +34,12 @@ from rich.text import Text
 from coevo import loop
 from coevo.coevolvers.composite import member_reports
 from coevo.config import Config, load_config
+from coevo.layout import RunLayout
 from coevo.loop import Position, format_progress
-from coevo.model.checkpoint import META, read_pruned
-from coevo.records import InForce
+from coevo.model.checkpoint import META, damaged_files, read_pruned
+from coevo.records import Bootstrapped, Evolved, InForce, Splits, Table, Trained
 from coevo.runlock import RunLocked, run_lock
-from coevo.stages import RunLayout, damaged_files, latest_complete
+from coevo.stages.resume import latest_complete
 from flows import fanout
 from flows.fanout import task_runner
 from tasks.stages import configured, results_dir
@@ -73,12 +74,12 @@ class FlowRunner:
         self.runner = None  # the started task runner during the iterations (None: local)
         self.resume_from = self.on_disk = 0
 
-    def prepare(self) -> dict:
+    def prepare(self) -> Splits:
         return self.t["prepare"](self.params)
 
-    def bootstrap(self, data: dict) -> dict:
+    def bootstrap(self, data: Splits) -> Bootstrapped:
         boot = self.t["bootstrap"](self.params, data)
-        if damaged_files(boot["checkpoint"]):  # a cached result whose checkpoint 0 was written into since: remade
+        if damaged_files(boot.checkpoint.path):  # a cached result whose checkpoint 0 was written into since: remade
             boot = self.t["bootstrap"].with_options(refresh_cache=True)(self.params, data)
         return boot
 
@@ -91,30 +92,31 @@ class FlowRunner:
         with task_runner(self.cfg) as self.runner:  # pipeline.task_runner (flows/fanout.py): None = in this process
             yield
 
-    def rollout(self, now: InForce, at: Position, shards: int) -> list[dict]:
+    def rollout(self, now: InForce, at: Position, shards: int) -> list[Table]:
         return fanout.rollouts(self.t, self.runner, self.params, now, at, shards)
 
-    def verify(self, now: InForce, rolled: list[dict]) -> list[dict]:
+    def verify(self, now: InForce, rolled: list[Table]) -> list[Table]:
         return fanout.rewards(self.t, self.runner, self.params, now, rolled)
 
-    def merge(self, it: int, rolled: list[dict], scored: list[dict]) -> tuple[dict, dict]:
+    def merge(self, it: int, rolled: list[Table], scored: list[Table]) -> tuple[Table, Table]:
         return fanout.merged(self.t, self.params, it, rolled, scored)
 
-    def coevolve(self, now: InForce, rollouts: dict, rewards: dict, data: dict) -> dict:
+    def coevolve(self, now: InForce, rollouts: Table, rewards: Table, data: Splits) -> Evolved:
         args = (self.params, now, rollouts, rewards, data)
         evolved = self.t["coevolve"](*args)
-        if now.iteration > self.resume_from and read_pruned(evolved["path"]) is not None:
+        if now.iteration > self.resume_from and read_pruned(evolved.path) is not None:
             # a cached co-evolver version retention has pruned since (with its checkpoint), past the newest
             # kept checkpoint: evolve again from version it-1 (kept or just re-made; seeded: the same version)
             evolved = self.t["coevolve"].with_options(refresh_cache=True)(*args)
         return evolved
 
-    def update(self, now: InForce, at: Position, rollouts: dict, rewards: dict, evolved: dict, data: dict) -> dict:
+    def update(
+        self, now: InForce, at: Position, rollouts: Table, rewards: Table, evolved: Evolved, data: Splits
+    ) -> Trained:
         it, args = now.iteration, (self.params, now, at.checkpoint, rollouts, rewards, evolved, data)
         updated = self.t["policy-update"](*args)
         if it > self.resume_from and (
-            read_pruned(updated["checkpoint"]) is not None
-            or (it <= self.on_disk and damaged_files(updated["checkpoint"]))
+            read_pruned(updated.path) is not None or (it <= self.on_disk and damaged_files(updated.path))
         ):
             # a cached result whose weights retention has pruned since, or (a checkpoint there before this
             # flow started: only those are hashed) whose files no longer match coevo.json's sha256, past the
@@ -122,8 +124,8 @@ class FlowRunner:
             updated = self.t["policy-update"].with_options(refresh_cache=True)(*args)
         return updated
 
-    def evaluate(self, at: Position, now: InForce, data: dict) -> dict[str, float]:
-        return self.t["evaluate"](self.params, now, at.checkpoint, at.coevolver, data)["metrics"]
+    def evaluate(self, at: Position, now: InForce, data: Splits) -> dict[str, float]:
+        return self.t["evaluate"](self.params, now, at.checkpoint, at.coevolver, data)
 
     def retain(self, it: int, at: Position) -> None:
         self.t["retain"](self.params, it, at.checkpoint)
@@ -131,7 +133,7 @@ class FlowRunner:
     def ingest(self, finished: list[dict]) -> None:
         self.t["ingest"](self.params, finished)
 
-    def started(self, it: int, metrics: dict[str, float], boot: dict, data: dict) -> None:
+    def started(self, it: int, metrics: dict[str, float], boot: Bootstrapped, data: Splits) -> None:
         self.track(it, metrics, data=data)
 
     def finished(
@@ -146,8 +148,8 @@ class FlowRunner:
     def warn(self, message: str) -> None:
         get_run_logger().warning(message)
 
-    def summary_extra(self, first: int, completed: int, boot: dict, setup: dict[str, float]) -> dict:
-        return {"first_iteration": first, "last_iteration": completed, "bootstrap": boot.get("bootstrap", {})}
+    def summary_extra(self, first: int, completed: int, boot: Bootstrapped, setup: dict[str, float]) -> dict:
+        return {"first_iteration": first, "last_iteration": completed, "bootstrap": boot.report}
 
 
 @flow(name="coevo-train")

@@ -1,13 +1,13 @@
-"""Prefect tasks: one thin adapter per stage over `coevo.stages` (no math here).
+"""Prefect tasks: one thin adapter per stage over coevo/stages/ (no math here).
 
 Every task takes the validated params as one JSON string, what its iteration runs under as the
-loop's `InForce` record and its inputs as {"path", "sha256"} records (`Artifact`s or the stages'
-dicts), and returns its outputs the same way, so tasks pass paths and content hashes, never tensors
-or models; the records are frozen dataclasses of strings (the params in force among them, as JSON),
-which Prefect hashes as JSON for the cache keys. The params travel as a string, not a nested dict,
-because Prefect walks every nested collection of a task's arguments twice per task run (its inputs
-graph and parameter resolution);
-for the whole config tree that walk was a quarter of each task run's overhead. Cache keys
+loop's `InForce` record and its inputs as the stages' records (coevo/records.py: an `Artifact`, a
+`Table`, `Splits`...), and returns its outputs the same way, so tasks pass paths and content hashes,
+never tensors or models; the records are frozen dataclasses of strings, numbers and JSON-able dicts
+(the params in force among them, as JSON), which Prefect hashes as JSON for the cache keys. The
+params travel as a string, not a nested dict, because Prefect walks every nested collection of a
+task's arguments twice per task run (its inputs graph and parameter resolution); for the whole
+config tree that walk was a quarter of each task run's overhead. Cache keys
 are the task's inputs plus its source code (INPUTS + TASK_SOURCE, deliberately without the flow-run
 id): a re-run of a failed flow restores every completed stage from its persisted result and resumes
 at the stage that failed. Rollout and verification are retried with exponential backoff on error
@@ -24,10 +24,17 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.tasks import exponential_backoff
 
-from coevo import stages
 from coevo.config import Config
 from coevo.loop import set_threads
-from coevo.records import Artifact, InForce
+from coevo.records import Artifact, Bootstrapped, Evolved, InForce, Retained, Splits, Table, Trained
+from coevo.stages.coevolve import coevolve_stage
+from coevo.stages.evaluate import evaluate_stage
+from coevo.stages.merge import merge_stage
+from coevo.stages.prepare import bootstrap_stage, prepare_stage
+from coevo.stages.retain import retain_stage
+from coevo.stages.rollout import rollout_stage
+from coevo.stages.update import update_stage
+from coevo.stages.verify import verify_stage
 from coevo.store.catalog import Catalog, IterationFiles
 
 RESUMABLE = INPUTS + TASK_SOURCE
@@ -40,57 +47,55 @@ def _cfg(params: str) -> Config:
 
 
 @task(name="prepare", cache_policy=RESUMABLE, persist_result=True)
-def prepare(params: str) -> dict:
-    return stages.prepare_stage(_cfg(params))
+def prepare(params: str) -> Splits:
+    return prepare_stage(_cfg(params))
 
 
 @task(name="bootstrap", cache_policy=RESUMABLE, persist_result=True)
-def bootstrap(params: str, data: dict) -> dict:
-    return stages.bootstrap_stage(_cfg(params), data)
+def bootstrap(params: str, data: Splits) -> Bootstrapped:
+    return bootstrap_stage(_cfg(params), data)
 
 
 @task(name="rollout", cache_policy=RESUMABLE, persist_result=True)
-def rollout(params: str, now: InForce, checkpoint: Artifact, shard: int = 0, shards: int = 1) -> dict:
+def rollout(params: str, now: InForce, checkpoint: Artifact, shard: int = 0, shards: int = 1) -> Table:
     set_threads(_cfg(params))  # a Ray worker process: the run's torch threads and deterministic kernels
-    return stages.rollout_stage(_cfg(params), now, checkpoint.path, shard, shards)
+    return rollout_stage(_cfg(params), now, checkpoint.path, shard, shards)
 
 
 @task(name="verify", cache_policy=RESUMABLE, persist_result=True)
-def verify(params: str, now: InForce, rollouts: dict, shard: int = 0, shards: int = 1) -> dict:
-    return stages.verify_stage(_cfg(params), now, rollouts["path"], shard, shards)
+def verify(params: str, now: InForce, rollouts: Table, shard: int = 0, shards: int = 1) -> Table:
+    return verify_stage(_cfg(params), now, rollouts.path, shard, shards)
 
 
 @task(name="merge", cache_policy=RESUMABLE, persist_result=True)
-def merge(params: str, it: int, rollouts: list[dict], rewards: list[dict]) -> dict:
+def merge(params: str, it: int, rollouts: list[Artifact], rewards: list[Artifact]) -> tuple[Table, Table]:
     """The iteration's tables from its shards (pipeline.shards > 1); the shards' sha256 are in the key."""
-    return stages.merge_stage(_cfg(params), it, [r["path"] for r in rollouts], [r["path"] for r in rewards])
+    return merge_stage(_cfg(params), it, [r.path for r in rollouts], [r.path for r in rewards])
 
 
 @task(name="coevolve", cache_policy=RESUMABLE, persist_result=True)
-def coevolve(params: str, now: InForce, rollouts: dict, rewards: dict, data: dict) -> dict:
-    return stages.coevolve_stage(_cfg(params), now, rollouts["path"], rewards["path"], data["test"]["path"])
+def coevolve(params: str, now: InForce, rollouts: Table, rewards: Table, data: Splits) -> Evolved:
+    return coevolve_stage(_cfg(params), now, rollouts.path, rewards.path, data.test.path)
 
 
 @task(name="policy-update", cache_policy=RESUMABLE, persist_result=True, retries=0)
 def update(
-    params: str, now: InForce, checkpoint: Artifact, rollouts: dict, rewards: dict, coevolver: dict, data: dict
-) -> dict:
-    return stages.update_stage(
-        _cfg(params), now, checkpoint.path, rollouts["path"], rewards["path"], coevolver["path"], data
-    )
+    params: str, now: InForce, checkpoint: Artifact, rollouts: Table, rewards: Table, coevolver: Evolved, data: Splits
+) -> Trained:
+    return update_stage(_cfg(params), now, checkpoint.path, rollouts.path, rewards.path, coevolver.path, data)
 
 
 @task(name="evaluate", cache_policy=RESUMABLE, persist_result=True)
-def evaluate(params: str, now: InForce, checkpoint: Artifact, coevolver: Artifact, data: dict) -> dict:
-    return stages.evaluate_stage(_cfg(params), now, checkpoint.path, coevolver.path, data["test"]["path"])
+def evaluate(params: str, now: InForce, checkpoint: Artifact, coevolver: Artifact, data: Splits) -> dict[str, float]:
+    return evaluate_stage(_cfg(params), now, checkpoint.path, coevolver.path, data.test.path)
 
 
 @task(name="retain", cache_policy=RESUMABLE, persist_result=True)
-def retain(params: str, it: int, checkpoint: Artifact) -> dict:
+def retain(params: str, it: int, checkpoint: Artifact) -> Retained:
     """Checkpoint retention after iteration `it` (idempotent; cached like the others, so a resumed flow
     replays it without touching the disk). `checkpoint`, the newest, is in the key so that a re-run
     that re-trained iteration `it` retains again."""
-    return stages.retain_stage(_cfg(params), it)
+    return retain_stage(_cfg(params), it)
 
 
 @task(name="ingest", cache_policy=RESUMABLE, persist_result=True)

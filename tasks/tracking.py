@@ -19,14 +19,21 @@ from prefect.transactions import transaction
 from coevo.config import Config
 from coevo.io import hash_bytes
 from coevo.model.retention import SELECT_BY
+from coevo.records import Splits
 from coevo.tracking.mlflow_tracker import Tracker
 
 
 def track_key(
-    params: str, it: int, metrics: dict, checkpoint: dict | None, coevolver: dict | None, final: bool, data: dict | None
+    params: str,
+    it: int,
+    metrics: dict,
+    checkpoint: dict | None,
+    coevolver: dict | None,
+    final: bool,
+    data: Splits | None,
 ) -> str:
     """Stage times differ between a run and its resumption: key on what is logged, not on the timings."""
-    identity = [params, it, checkpoint, coevolver, final, sorted(metrics), data]
+    identity = [params, it, checkpoint, coevolver, final, sorted(metrics), None if data is None else data.to_json()]
     return "track-" + hash_bytes(json.dumps(identity, sort_keys=True).encode())
 
 
@@ -49,7 +56,7 @@ class FlowTracking:
         coevolver: dict | None = None,
         curve: list[dict] | None = None,
         final: bool = False,
-        data: dict | None = None,
+        data: Splits | None = None,
     ) -> None:
         """Log iteration `it` (metrics; checkpoint, co-evolver and learning curve when given; the run
         ends with `final`) unless a previous run of this flow logged it already."""
@@ -60,7 +67,7 @@ class FlowTracking:
                 return
             tracker = self._started()
             if data is not None:
-                tracker.log_dataset(Path(data["train"]["path"]), Path(data["test"]["path"]), digest=data["dvc_md5"])
+                tracker.log_dataset(Path(data.train.path), Path(data.test.path), digest=data.dvc_md5)
             tracker.log_iteration(it, metrics)
             if checkpoint is not None:
                 tracker.log_checkpoint(

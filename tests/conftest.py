@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from coevo.config import Config, load_config
+from coevo.records import Bootstrapped, Splits
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -177,16 +178,20 @@ class JSONHandler(BaseHTTPRequestHandler):
         pass
 
 
-def first_iteration(cfg: Config) -> tuple[dict, dict, str, pd.DataFrame]:
+def first_iteration(cfg: Config) -> tuple[Splits, Bootstrapped, str, pd.DataFrame]:
     """Prepare, bootstrap, and iteration 1's rollouts and rewards through the stages:
     (data, bootstrap record, rollouts path, rewards frame)."""
-    from coevo import stages
+    from coevo.model.cache import forget_policies
+    from coevo.stages.in_force import in_force
+    from coevo.stages.prepare import bootstrap_stage, prepare_stage
+    from coevo.stages.rollout import rollout_stage
+    from coevo.stages.verify import verify_stage
     from schemas.rewards import read_rewards
 
-    stages._POLICIES.clear()
-    data = stages.prepare_stage(cfg)
-    boot = stages.bootstrap_stage(cfg, data)
-    now = stages.in_force(cfg, 1, data)
-    rollouts = stages.rollout_stage(cfg, now, boot["checkpoint"])["path"]
-    scored = stages.verify_stage(cfg, now, rollouts)["path"]
+    forget_policies()
+    data = prepare_stage(cfg)
+    boot = bootstrap_stage(cfg, data)
+    now = in_force(cfg, 1, data)
+    rollouts = rollout_stage(cfg, now, boot.checkpoint.path).path
+    scored = verify_stage(cfg, now, rollouts).path
     return data, boot, rollouts, read_rewards(scored)

@@ -67,14 +67,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "bootstrap-checks-weights-only",
-        "coevo/stages.py",
+        "coevo/stages/prepare.py",
         '    damaged = damaged_files(cfg.bootstrap_dir) if meta.get("bootstrap_key") == key else []\n',
         '    damaged = [n for n in damaged_files(cfg.bootstrap_dir) if n == "model.safetensors"]\n',
         ("tests/model/test_shared_bytes.py::test_a_damaged_bootstrap_is_made_again_and_no_child_vouches_for_it",),
     ),
     Mutation(
         "resume-trusts-the-bootstrap",
-        "coevo/stages.py",
+        "coevo/stages/resume.py",
         "    if k == 0 and (damaged := damaged_files(layout.checkpoint(0))):",
         "    if k < 0 and (damaged := damaged_files(layout.checkpoint(0))):",
         ("tests/model/test_shared_bytes.py::test_resume_checks_the_bootstrap_like_every_checkpoint",),
@@ -175,7 +175,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "flow-trusts-its-cached-bootstrap",
         "flows/train.py",
-        '        if damaged_files(boot["checkpoint"]):  # a cached result',
+        "        if damaged_files(boot.checkpoint.path):  # a cached result",
         "        if False:  # a cached result",
         ("tests/model/test_shared_bytes.py::test_the_flow_remakes_a_damaged_bootstrap_its_cache_points_at",),
     ),
@@ -191,7 +191,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "rollouts-ignore-harness-temperature",
-        "coevo/stages.py",
+        "coevo/stages/rollout.py",
         "return run_rollouts(engine, variants, problems, now.cfg, it, policy_version(checkpoint), stage)",
         (
             'return run_rollouts(engine, variants, problems, now.cfg.model_copy(update={"sampling": cfg.sampling}), '
@@ -203,7 +203,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "curriculum-choose-replaced-by-uniform",
-        "coevo/stages.py",
+        "coevo/stages/in_force.py",
         "batch = choose_batch(evolver, split, candidate_count(cfg.rollout, len(split)), it, cfg.seed)",
         (
             'batch = __import__("coevo.coevolvers.base", fromlist=["uniform_batch"]).uniform_batch(split, '
@@ -220,7 +220,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "curriculum-value-curves-not-logged",
-        "coevo/stages.py",
+        "coevo/stages/coevolve.py",
         "metrics = {**metrics, **member.choice_metrics(member_report)}",
         "pass",
         ("tests/coevolvers/test_curriculum.py::test_plain_driver_runs_curriculum",),
@@ -269,7 +269,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "proposer-may-repeat-validation",
-        "coevo/stages.py",
+        "coevo/store/tables.py",
         "    return problems(test) if val is None else pd.concat([problems(test), problems(val)], ignore_index=True)",
         "    return problems(test)",
         ("tests/coevolvers/test_curriculum.py::test_proposer_grows_the_training_split_the_stages_draw_from",),
@@ -293,7 +293,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "evaluation-keeps-no-validation-verdicts",
-        "coevo/stages.py",
+        "coevo/stages/evaluate.py",
         'metrics.update(validate(engine, problems(val), asked, record["val_verdicts"]))',
         "metrics.update(validate(engine, problems(val), asked))",
         ("tests/compare/test_verdicts.py::test_evaluation_record_holds_the_greedy_verdict_of_every_evaluated_problem",),
@@ -392,7 +392,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "params-yaml-error-without-its-position",
-        "coevo/config.py",
+        "coevo/config/load.py",
         'raise ConfigError(f"{path}: cannot read: {exc}") from exc',
         "raise ConfigError(f\"{path}: cannot read: {getattr(exc, 'problem', exc)}\") from exc",
         ("tests/test_malformed_inputs.py::test_malformed_input[params-not-yaml]",),
@@ -537,7 +537,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dynamic-sampling-trains-every-drawn-group",
-        "coevo/stages.py",
+        "coevo/update/steps.py",
         "        frame, scored = kept_rows(frame, scored, cfg.rollout.problems_per_iter, ds.gate)\n",
         "",
         (
@@ -604,7 +604,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "json-train-shows-progress",
-        "coevo/cli.py",
+        "coevo/cli_support.py",
         "    with progress.shown_on(console, quiet=as_json), progress.task(name):",
         "    with progress.shown_on(console, quiet=False), progress.task(name):",
         ("tests/test_progress.py::test_no_progress_under_json_nor_in_the_python_api",),
@@ -632,7 +632,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "evaluation-shows-no-sampling",
-        "coevo/evaluate.py",
+        "coevo/evaluation.py",
         '    with progress.task(f"{k} samples of each of {len(rows)} problems (pass@{k})"):',
         "    if True:",
         ("tests/test_progress.py::test_the_bootstrap_and_every_stage_report_progress_while_they_run",),
@@ -646,7 +646,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dynamic-sampling-rounds-in-the-choosers-grouped-order",
-        "coevo/stages.py",
+        "coevo/stages/in_force.py",
         "        batch = shuffled(batch, cfg.seed, it)\n",
         "        batch = batch\n",
         (

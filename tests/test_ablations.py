@@ -10,8 +10,8 @@ from rich.console import Console
 from coevo import driver
 from coevo.coevolvers.base import read_manifest
 from coevo.config import load_config
+from coevo.layout import RunLayout
 from coevo.model.checkpoint import read_meta
-from coevo.stages import RunLayout
 from coevo.tracking.mlflow_tracker import Tracker
 
 from .conftest import ROOT, tiny_config

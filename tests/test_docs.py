@@ -42,7 +42,7 @@ def test_site_builds_strict(tmp_path):
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
     assert (tmp_path / "index.html").is_file()
     reference = (tmp_path / "configuration-reference" / "index.html").read_text()
-    assert "run.iterations" in reference  # generated from coevo/config.py
+    assert "run.iterations" in reference  # generated from coevo/config/
     assert_figures_shown(tmp_path)
 
 
@@ -70,8 +70,8 @@ def test_every_command_is_in_the_commands_page_with_the_paths_it_writes():
 
     from coevo.cli import app
     from coevo.config import load_config
+    from coevo.layout import RunLayout
     from coevo.model.retention import keep_set
-    from coevo.stages import RunLayout
 
     page = (ROOT / "docs" / "commands.md").read_text()
     group = typer.main.get_group(app)

@@ -35,8 +35,9 @@ from typer.testing import CliRunner
 from coevo.cli import app
 from coevo.driver import train
 from coevo.io import hash_file
-from coevo.model.checkpoint import META, TRAINER_STATE, WEIGHTS, read_meta
-from coevo.stages import RunLayout, damaged_files, latest_complete
+from coevo.layout import RunLayout
+from coevo.model.checkpoint import META, TRAINER_STATE, WEIGHTS, damaged_files, read_meta
+from coevo.stages.resume import latest_complete
 from coevo.store.catalog import Catalog, IterationFiles
 from flows.train import train_flow
 from schemas.errors import SchemaError

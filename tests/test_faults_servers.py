@@ -35,7 +35,10 @@ import pytest
 
 from coevo.coevolvers import build_coevolver
 from coevo.coevolvers.writers import ATTEMPTS, ChatEndpoint, EndpointError
-from coevo.stages import RunLayout, coevolve_stage, in_force, prepare_stage
+from coevo.layout import RunLayout
+from coevo.stages.coevolve import coevolve_stage
+from coevo.stages.in_force import in_force
+from coevo.stages.prepare import prepare_stage
 from schemas.rewards import write_rewards
 from schemas.rollouts import write_rollouts
 
@@ -283,6 +286,9 @@ def test_slow_endpoint_times_out_each_attempt_then_fails_naming_it(serve):
         EndpointError, match=rf"request to {server.base_url} .*failed after {ATTEMPTS} attempt\(s\).*timed out"
     ):
         endpoint.ask("system", "write a skill")
+    deadline = time.monotonic() + 10  # the last attempt's handler may start only after the client gave up on it
+    while server.hits < ATTEMPTS and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert server.hits == ATTEMPTS
 
 
@@ -293,7 +299,7 @@ def _iteration_one(tmp_path, coevolver: dict) -> tuple:
     data = prepare_stage(cfg)
     layout = RunLayout(cfg.run.out_dir)
     build_coevolver(cfg.coevolver_list[0], cfg.seed).save(layout.coevolver(0))
-    train = pd.read_parquet(data["train"]["path"]).head(3)
+    train = pd.read_parquet(data.train.path).head(3)
     rollouts, rewards = [], []
     for row in train.itertuples():
         for k, right in enumerate([True, True, False, False]):
@@ -348,9 +354,7 @@ def test_coevolution_stage_fails_without_writing_a_version(serve, tmp_path, who,
     with pytest.raises(
         EndpointError, match=rf"request to {base_url} \(model 'writer'\) failed after {ATTEMPTS} attempt\(s\)"
     ):
-        coevolve_stage(
-            cfg, in_force(cfg, 1, data), str(layout.rollouts(1)), str(layout.rewards(1)), data["test"]["path"]
-        )
+        coevolve_stage(cfg, in_force(cfg, 1, data), str(layout.rollouts(1)), str(layout.rewards(1)), data.test.path)
     assert not layout.coevolver(1).exists()
     assert not layout.report(1).exists()
     assert not list(layout.root.glob("coevolver/.*"))  # no temporary half-written version either

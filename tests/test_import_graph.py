@@ -9,7 +9,8 @@ import only runs later: a cycle through it is still a cycle, merely hidden), and
 else to `pkg`. Imports of anything outside the four packages are ignored. Importing `pkg.sub.mod`
 from outside `pkg.sub` also runs `pkg/sub/__init__.py` first, so it is an edge to `pkg.sub` too
 (importing coevo.coevolvers.writers from outside runs coevo/coevolvers/__init__.py, which imports
-every co-evolver); from inside `pkg.sub` it is not (the package is already being initialised: a
+every co-evolver; a package __init__ with no import statement, a docstring only, runs nothing and
+gets no such edge); from inside `pkg.sub` it is not (the package is already being initialised: a
 package __init__ that re-exports its submodules would otherwise be a cycle with each of them). The
 root packages (coevo, flows, tasks, schemas) get no such edges: any import of the project runs them
 first, and coevo/__init__.py imports only the API it re-exports, on first use.
@@ -43,6 +44,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.errors",
         "coevo.faults",
         "coevo.io",
+        "coevo.layout",
         "coevo.params_comments",
         "coevo.progress",
         "coevo.records",
@@ -52,13 +54,17 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.types",
         "schemas",
     ),
+    # building blocks everything above uses, on the foundation only: the code families' specs, how a
+    # problem becomes a prompt, which training problems an iteration sees (a package's __init__ that
+    # only documents it is no import)
+    "building blocks": ("coevo.code.families", "coevo.rollout.prompting", "coevo.rollout.sampler"),
     # the library: problems, the rollout's prompts and engines, verification and rewards, code and the
     # sandbox, the policy update and its objectives, the model's lifecycle, the co-evolvers, tracking
     # and the artifact store
     "library": (
         "coevo.code",
         "coevo.coevolvers",
-        "coevo.evaluate",
+        "coevo.evaluation",
         "coevo.metrics_log",
         "coevo.model",
         "coevo.prepare",
@@ -72,14 +78,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.update",
         "coevo.verification",
     ),
-    # the stages of an iteration and the plain drivers over them (the loop, the code loop, the
-    # distributed update's ranks, the comparison of arms)
+    # the stages of an iteration (coevo/stages/, one module per stage) and the plain drivers over them
+    # (the loop, the code loop, the distributed update's ranks, the comparison of arms)
     "stages": (
         "coevo.code.loop",
         "coevo.compare",
         "coevo.driver",
         "coevo.loop",
-        "coevo.rollout.stage",
         "coevo.stages",
         "coevo.update.rank",
     ),
@@ -87,7 +92,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "pipelines": ("flows", "tasks"),
     # what users call: the Python API (and the package that re-exports it) and the command line; above
     # the pipelines, since `coevo train`, `coevo compare` and coevo.train() run the Prefect flows
-    "entry points": ("coevo", "coevo.api", "coevo.cli", "coevo.store.lineage_cli", "coevo.store.query_cli"),
+    "entry points": (
+        "coevo",
+        "coevo.api",
+        "coevo.cli",
+        "coevo.cli_support",
+        "coevo.store.lineage_cli",
+        "coevo.store.query_cli",
+    ),
 }
 
 
@@ -148,10 +160,16 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, m
     return found
 
 
+def _imports(file: Path) -> bool:
+    """Whether a module has any import statement (a package __init__ without one runs nothing when a
+    submodule is imported: no edge to it)."""
+    return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(ast.parse(file.read_text())))
+
+
 def import_edges(root: Path = ROOT) -> list[Edge]:
     """Every import between two project modules, with where it stands."""
     modules = project_modules(root)
-    edges = []
+    edges, inert = [], {name for name, (file, is_package) in modules.items() if is_package and not _imports(file)}
     for module, (file, is_package) in modules.items():
         tree = ast.parse(file.read_text(), str(file))
         in_function: set[int] = set()
@@ -167,7 +185,12 @@ def import_edges(root: Path = ROOT) -> list[Edge]:
                     parts = target.split(".")
                     for depth in range(2, len(parts)):  # the packages above the target, below the root
                         package = ".".join(parts[:depth])
-                        if package in modules and module != package and not module.startswith(package + "."):
+                        if (
+                            package in modules
+                            and package not in inert
+                            and module != package
+                            and not module.startswith(package + ".")
+                        ):
                             edges.append(Edge(module, package, *where, via_package=True))
     return edges
 

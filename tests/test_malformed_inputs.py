@@ -36,12 +36,12 @@ PROBLEMS_OK = (
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
     """A tiny bootstrapped run (checkpoint 0 with its lineage, co-evolver iter_0000), built once."""
-    from coevo import stages
+    from coevo.stages.prepare import bootstrap_stage, prepare_stage
 
     cfg = tiny_config(tmp_path_factory.mktemp("malformed"), bootstrap={"steps": 2})  # its quality does not matter
-    data = stages.prepare_stage(cfg)
-    boot = stages.bootstrap_stage(cfg, data)
-    return {"cfg": cfg, "checkpoint": Path(boot["checkpoint"]), "coevolver": Path(boot["coevolver"])}
+    data = prepare_stage(cfg)
+    boot = bootstrap_stage(cfg, data)
+    return {"cfg": cfg, "checkpoint": Path(boot.checkpoint.path), "coevolver": Path(boot.coevolver.path)}
 
 
 def params_file(tmp_path: Path, *, raw_text: str | None = None, **sections) -> Path:
@@ -77,10 +77,15 @@ def assert_nothing_written(tmp_path: Path) -> None:
     assert not leftovers, leftovers
 
 
+def table_section() -> str:
+    """The page's table of bad inputs: from its title to the section on error types."""
+    return MALFORMED_INPUTS_PAGE.read_text().split("# Malformed inputs", 1)[1].split("\n## Error types", 1)[0]
+
+
 def readme_message(row_id: str, **names: Path) -> list[str]:
     """The table's quoted message (column "what you see") of row `row_id`, cut at its `...` elisions,
     with its placeholders (P, F, CKPT) replaced by the paths in `names`: the pieces the output must hold."""
-    section = MALFORMED_INPUTS_PAGE.read_text().split("# Malformed inputs", 1)[1].split("\n## ", 1)[0]
+    section = table_section()
     [line] = [line for line in section.splitlines() if line.startswith("| ") and line.split(" | ")[1:2] == [row_id]]
     excerpt = line.split(" | ")[3].strip("`")
     pieces = [piece.strip() for piece in excerpt.split("...")]
@@ -521,7 +526,7 @@ def test_malformed_input(row, tmp_path, run, monkeypatch):
 
 
 def test_readme_table_lists_every_row_in_order():
-    section = MALFORMED_INPUTS_PAGE.read_text().split("# Malformed inputs", 1)[1].split("\n## ", 1)[0]
+    section = table_section()
     listed = re.findall(r"^\| \d+ \| ([a-z0-9-]+) \|", section, flags=re.MULTILINE)
     assert listed == ROW_IDS
     assert len(ROW_IDS) >= 20

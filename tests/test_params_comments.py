@@ -1,4 +1,4 @@
-"""params.yaml's comments are the field descriptions of coevo/config.py, and it lists every setting."""
+"""params.yaml's comments are the field descriptions of coevo/config/, and it lists every setting."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_params_yaml_comments_are_the_config_descriptions():
     text = PARAMS.read_text()
     stale = [(old, new) for old, new in zip(text.splitlines(), rewrite(text).splitlines()) if old != new]
     assert not stale, (
-        "params.yaml comments differ from coevo/config.py (run python -m coevo.params_comments params.yaml):\n"
+        "params.yaml comments differ from coevo/config/ (run python -m coevo.params_comments params.yaml):\n"
         + "\n".join(f"- {old}\n+ {new}" for old, new in stale)
     )
 

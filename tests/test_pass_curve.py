@@ -1,4 +1,4 @@
-"""The pass@k curve (coevo/evaluate.py, `coevo eval --pass-curve N`): the unbiased estimator on numbers
+"""The pass@k curve (coevo/evaluation.py, `coevo eval --pass-curve N`): the unbiased estimator on numbers
 derived by hand, its intervals, the paired base-vs-trained difference, and the curve of the tiny
 policy drawn through the CLI and the bench script's pairing."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coevo.evaluate import CURVE_K, curve_difference, pass_at_k, pass_curve
+from coevo.evaluation import CURVE_K, curve_difference, pass_at_k, pass_curve
 
 from .conftest import ROOT
 from .test_cli import _params
@@ -113,7 +113,7 @@ def test_the_bench_script_pairs_base_and_trained_on_the_same_problems(curve_run,
     assert result["base"]["correct"] == result["trained"]["correct"]
     assert result["difference"]["diff"] == [0.0] * CURVE_K
     assert all(ci == [0.0, 0.0] for ci in result["difference"]["ci95"])
-    from coevo.evaluate import curve_markdown
+    from coevo.evaluation import curve_markdown
 
     table = curve_markdown({"base": result["base"], "trained": result["trained"]}, result["difference"])
     assert table.count("\n") == 2 + CURVE_K and "| 16 |" in table and Path(result["base"]["checkpoint"]).is_dir()

@@ -14,7 +14,7 @@ import torch
 from coevo.config import PromptConfig
 from coevo.model.tokenizer import build_char_tokenizer
 from coevo.rollout.prompting import check_prompt_format, encode_prompts, prompt_renderer, render_prompt
-from coevo.stages import prepare_stage
+from coevo.stages.prepare import prepare_stage
 
 from .conftest import tiny_config
 

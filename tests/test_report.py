@@ -2,6 +2,7 @@
 
 from rich.console import Console
 
+from coevo.records import Artifact, Bootstrapped
 from coevo.report import bank_sentence, bootstrap_sentence, first_eval_sentence, splits_table
 
 
@@ -14,10 +15,10 @@ def test_the_test_bank_sentence_rounds_and_says_when_nothing_was_measured():
 
 
 def test_a_time_budgeted_bootstrap_says_what_stopped_it():
-    boot = {
-        "checkpoint": "runs/x/bootstrap",
-        "coevolver": "runs/x/coevolver/iter_0000",
-        "bootstrap": {
+    boot = Bootstrapped(
+        Artifact("runs/x/bootstrap", "0" * 64),
+        Artifact("runs/x/coevolver/iter_0000", "0" * 64),
+        {
             "kind": "arithmetic",
             "steps": 42,
             "seconds": 600.2,
@@ -26,7 +27,7 @@ def test_a_time_budgeted_bootstrap_says_what_stopped_it():
             "demonstrations": 672,
             "stopped_by": "time_budget",
         },
-    }
+    )
     text = bootstrap_sentence(boot)
     assert "42 steps (stopped by bootstrap.time_budget_s) in 600 s, 1,234,567 parameters" in text
     assert "nan" not in text and "{" not in text

@@ -14,7 +14,8 @@ import pytest
 from coevo.config import ConfigError
 from coevo.problems.loader import load_problem_file
 from coevo.problems.math_verifier import MathVerifier
-from coevo.stages import prepare_stage, reward_metrics
+from coevo.stages.prepare import prepare_stage
+from coevo.stages.verify import reward_metrics
 from coevo.verification.rewards import RewardError, check_rewards, reward_sources
 from coevo.verification.stage import family_verdicts, score_rows, verify_rollouts
 

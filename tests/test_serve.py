@@ -17,7 +17,7 @@ from prefect.client.orchestration import get_client
 from prefect.exceptions import ObjectNotFound
 from prefect.settings import PREFECT_API_URL
 
-from coevo.stages import RunLayout
+from coevo.layout import RunLayout
 from coevo.store.lineage import verify_lineage
 
 from .conftest import ROOT, TINY

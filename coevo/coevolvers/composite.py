@@ -216,3 +216,12 @@ def member_reports(report: Mapping) -> list[Mapping]:
     ):
         raise InputError("field 'members': expected an object of member reports (JSON objects)")
     return list(report["members"].values())
+
+
+def coevolver_at(cfg: Config, it: int, directory: str | Path, generate: TextGenerator | None = None) -> CoEvolver:
+    """The co-evolver (or list) saved in `directory`, as iteration `it` sees it (each one frozen once
+    its frozen_after has passed)."""
+    coevolver = load_coevolvers(directory, cfg, generate)
+    for member, member_cfg in zip(members_of(coevolver), cfg.coevolver_list):
+        member.frozen = member_cfg.frozen_at(it)
+    return coevolver

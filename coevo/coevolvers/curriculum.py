@@ -32,7 +32,7 @@ With `curriculum.proposer.enabled`, after each update the curriculum also writes
 problems where the solver's pass rate is near one half (coevo/problems/proposer.py, SEIF / R-Zero
 style, validated and de-duplicated against both splits); they accumulate in the version's
 `proposals.jsonl` and the stages draw, verify and train on train split + proposals of the version in
-force (`coevo.stages.in_force`); their categories become arms like any other.
+force (coevo/stages/in_force.py `in_force`); their categories become arms like any other.
 
 The saved directory holds `state.json` (category columns, temperature, per-arm value, count, last
 reward and cursor), `proposals.jsonl` when the proposer is on, and the manifest
@@ -236,7 +236,7 @@ class Curriculum:
 
     def proposed(self) -> pd.DataFrame:
         """The proposer's accepted problems so far (empty when it is off): the stages add them to the
-        training split of the iterations after this version (`coevo.stages.in_force`)."""
+        training split of the iterations after this version (coevo/stages/in_force.py `in_force`)."""
         return self.proposals if self.cfg.curriculum.proposer.enabled else problems_frame([])
 
     def proposal_metrics(self, report: Mapping) -> dict[str, float]:

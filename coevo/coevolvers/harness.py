@@ -54,7 +54,7 @@ What this harness holds (departures from the papers):
    reward) does not fall by more than `max_pass_drop`. A rejected value is not backtested again for
    `retry_after` iterations (the next diagnosis tries the next rung).
 4. The change takes effect from the next iteration: its rollouts, their rewards and the policy
-   update's prompts and log-probs use the harness in force (coevo.stages.in_force). Evaluation
+   update's prompts and log-probs use the harness in force (coevo/stages/in_force.py). Evaluation
    asks with the instruction the checkpoint was trained under (the prompt is part of how it is
    meant to be asked), keeps params' sampling and counts the gold verdict, which no weight moves.
 
@@ -217,7 +217,7 @@ class Harness(NoCoEvolver):
     def update(self, iteration: int, problems: pd.DataFrame, rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict:
         return {"iteration": iteration, "frozen": self.frozen, "overrides": dict(self.overrides)}
 
-    # ---- the harness step (coevo.stages.coevolve_stage calls it after `update`) ----
+    # ---- the harness step (coevo.stages.coevolve.coevolve_stage calls it after `update`) ----
     def diagnose(self, evidence: Mapping[str, float], current: Config, iteration: int) -> dict | None:
         """The change this iteration's evidence calls for, or None: {"knob", "value", "why"}: the first
         failure over its threshold with a value on its knob's ladder not rejected in the last

@@ -157,7 +157,7 @@ def arithmetic_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> B
 class WarmStart:
     """How the tiny policy is warm-started for a kind of problem source: the training function (on
     the train split as the problems table) and the settings it reads, as a pydantic `include` of
-    Config. The settings' values are part of the bootstrap key (coevo/stages.py), so changing them
+    Config. The settings' values are part of the bootstrap key (coevo/stages/prepare.py), so changing them
     re-bootstraps while a knob no warm start reads (code.sandbox, say) does not."""
 
     run: Callable[[Policy, pd.DataFrame, Config], BootstrapReport]

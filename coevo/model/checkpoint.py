@@ -295,6 +295,17 @@ def policy_version(directory: str | Path) -> str:
     return hash_file(weights) if weights.is_file() else "unknown"
 
 
+def damaged_files(checkpoint: str | Path) -> list[str]:
+    """The files of `checkpoint` whose content no longer has the sha256 its coevo.json records
+    (truncated, overwritten or missing; the optimizer state is not listed); [] for an intact one."""
+    listed = read_meta(checkpoint).get("files", {})
+    return [
+        name
+        for name, sha in sorted(listed.items())
+        if not (Path(checkpoint) / name).is_file() or hash_file(Path(checkpoint) / name) != sha
+    ]
+
+
 def resume_problem(directory: str | Path, damaged: list[str]) -> str | None:
     """Why an update cannot resume exactly from checkpoint `directory` (its weight files `damaged`
     as `damaged_files` lists them), or None when it can: weights intact and the optimizer state

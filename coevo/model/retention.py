@@ -1,7 +1,7 @@
 """Checkpoint retention: which checkpoints keep their weights, and pruning the others to metadata.
 
 Every iteration writes a full checkpoint (weights, tokenizer, optimizer state); at 135M parameters
-that is ~0.7 GB an iteration. After each iteration (the retain stage, coevo/stages.py) the weights
+that is ~0.7 GB an iteration. After each iteration (the retain stage, coevo/stages/retain.py) the weights
 and optimizer files of every checkpoint no rule keeps are deleted (`run.retention`):
   keep_last   the newest N iterations, each with its optimizer state (a resume falls back to the
               newest intact one of them; one kept only by the rules below keeps its weights only);

@@ -6,7 +6,7 @@ family is the constraint kind; the problem has no exact answer, so the problems 
 holds the gold check's spec as JSON ({"kind": ..., parameters}), read only by the gold checker.
 Training on a rubric never sees it (the rubric judge reads prompt and response only); the gold check
 is the upper-bound reward arm (the `verifier` reward: each constraint family's verifier is its gold
-check) and the held-out metric `eval/gold_acc` (coevo/evaluate.py).
+check) and the held-out metric `eval/gold_acc` (coevo/evaluation.py).
 
 Splits: the topics are shuffled by the seed and a quarter of them (at least one) are held out for
 test, an eighth for validation, so the splits are content-disjoint (no held-out prompt's topic is

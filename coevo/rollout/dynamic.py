@@ -5,7 +5,7 @@ A group whose G completions all pass (or all fail) has zero group-normalised adv
 nothing. DAPO over-samples and keeps drawing until the batch holds `problems_per_iter` groups with
 mixed outcomes. In coevo (`rollout.dynamic_sampling`):
 
-1. The batch in force (`coevo.stages.in_force`) is the chooser's draw of problems_per_iter x
+1. The batch in force (coevo/stages/in_force.py `in_force`) is the chooser's draw of problems_per_iter x
    (1 + max_rounds) problems (`candidate_count`), shuffled by (seed, iteration) (`shuffled`), and
    round r samples its slice r. The extra problems come from the chooser in force (the uniform
    sampler or the curriculum, the proposer's problems included) and depend only on the seed, the

@@ -41,11 +41,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from coevo.coevolvers.base import MANIFEST, content_hash, read_manifest
+from coevo.config import Config
 from coevo.errors import InputError
 from coevo.io import hash_bytes, hash_file
+from coevo.layout import RunLayout
 from coevo.model.checkpoint import META, PRUNED, TRAINER_STATE, WEIGHTS, read_meta, read_pruned, weights_file
 from coevo.model.import_model import read_import_record
+from coevo.records import Splits
 from coevo.tracking.dvc import dvc_dir_md5
+from coevo.verification.rewards import reward_sources
 
 MODEL_URI = "models:/"
 CHECKPOINT_TAG = "coevo.checkpoint_path"  # model-version tag holding the local checkpoint dir
@@ -492,3 +496,33 @@ def _model_version(ref: str, tracking_uri: str | None):
         return client.get_model_version_by_alias(name, key) if at else client.get_model_version(name, key)
     except MlflowException as exc:
         raise InputError(f"{ref}: not found in the model registry at {where}: {exc.message}") from exc
+
+
+def checkpoint_lineage(
+    cfg: Config,
+    it: int,
+    parent,
+    rollouts,
+    rewards,
+    coevolver,
+    data: Splits,
+    base: Path | None = None,
+    harness: dict | None = None,
+) -> dict:
+    """The lineage record of checkpoint `it`; `harness`: `InForce.harness` of the iteration that trained it."""
+    return lineage_record(
+        run_dir=cfg.run.out_dir,
+        iteration=it,
+        parent=parent,
+        rollouts=rollouts,
+        rewards=rewards,
+        coevolver=coevolver,
+        data={name: Path(getattr(data, name).path) for name in ("train", "val", "test")},
+        dvc_md5=data.dvc_md5,
+        params=cfg.model_dump(mode="json"),
+        checkpoint_dir=RunLayout(cfg.run.out_dir).checkpoint(it),
+        source=cfg.policy.checkpoint if it == 0 else None,  # the bootstrap copies the user's checkpoint
+        reward_plugins=reward_sources(cfg),
+        base=base,  # a LoRA checkpoint's base model
+        harness=None if harness is None else (Path(harness["path"]), harness["in_force"]),
+    )

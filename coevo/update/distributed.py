@@ -3,7 +3,7 @@
 Method. PyTorch DistributedDataParallel (Li et al. 2020, "PyTorch Distributed: Experiences on
 Accelerating Data Parallel Training"), launched by torchrun (torch.distributed.run) with a c10d
 rendezvous on loopback, as verl, OpenRLHF and prime-rl run their trainers. The update stage
-(coevo/stages.py) starts `python -m torch.distributed.run --nproc-per-node N ... -m
+(coevo/stages/update.py) starts `python -m torch.distributed.run --nproc-per-node N ... -m
 coevo.update.rank` as a subprocess (`launch_update`); every rank (coevo/update/rank.py: the
 stage's own update_state / update_train / update_save around this module's `Ranks`) reads
 checkpoint k, the iteration's rollouts and rewards from their paths (the stage passes paths, never
@@ -54,7 +54,7 @@ from torch.nn.parallel import DistributedDataParallel
 from coevo.config import Config
 from coevo.faults import kill_point
 from coevo.io import write_json
-from coevo.records import InForce
+from coevo.records import InForce, Splits, Trained
 from coevo.update.objectives import Objective, build_objective
 from coevo.update.objectives.kl import shard_weight
 from coevo.update.prefix import rank_rows
@@ -140,12 +140,12 @@ def launch_update(
     rollouts: str,
     rewards: str,
     coevolver: str,
-    data: dict,
+    data: Splits,
     rank_module: str,
-) -> dict:
+) -> Trained:
     """Run the update of iteration `now.iteration` (what it runs under: coevo/records.py) in
     `world_size` torchrun ranks, each `python -m rank_module JOB` (the stage's rank entry point,
-    coevo/update/rank.py); the stage's record {"checkpoint", "sha256", "metrics"} from rank 0. Raises
+    coevo/update/rank.py); the stage's record (checkpoint k+1 and its metrics) from rank 0. Raises
     DistributedUpdateError when torchrun fails (a rank died), with the failed ranks' exits; nothing
     is written then."""
     settings = cfg.policy.distributed
@@ -163,7 +163,7 @@ def launch_update(
                 "rollouts": rollouts,
                 "rewards": rewards,
                 "coevolver": coevolver,
-                "data": data,
+                "data": data.to_json(),
             },
         )
         command = [
@@ -179,7 +179,7 @@ def launch_update(
             raise DistributedUpdateError(
                 failure_message(it, checkpoint, code, (job / "torchrun.log").read_text(errors="replace"))
             )
-        return json.loads((job / RESULT).read_text())
+        return Trained.from_json(json.loads((job / RESULT).read_text()))
 
 
 def failure_message(it: int, checkpoint: str, code: int, log: str) -> str:

@@ -1,11 +1,11 @@
 """One rank of the distributed update stage: the module torchrun runs (`-m coevo.update.rank JOB`).
 
-The update stage (coevo/stages.py, policy.distributed.world_size > 1) starts torchrun through
+The update stage (coevo/stages/update.py, policy.distributed.world_size > 1) starts torchrun through
 `launch_update` (coevo/update/distributed.py), naming this module; each rank loads checkpoint k,
 builds the update's optimizer, objective and reference exactly as the single-process stage does
-(`stages.update_state`), trains its share of every minibatch in DDP (`stages.update_train` with its
-`Ranks`), and rank 0 alone writes checkpoint k+1 (`stages.update_save`) and the result file the
-launcher reads. The stage's work lives in coevo/stages.py and the DDP mechanics in
+(`update_state`), trains its share of every minibatch in DDP (`update_train` with its
+`Ranks`), and rank 0 alone writes checkpoint k+1 (`update_save`) and the result file the
+launcher reads. The stage's work lives in coevo/update/steps.py and the DDP mechanics in
 coevo/update/distributed.py; this module only joins them in the rank's process.
 """
 
@@ -15,17 +15,19 @@ import argparse
 import gc
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from coevo import stages
 from coevo.config import Config
 from coevo.io import write_json
+from coevo.layout import RunLayout
 from coevo.model.checkpoint import load_policy
-from coevo.records import InForce
+from coevo.records import InForce, Splits, Trained
 from coevo.update.distributed import RESULT, Ranks, backend_of
+from coevo.update.steps import update_save, update_state, update_train
 
 
 def run_rank(job: Path) -> None:
@@ -43,15 +45,14 @@ def run_rank(job: Path) -> None:
         torch.set_num_threads(cfg.policy.threads or 1)
         paths = [spec[key] for key in ("checkpoint", "rollouts", "rewards", "coevolver")]
         policy = load_policy(spec["checkpoint"], device, cfg.policy.dtype)
-        optimizer, objective, reference = stages.update_state(cfg, it, spec["checkpoint"], policy)
+        optimizer, objective, reference = update_state(cfg, it, spec["checkpoint"], policy)
         ranks = Ranks(policy.model, torch.device(device))
-        stats = stages.update_train(cfg, now, policy, optimizer, objective, reference, *paths[1:], ranks)
+        stats = update_train(cfg, now, policy, optimizer, objective, reference, *paths[1:], ranks)
         if ranks.rank == 0:
-            version = stages.update_save(
-                cfg, now, *paths, spec["data"], policy, optimizer, stats, {"world_size": ranks.world}
-            )
-            out = stages.RunLayout(cfg.run.out_dir).checkpoint(it)
-            write_json(job / RESULT, {"checkpoint": str(out), "sha256": version, "metrics": stats})
+            data, world = Splits.from_json(spec["data"]), {"world_size": ranks.world}
+            version = update_save(cfg, now, *paths, data, policy, optimizer, stats, world)
+            out = RunLayout(cfg.run.out_dir).checkpoint(it)
+            write_json(job / RESULT, asdict(Trained(str(out), version, stats)))
         # DDP's reducer holds the process group: free it while the group is alive (destroyed after the
         # group, its gloo threads wait on the peer that has already exited, and the rank hangs)
         del ranks

@@ -3,9 +3,10 @@
 Each problem family's verifier comes from a registry (`FAMILY_VERIFIERS`, coevo/verification/family_verifiers.py);
 `family_verdicts` (there, importable from here too) is the built-in reward `verifier` of `rewards:`
 (coevo/verification/rewards.py), beside `format` and user plugins. `score_rows` is the one place a completion
-meets the run's rewards: the verification stage (`verify_rollouts`) and the held-out evaluation (coevo/evaluate.py) both
-call it, so a problem is judged the same way in training and in evaluation. The default `rewards:` is
-`verifier` alone with weight 1, so each reward is exactly its family verifier's.
+meets the run's rewards: the verification stage (`verify_rollouts`) and the held-out evaluation
+(coevo/evaluation.py) both call it, so a problem is judged the same way in training and in
+evaluation. The default `rewards:` is `verifier` alone with weight 1, so each reward is exactly its
+family verifier's.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""mkdocs hook: the configuration reference, generated from `coevo/config.py` at build time.
+"""mkdocs hook: the configuration reference, generated from `coevo/config/` at build time.
 
 `coevo.config.Config` is the strict pydantic tree that params.yaml is loaded into; every field has a
 description. This hook walks the tree from `Config` (through nested models, lists of models and
@@ -132,7 +132,7 @@ def render() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Every key of `params.yaml`, generated from the pydantic tree in `coevo/config.py` when the site is",
+        "Every key of `params.yaml`, generated from the pydantic tree in `coevo/config/` when the site is",
         "built (`docs/hooks/config_reference.py`), so it always matches the code. An unknown or misspelt key",
         "is an error naming the file and the key; `--set section.key=value` overrides any key for one run.",
         "Sections that are lists (`rewards[]`) take a list of entries with these keys; `coevolver` takes one entry "

@@ -20,13 +20,14 @@ from coevo.coevolvers import build_coevolver
 from coevo.coevolvers.writers import SkillDraft
 from coevo.config import deep_merge
 from coevo.driver import train
-from coevo.evaluate import evaluate, greedy_completions
+from coevo.evaluation import evaluate, greedy_completions
 from coevo.model.bootstrap import bootstrap_policy
 from coevo.model.checkpoint import load_policy
 from coevo.prepare import prepare_problems
+from coevo.records import Artifact, Splits
 from coevo.rollout.engines.hf import HFEngine
 from coevo.rollout.prompting import render_prompt
-from coevo.stages import bootstrap_key
+from coevo.stages.prepare import bootstrap_key
 from coevo.verification.stage import score_rows, verify_rollouts
 from flows.train import train_flow
 from schemas.problems import read_problems
@@ -56,7 +57,7 @@ def code_run(tmp_path_factory):
 
 def test_plain_driver_trains_on_code_problems(code_run):
     cfg, summary = code_run
-    boot = summary["bootstrap"]["bootstrap"]
+    boot = summary["bootstrap"]
     assert boot["kind"] == "code" and boot["steps"] == 120 and boot["final_loss"] < 2.0 and not boot["note"]
     for it in (1, 2):
         rewards = read_rewards(cfg.run.out_dir / "rewards" / f"iter_{it:04d}.parquet")
@@ -121,7 +122,8 @@ def test_bootstrap_without_synthetic_problems_starts_untrained_and_says_so(tmp_p
 
 
 def test_bootstrap_key_follows_the_warm_start_of_the_source(tmp_path):
-    data = {"dvc_md5": "0"}
+    split = Artifact("data/train.parquet", "0")
+    data = Splits(split, split, split, dvc_md5="0")  # the key reads the DVC hash only
 
     def key(**overrides) -> str:
         return bootstrap_key(tiny_config(tmp_path, **overrides), data)

@@ -210,7 +210,12 @@ PROPOSING = {"enabled": True, "band": 0.45, "promote_above": 0.95, "min_samples"
 def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
     from coevo.driver import train
     from coevo.io import hash_file
-    from coevo.stages import RunLayout, in_force, problems, training_split, verify_stage
+    from coevo.layout import RunLayout
+    from coevo.problems.splits import SPLITS
+    from coevo.records import Artifact, Splits
+    from coevo.stages.in_force import in_force
+    from coevo.stages.verify import verify_stage
+    from coevo.store.tables import problems, training_split
 
     # 16 problems a batch and band 0.49 (pass rates 0.01-0.99 are the frontier): whether the tiny
     # 30-step bootstrap's first batch of 4 passed 5% of a category was luck of the draw, and the unseen
@@ -223,7 +228,8 @@ def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
     )
     train(cfg)
     layout, data = RunLayout(cfg.run.out_dir), cfg.problems.data_dir
-    prepared = {"train": {"path": str(data / "train.parquet"), "sha256": hash_file(data / "train.parquet")}}
+    split = {name: Artifact(str(data / f"{name}.parquet"), hash_file(data / f"{name}.parquet")) for name in SPLITS}
+    prepared = Splits(**split, dvc_md5="")  # in_force reads the train split only
     report = json.loads(layout.report(1).read_text())["proposer"]
     assert (
         report["accepted"] == report["total"] > 0
@@ -248,7 +254,7 @@ def test_proposer_grows_the_training_split_the_stages_draw_from(tmp_path):
         .assign(problem_id=saved["id"][0], completion=f"{saved['answer'][0]}")
     )
     rollouts.to_parquet(tmp_path / "one.parquet")
-    rewards = pd.read_parquet(verify_stage(cfg, in_force(cfg, 2, prepared), str(tmp_path / "one.parquet"))["path"])
+    rewards = pd.read_parquet(verify_stage(cfg, in_force(cfg, 2, prepared), str(tmp_path / "one.parquet")).path)
     assert rewards["passed"].tolist() == [True]
 
 

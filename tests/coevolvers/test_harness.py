@@ -315,7 +315,7 @@ COLD = 0.01
 
 def test_a_run_with_a_collapsing_temperature_is_diagnosed_backtested_and_fixed(tmp_path):
     from coevo.driver import train
-    from coevo.stages import RunLayout
+    from coevo.layout import RunLayout
     from coevo.store.lineage import read_record
 
     cfg = tiny_config(

@@ -13,7 +13,7 @@ import pytest
 from coevo.coevolvers.base import CoevolverDirError, read_manifest
 from coevo.coevolvers.composite import CoEvolverList, CoevolverRoleError, build_coevolvers, load_coevolvers
 from coevo.config import ConfigError
-from coevo.stages import prepare_stage
+from coevo.stages.prepare import prepare_stage
 from coevo.store.lineage import read_record, verify_lineage
 
 from ..conftest import tiny_config
@@ -145,13 +145,18 @@ def assert_roles_obeyed(cfg, iterations: int) -> None:
     import pandas as pd
 
     from coevo.coevolvers.base import uniform_batch
+    from coevo.coevolvers.composite import coevolver_at
     from coevo.io import hash_file
-    from coevo.stages import RunLayout, coevolver_at, in_force, training_split
+    from coevo.layout import RunLayout
+    from coevo.records import Artifact, Splits
+    from coevo.stages.in_force import in_force
+    from coevo.store.tables import training_split
     from schemas.rollouts import read_rollouts
 
     layout = RunLayout(cfg.run.out_dir)
     train = cfg.problems.data_dir / "train.parquet"
-    data = {"train": {"path": str(train), "sha256": hash_file(train)}}
+    split = Artifact(str(train), hash_file(train))
+    data = Splits(split, split, split, dvc_md5="")  # in_force reads the train split only
     for it in range(1, iterations + 1):
         evolver = coevolver_at(cfg, it, layout.coevolver(it - 1))
         chooser = evolver.player["problems"] if isinstance(evolver, CoEvolverList) else evolver

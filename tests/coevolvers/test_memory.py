@@ -104,7 +104,7 @@ def reflector_policy(tiny_policy_dir, out_dir, prompts: dict[str, str]):
 
 
 def test_policy_reflector_writes_levels_two_and_three(tiny_cfg, tiny_policy_dir, tmp_path):
-    from coevo.stages import policy_generator
+    from coevo.coevolvers.policy import policy_generator
 
     cfg = memory_config(patterns_every=2, lessons_per_iter=2, max_chars=12)
     groups = [("m1", "solo", "", [1, 0, 0, 0]), ("a1", "solo", "", [1, 1, 0, 0])]

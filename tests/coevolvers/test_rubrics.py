@@ -23,7 +23,7 @@ from coevo.coevolvers.rubrics import (
 )
 from coevo.config import CoevolverConfig, RubricsConfig
 from coevo.problems.constraints import generate_constraints
-from coevo.stages import reward_metrics
+from coevo.stages.verify import reward_metrics
 from coevo.store.catalog import skill_events_from_report
 from coevo.verification.rewards import reward_terms
 from coevo.verification.stage import verify_rollouts

@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 
 from coevo.cli import app
 from coevo.config import load_config
+from coevo.layout import RunLayout
 from coevo.model.checkpoint import META
-from coevo.stages import RunLayout, latest_complete
+from coevo.stages.resume import latest_complete
 from coevo.store.catalog import Catalog
 from coevo.store.lineage import verify_lineage
 from flows.train import train_flow

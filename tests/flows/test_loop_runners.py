@@ -14,8 +14,8 @@ from prefect.settings import PREFECT_API_URL
 from typer.testing import CliRunner
 
 from coevo.cli import app
+from coevo.layout import RunLayout
 from coevo.model.checkpoint import read_meta
-from coevo.stages import RunLayout
 
 from .test_continue import _params
 from .test_resume import _kill_at_pause

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from coevo.cli import app
 from coevo.coevolvers.base import read_manifest
 from coevo.config import deep_merge
+from coevo.layout import RunLayout
 from coevo.model.checkpoint import read_meta
-from coevo.stages import RunLayout
 from flows.train import train_flow
 
 from ..conftest import ROOT, TINY

@@ -24,8 +24,8 @@ import pytest
 from coevo.config import Config, deep_merge, load_config
 from coevo.driver import train as plain_train
 from coevo.io import hash_file
+from coevo.layout import RunLayout
 from coevo.model.checkpoint import read_meta
-from coevo.stages import RunLayout
 from flows.train import train_flow
 
 from ..conftest import ROOT, TINY

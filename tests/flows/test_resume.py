@@ -27,7 +27,7 @@ from safetensors.torch import load_file
 from coevo.coevolvers.base import read_manifest
 from coevo.coevolvers.composite import member_reports
 from coevo.config import deep_merge
-from coevo.stages import RunLayout
+from coevo.layout import RunLayout
 from coevo.store.catalog import Catalog
 from coevo.store.lineage import read_record, verify_lineage
 from flows.train import train_flow

@@ -13,7 +13,7 @@ from uuid import UUID
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterFlowRunId, TaskRunFilterName
 
-from coevo.stages import RunLayout
+from coevo.layout import RunLayout
 from flows.train import train_flow
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
@@ -57,11 +57,11 @@ def task_run_states(flow_run_id: UUID, name: str, until: str, deadline_s: float 
 
 
 def flaky_generation(monkeypatch) -> list[str]:
-    """The rollout stage's generation (coevo.stages.run_rollouts, the real one) raises a transient
-    ConnectionError on its first FAILURES calls, then runs; returns the list of calls made."""
-    from coevo import stages
+    """The rollout stage's generation (`run_rollouts` as coevo/stages/rollout.py calls it, the real one)
+    raises a transient ConnectionError on its first FAILURES calls, then runs; returns the list of calls made."""
+    from coevo.stages import rollout
 
-    calls, real = [], stages.run_rollouts
+    calls, real = [], rollout.run_rollouts
 
     def generation(*args, **kwargs):
         calls.append("call")
@@ -69,7 +69,7 @@ def flaky_generation(monkeypatch) -> list[str]:
             raise ConnectionError("transient: generation server unavailable")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(stages, "run_rollouts", generation)
+    monkeypatch.setattr(rollout, "run_rollouts", generation)
     return calls
 
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coevo.cli import app
-from coevo.stages import RunLayout
+from coevo.layout import RunLayout
 
 from .test_continue import _params
 

@@ -11,7 +11,7 @@ from prefect import flow, task
 from safetensors.torch import load_file
 
 import flows
-from coevo.stages import RunLayout
+from coevo.layout import RunLayout
 from coevo.store.catalog import Catalog
 from coevo.store.lineage import verify_lineage
 from flows.train import train_flow

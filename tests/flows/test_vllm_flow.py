@@ -11,8 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from coevo.layout import RunLayout
 from coevo.rollout.engines.vllm import vllm_available
-from coevo.stages import RunLayout
 
 from ..conftest import ROOT, TINY
 

@@ -280,18 +280,18 @@ def test_cli_json_prints_the_record_and_defaults_out_to_models(tiny_gguf, tmp_pa
 
 
 def test_bootstrap_lineage_carries_the_import_record(tiny_import, tmp_path):
-    from coevo import stages
+    from coevo.stages.prepare import bootstrap_stage, prepare_stage
     from coevo.store.lineage import read_record, verify_lineage
     from tests.conftest import tiny_config
 
     out, record = tiny_import
     cfg = tiny_config(tmp_path, policy={"checkpoint": str(out)})
-    boot = stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
-    lineage = read_record(Path(boot["checkpoint"]))
+    boot = bootstrap_stage(cfg, prepare_stage(cfg))
+    lineage = read_record(Path(boot.checkpoint.path))
     assert lineage["source"] == {"path": str(out.resolve()), "import": record}
-    assert verify_lineage(Path(boot["checkpoint"])) == []
+    assert verify_lineage(Path(boot.checkpoint.path)) == []
     shown = CliRunner().invoke(
-        app, ["lineage", boot["checkpoint"]], env={"COLUMNS": "400"}
+        app, ["lineage", boot.checkpoint.path], env={"COLUMNS": "400"}
     )  # wide: the tree crops long tmp paths
     assert shown.exit_code == 0 and "imported from GGUF" in shown.output, shown.output  # the tree's source row
     copy = tmp_path / "copy"  # a source whose weights no longer match its import record
@@ -299,10 +299,10 @@ def test_bootstrap_lineage_carries_the_import_record(tiny_import, tmp_path):
     for p in out.iterdir():
         (copy / p.name).write_bytes(p.read_bytes())
     cfg = tiny_config(tmp_path / "second", policy={"checkpoint": str(copy)})
-    boot = stages.bootstrap_stage(cfg, stages.prepare_stage(cfg))
+    boot = bootstrap_stage(cfg, prepare_stage(cfg))
     (copy / "new.safetensors").write_bytes((copy / WEIGHTS).read_bytes() + b" ")
     (copy / "new.safetensors").replace(copy / WEIGHTS)  # the source changed after checkpoint 0 copied it
-    found = verify_lineage(Path(boot["checkpoint"]))
+    found = verify_lineage(Path(boot.checkpoint.path))
     assert [(m.what, m.path) for m in found] == [("source checkpoint", str(copy.resolve() / WEIGHTS))]
 
 

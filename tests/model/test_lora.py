@@ -12,11 +12,15 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from coevo import stages
+from coevo.layout import RunLayout
+from coevo.model.cache import forget_policies
 from coevo.model.checkpoint import TRAINER_STATE, WEIGHTS, load_policy, save_checkpoint
 from coevo.model.export import EXPORT_RECORD, export_merged
 from coevo.model.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraTargetError, apply_lora, is_lora, merged_copy
 from coevo.rollout.engines.hf import HFEngine
+from coevo.stages.in_force import in_force
+from coevo.stages.prepare import prepare_stage
+from coevo.stages.update import update_stage
 from coevo.store.lineage import verify_lineage
 from coevo.update.objectives import build_objective
 from coevo.update.stage import build_optimizer, policy_update
@@ -103,7 +107,7 @@ def test_merged_export_and_hf_engine_serve_the_adapted_model(tmp_path, tiny_poli
 def test_a_target_matching_no_module_stops_before_anything_is_written(tmp_path):
     cfg = tiny_config(tmp_path, policy={"lora": {**LORA, "target_modules": ["q_proj", "nope_proj"]}})
     with pytest.raises(LoraTargetError, match=r"policy\.lora\.target_modules.*nope_proj") as error:
-        stages.prepare_stage(cfg)
+        prepare_stage(cfg)
     assert not cfg.problems.data_dir.exists() and not cfg.run.out_dir.exists()
     # docs/policy.md (LoRA): the error lists the model's linear layers (the names a target may use): the Llama
     # architecture's projections and head, and nothing else (no norms, embeddings or containers)
@@ -140,24 +144,24 @@ def lora_run(tmp_path_factory):
 
 def _update(lora_run, it, parent, rewards):
     cfg, data, boot, rollouts, _, _ = lora_run
-    now = stages.in_force(cfg, it, data, choose=False)  # no version it-1 here: the params are what is in force
-    return stages.update_stage(cfg, now, str(parent), rollouts, str(rewards), boot["coevolver"], data)
+    now = in_force(cfg, it, data, choose=False)  # no version it-1 here: the params are what is in force
+    return update_stage(cfg, now, str(parent), rollouts, str(rewards), boot.coevolver.path, data)
 
 
 def test_resume_of_a_lora_run_is_bit_identical_and_lineage_checks_the_base(lora_run):
     cfg, _, boot, _, signal, _ = lora_run
-    layout = stages.RunLayout(cfg.run.out_dir)
-    first = _update(lora_run, 1, boot["checkpoint"], signal)
-    second = _update(lora_run, 2, first["checkpoint"], signal)  # uninterrupted: policy kept in memory
+    layout = RunLayout(cfg.run.out_dir)
+    first = _update(lora_run, 1, boot.checkpoint.path, signal)
+    second = _update(lora_run, 2, first.path, signal)  # uninterrupted: policy kept in memory
     uninterrupted = (layout.checkpoint(2) / ADAPTER_WEIGHTS).read_bytes()
     assert uninterrupted != (layout.checkpoint(1) / ADAPTER_WEIGHTS).read_bytes()
-    stages._POLICIES.clear()  # a fresh process: base + adapter + optimizer state from checkpoint 1
-    resumed = _update(lora_run, 2, first["checkpoint"], signal)
+    forget_policies()  # a fresh process: base + adapter + optimizer state from checkpoint 1
+    resumed = _update(lora_run, 2, first.path, signal)
     assert (layout.checkpoint(2) / ADAPTER_WEIGHTS).read_bytes() == uninterrupted
-    assert resumed["sha256"] == second["sha256"]
+    assert resumed.sha256 == second.sha256
 
     record = json.loads((layout.checkpoint(2) / "coevo.json").read_text())["lineage"]
-    assert record["base"] == {"path": "bootstrap", "weights_sha256": boot["sha256"]}
+    assert record["base"] == {"path": "bootstrap", "weights_sha256": boot.checkpoint.sha256}
     assert verify_lineage(layout.checkpoint(2)) == []
     weights = layout.checkpoint(0) / WEIGHTS
     saved = weights.read_bytes()
@@ -173,10 +177,10 @@ def test_unchanged_weights_are_copied_never_shared(lora_run):
     """No step: the child holds copies of its parent's adapter and optimizer state (same bytes,
     another inode, so a write into one never reaches the other), recorded as unchanged_from."""
     cfg, _, boot, _, signal, flat = lora_run
-    layout = stages.RunLayout(cfg.run.out_dir)
-    parent = _update(lora_run, 1, boot["checkpoint"], signal)
-    out = _update(lora_run, 2, parent["checkpoint"], flat)  # no group has signal: no step
-    assert out["metrics"]["policy/steps"] == 0 and out["sha256"] == parent["sha256"]
+    layout = RunLayout(cfg.run.out_dir)
+    parent = _update(lora_run, 1, boot.checkpoint.path, signal)
+    out = _update(lora_run, 2, parent.path, flat)  # no group has signal: no step
+    assert out.metrics["policy/steps"] == 0 and out.sha256 == parent.sha256
     for name in (ADAPTER_WEIGHTS, TRAINER_STATE):
         one, two = layout.checkpoint(1) / name, layout.checkpoint(2) / name
         assert not os.path.samefile(one, two) and one.read_bytes() == two.read_bytes()
@@ -195,7 +199,7 @@ def test_cli_lineage_and_export_merged_take_adapter_checkpoints(lora_run, tmp_pa
     from coevo.cli import app
 
     cfg, _, boot, _, signal, _ = lora_run
-    checkpoint = _update(lora_run, 1, boot["checkpoint"], signal)["checkpoint"]
+    checkpoint = _update(lora_run, 1, boot.checkpoint.path, signal).path
     runner = CliRunner()
     shown = runner.invoke(app, ["lineage", checkpoint, "--verify"])
     assert shown.exit_code == 0, shown.output
@@ -203,5 +207,5 @@ def test_cli_lineage_and_export_merged_take_adapter_checkpoints(lora_run, tmp_pa
     exported = runner.invoke(app, ["export-merged", checkpoint, "--out", str(tmp_path / "served"), "--json"])
     assert exported.exit_code == 0, exported.output
     record = json.loads(exported.output)
-    assert record["lora"] and record["base"]["weights_sha256"] == boot["sha256"]
+    assert record["lora"] and record["base"]["weights_sha256"] == boot.checkpoint.sha256
     assert (tmp_path / "served" / WEIGHTS).is_file()

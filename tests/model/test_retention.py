@@ -13,6 +13,8 @@ from coevo.coevolvers.base import MANIFEST, PrunedCoevolverError, content_hash, 
 from coevo.config import ConfigError
 from coevo.driver import train
 from coevo.io import hash_file
+from coevo.layout import RunLayout
+from coevo.model.cache import cached_policy
 from coevo.model.checkpoint import (
     PRUNED,
     TRAINER_STATE,
@@ -23,7 +25,8 @@ from coevo.model.checkpoint import (
     read_meta,
 )
 from coevo.model.retention import disk_bound_checkpoints, keep_set, prune_checkpoint, prune_coevolver
-from coevo.stages import RunLayout, cached_policy, latest_complete, retain_stage
+from coevo.stages.resume import latest_complete
+from coevo.stages.retain import retain_stage
 from coevo.store.lineage import lineage_chain, verify_lineage
 from tests.conftest import tiny_config
 
@@ -115,7 +118,7 @@ def test_pruning_leaves_metadata_and_a_marker(pruned_run):
             )  # the vocabulary goes
     assert (layout.checkpoint(4) / TRAINER_STATE).is_file()  # the newest keeps what a resume needs
     assert (layout.checkpoint(0) / WEIGHTS).is_file()
-    assert retain_stage(cfg, 4)["pruned"] == []  # idempotent: nothing left to prune
+    assert retain_stage(cfg, 4).pruned == ()  # idempotent: nothing left to prune
     with pytest.raises(ValueError, match="never pruned"):
         prune_checkpoint(layout.checkpoint(0), 0)
 
@@ -244,7 +247,7 @@ def test_coevolver_versions_are_pruned_with_their_checkpoints(pruned_run):
             assert present == {MANIFEST, *manifest["files"]}, it
             load_coevolver(version, cfg.coevolver_list[0], cfg.seed)
     assert any((layout.coevolver(it) / PRUNED).is_file() for it in (1, 2))
-    assert retain_stage(cfg, 4)["coevolver_pruned"] == []  # idempotent
+    assert retain_stage(cfg, 4).coevolver_pruned == ()  # idempotent
     with pytest.raises(ValueError, match="never pruned"):
         prune_coevolver(layout.coevolver(0), 0)
 

@@ -16,18 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from coevo import stages
 from coevo.driver import train
 from coevo.io import hash_file
+from coevo.layout import RunLayout
 from coevo.model.checkpoint import (
     META,
     TRAINER_STATE,
     WEIGHTS,
     DamagedCheckpointError,
+    damaged_files,
     load_policy,
     read_meta,
     save_checkpoint,
 )
+from coevo.stages.resume import latest_complete
 from coevo.store.lineage import verify_lineage
 from tests.conftest import tiny_config
 
@@ -60,7 +62,7 @@ def test_in_place_write_into_the_newest_checkpoint_leaves_older_ones_and_the_use
     its weights) rewrites the newest checkpoint's files in place: every older checkpoint and the
     user's model keep their bytes, and lineage --verify passes on each of them."""
     cfg, user = user_run
-    layout = stages.RunLayout(cfg.run.out_dir)
+    layout = RunLayout(cfg.run.out_dir)
     assert all(read_meta(layout.checkpoint(k)).get("unchanged_from") for k in (1, 2, 3))
     user_before = hashes(user)
     before = {k: hashes(layout.checkpoint(k)) for k in (0, 1, 2)}
@@ -107,13 +109,13 @@ def test_a_damaged_bootstrap_is_made_again_and_no_child_vouches_for_it(tmp_path)
     coevo.json records (the child never copies the parent's recorded hashes for unchecked bytes)."""
     cfg = tiny_config(tmp_path, policy=FROZEN, run={"iterations": 1})
     quietly(cfg)
-    layout = stages.RunLayout(cfg.run.out_dir)
+    layout = RunLayout(cfg.run.out_dir)
     shutil.rmtree(layout.checkpoint(1))  # the resume must restart from the bootstrap
     config = layout.checkpoint(0) / "config.json"
     config.write_text(config.read_text().replace("}", ', "x": 1}', 1))
     with pytest.warns(UserWarning, match=r"bootstrap: config\.json no longer has the sha256 .* making it again"):
         train(cfg, continue_latest=True)
-    assert stages.damaged_files(layout.checkpoint(0)) == [] and stages.damaged_files(layout.checkpoint(1)) == []
+    assert damaged_files(layout.checkpoint(0)) == [] and damaged_files(layout.checkpoint(1)) == []
     assert verify_lineage(layout.checkpoint(1)) == []
 
 
@@ -122,14 +124,14 @@ def test_resume_checks_the_bootstrap_like_every_checkpoint(tmp_path):
     than restarting a run from it."""
     cfg = tiny_config(tmp_path, policy=FROZEN, run={"iterations": 1})
     quietly(cfg)
-    layout = stages.RunLayout(cfg.run.out_dir)
+    layout = RunLayout(cfg.run.out_dir)
     (layout.checkpoint(1) / TRAINER_STATE).unlink()
     with (layout.checkpoint(0) / "tokenizer_config.json").open("a") as fh:
         fh.write(" ")
     with pytest.raises(DamagedCheckpointError, match=r"bootstrap: tokenizer_config\.json no longer has"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            stages.latest_complete(cfg)
+            latest_complete(cfg)
 
 
 def test_orphan_temporary_directories_are_removed_at_the_next_start(tmp_path):
@@ -137,7 +139,7 @@ def test_orphan_temporary_directories_are_removed_at_the_next_start(tmp_path):
     `.NAME.old` aside of a directory being replaced) is removed when the run next starts, and named."""
     cfg = tiny_config(tmp_path, policy=FROZEN, run={"iterations": 1})
     quietly(cfg)
-    layout = stages.RunLayout(cfg.run.out_dir)
+    layout = RunLayout(cfg.run.out_dir)
     orphans = [
         layout.checkpoint(1).parent / ".iter_0002.k1ll3d00.tmp",
         layout.coevolver(1).parent / ".iter_0002.k1ll3d00.tmp",
@@ -210,8 +212,8 @@ def test_the_flow_remakes_a_damaged_bootstrap_its_cache_points_at(prefect_server
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         train_flow(str(params))
-        layout = stages.RunLayout(tmp_path / "run")
+        layout = RunLayout(tmp_path / "run")
         config = layout.checkpoint(0) / "config.json"
         config.write_text(config.read_text().replace("}", ', "x": 1}', 1))
         train_flow(str(params), continue_latest=True)  # iteration 2, from checkpoint 1
-    assert stages.damaged_files(layout.checkpoint(0)) == [] and verify_lineage(layout.checkpoint(2)) == []
+    assert damaged_files(layout.checkpoint(0)) == [] and verify_lineage(layout.checkpoint(2)) == []

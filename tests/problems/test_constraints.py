@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from coevo.evaluate import gold_metrics
+from coevo.evaluation import gold_metrics
 from coevo.problems.constraints import (
     KINDS,
     TOPICS,

@@ -6,10 +6,17 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from coevo import stages
 from coevo.config import ConfigError, DynamicSamplingConfig
 from coevo.io import hash_file
+from coevo.layout import RunLayout
+from coevo.model.cache import forget_policies
 from coevo.rollout.dynamic import kept_rows, mixed_problems, sample_rounds
+from coevo.stages.in_force import in_force
+from coevo.stages.prepare import bootstrap_stage, prepare_stage
+from coevo.stages.rollout import rollout_stage
+from coevo.stages.update import update_stage
+from coevo.stages.verify import verify_stage
+from coevo.store.tables import batch_of
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
@@ -104,27 +111,27 @@ def test_a_tiny_run_samples_rounds_from_the_chooser_and_trains_only_the_kept_gro
         rollout={"problems_per_iter": 4, "group_size": 4, "dynamic_sampling": {"enabled": True, "max_rounds": 2}},
         bootstrap={"steps": 120},  # passes some 1-digit problems: a few groups are mixed, most are not
     )
-    stages._POLICIES.clear()
-    data = stages.prepare_stage(cfg)
-    boot = stages.bootstrap_stage(cfg, data)
-    now = stages.in_force(cfg, 1, data)
+    forget_policies()
+    data = prepare_stage(cfg)
+    boot = bootstrap_stage(cfg, data)
+    now = in_force(cfg, 1, data)
     assert len(now.batch) == 12 and len(set(now.batch)) == 12  # 4 x (1 + 2 rounds), no repeat
-    record = stages.rollout_stage(cfg, now, boot["checkpoint"])
-    frame = read_rollouts(record["path"])
-    scored = read_rewards(stages.verify_stage(cfg, now, record["path"])["path"])
-    metrics, rounds = record["metrics"], int(record["metrics"]["rollout/ds_rounds"])
+    record = rollout_stage(cfg, now, boot.checkpoint.path)
+    frame = read_rollouts(record.path)
+    scored = read_rewards(verify_stage(cfg, now, record.path).path)
+    metrics, rounds = record.metrics, int(record.metrics["rollout/ds_rounds"])
     assert list(dict.fromkeys(frame["problem_id"])) == list(now.batch[: 4 * (rounds + 1)])
     mixed = mixed_problems(frame, scored, "passed")
     assert metrics["rollout/ds_groups_mixed"] == len(mixed)
     assert rounds == 2 or len(mixed) >= 4  # stopped because the rounds ran out or the batch is full
     assert rounds >= 1 and mixed  # round 0 alone did not fill the batch; a later one found more
     assert metrics["rollout/ds_groups_kept"] == min(len(mixed), 4)
-    first = hash_file(record["path"])
-    stages._POLICIES.clear()
-    assert hash_file(stages.rollout_stage(cfg, now, boot["checkpoint"])["path"]) == first
-    rewards = str(stages.RunLayout(cfg.run.out_dir).rewards(1))
-    updated = stages.update_stage(cfg, now, boot["checkpoint"], record["path"], rewards, boot["coevolver"], data)
-    assert updated["metrics"]["policy/groups_total"] == metrics["rollout/ds_groups_kept"]
+    first = hash_file(record.path)
+    forget_policies()
+    assert hash_file(rollout_stage(cfg, now, boot.checkpoint.path).path) == first
+    rewards = str(RunLayout(cfg.run.out_dir).rewards(1))
+    updated = update_stage(cfg, now, boot.checkpoint.path, record.path, rewards, boot.coevolver.path, data)
+    assert updated.metrics["policy/groups_total"] == metrics["rollout/ds_groups_kept"]
 
 
 def test_the_curriculums_draw_is_sampled_in_a_shuffled_order_so_every_round_mixes_its_cells(tmp_path):
@@ -135,10 +142,10 @@ def test_the_curriculums_draw_is_sampled_in_a_shuffled_order_so_every_round_mixe
         coevolver={"kind": "curriculum"},
         rollout={"problems_per_iter": 4, "group_size": 4, "dynamic_sampling": {"enabled": True, "max_rounds": 2}},
     )
-    stages._POLICIES.clear()
-    data = stages.prepare_stage(cfg)
-    stages.bootstrap_stage(cfg, data)
-    now = stages.in_force(cfg, 1, data)
-    families = list(stages.batch_of(now)["family"])
+    forget_policies()
+    data = prepare_stage(cfg)
+    bootstrap_stage(cfg, data)
+    now = in_force(cfg, 1, data)
+    families = list(batch_of(now)["family"])
     assert len(set(families)) > 1
     assert families != sorted(families)  # not the chooser's grouped order

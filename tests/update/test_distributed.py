@@ -14,8 +14,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from coevo import stages
+from coevo.layout import RunLayout
+from coevo.model.cache import forget_policies
 from coevo.model.checkpoint import WEIGHTS
+from coevo.stages.in_force import in_force
+from coevo.stages.update import update_stage
 from coevo.store.lineage import verify_lineage
 from coevo.update.distributed import DistributedUpdateError, check_distributed
 from coevo.update.objectives import build_objective
@@ -49,10 +52,10 @@ def _update(
     cfg = tiny_config(
         root, policy={"distributed": {"world_size": world_size}, **(policy or {})}, objective=objective or {}
     )
-    stages._POLICIES.clear()
-    now = stages.in_force(cfg, 1, data)
-    record = stages.update_stage(cfg, now, boot["checkpoint"], rollouts, signal, boot["coevolver"], data)
-    return record, load_file(stages.RunLayout(cfg.run.out_dir).checkpoint(1) / WEIGHTS)
+    forget_policies()
+    now = in_force(cfg, 1, data)
+    record = update_stage(cfg, now, boot.checkpoint.path, rollouts, signal, boot.coevolver.path, data)
+    return record, load_file(RunLayout(cfg.run.out_dir).checkpoint(1) / WEIGHTS)
 
 
 def _max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -69,7 +72,7 @@ def single(run):
 def two_ranks(run):
     """The 2-rank GRPO update: its record, weights, and what rank 0 left on disk right after it."""
     record, weights = _update(run, 2)
-    checkpoint = stages.RunLayout(run[0] / "run").checkpoint(1)
+    checkpoint = RunLayout(run[0] / "run").checkpoint(1)
     left = {
         "meta": json.loads((checkpoint / "coevo.json").read_text()),
         "lineage_mismatches": verify_lineage(checkpoint),
@@ -83,14 +86,14 @@ def two_ranks(run):
 def test_two_ranks_give_the_single_process_weights(run, single, two_ranks, objective):
     one, one_weights = single if objective is None else _update(run, 1, objective)
     two, two_weights = two_ranks[:2] if objective is None else _update(run, 2, objective)
-    boot_weights = load_file(stages.RunLayout(run[0] / "run").checkpoint(0) / WEIGHTS)
+    boot_weights = load_file(RunLayout(run[0] / "run").checkpoint(0) / WEIGHTS)
     assert _max_abs_diff(one_weights, boot_weights) > 1e-4  # the update moved the weights
     diff = _max_abs_diff(one_weights, two_weights)
     print(f"max |w_1proc - w_2proc| = {diff:.3e}")
     assert diff <= 1e-5
-    assert two["metrics"]["policy/steps"] == one["metrics"]["policy/steps"] == 2
-    assert two["metrics"]["policy/grad_norm"] == pytest.approx(
-        one["metrics"]["policy/grad_norm"], rel=1e-4
+    assert two.metrics["policy/steps"] == one.metrics["policy/steps"] == 2
+    assert two.metrics["policy/grad_norm"] == pytest.approx(
+        one.metrics["policy/grad_norm"], rel=1e-4
     )  # the global gradient on every rank
 
 
@@ -104,22 +107,22 @@ def test_two_ranks_with_whole_group_shares_give_the_single_process_weights(run, 
     diff = _max_abs_diff(one_weights, two_weights)
     print(f"shared_prefix group: max |w_1proc - w_2proc| = {diff:.3e}")
     assert diff <= 1e-5
-    assert two["metrics"]["policy/grad_norm"] == pytest.approx(one["metrics"]["policy/grad_norm"], rel=1e-4)
+    assert two.metrics["policy/grad_norm"] == pytest.approx(one.metrics["policy/grad_norm"], rel=1e-4)
 
 
 def test_rank_zero_writes_the_checkpoint_with_its_lineage(run, two_ranks):
     record, _, left = two_ranks
     meta = left["meta"]
     assert meta["world_size"] == 2 and meta["iteration"] == 1
-    assert meta["weights_sha256"] == record["sha256"]
-    assert meta["lineage"]["parent"]["weights_sha256"] == run[2]["sha256"]
+    assert meta["weights_sha256"] == record.sha256
+    assert meta["lineage"]["parent"]["weights_sha256"] == run[2].checkpoint.sha256
     assert left["lineage_mismatches"] == []
     assert left["trainer_state"]
     assert left["job_dirs"] == []  # the launcher's job directory is gone
 
 
 def test_a_killed_rank_fails_the_update_and_the_rerun_resumes(run, single, monkeypatch):
-    checkpoint = stages.RunLayout(run[0] / "run").checkpoint(1)
+    checkpoint = RunLayout(run[0] / "run").checkpoint(1)
     shutil.rmtree(checkpoint, ignore_errors=True)
     monkeypatch.setenv("COEVO_KILL", "ddp-step:1")  # rank 1 SIGKILLs itself at its first optimizer step
     with pytest.raises(

@@ -15,10 +15,12 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from coevo import stages
 from coevo.config import LoraSettings
+from coevo.model.cache import forget_policies
 from coevo.model.checkpoint import load_policy
 from coevo.model.lora import apply_lora
+from coevo.stages.in_force import in_force
+from coevo.stages.update import update_stage
 from coevo.update.logprobs import completion_distributions, completion_logprobs, pack
 from coevo.update.objectives import build_objective
 from coevo.update.prefix import epoch_minibatches, rank_rows, teacher_pass, teacher_view
@@ -236,11 +238,11 @@ def test_resume_with_group_minibatches_is_bit_identical(tmp_path):
     )
 
     def update(it, parent):
-        now = stages.in_force(cfg, it, data, choose=False)  # no version it-1 here: the params are in force
-        return stages.update_stage(cfg, now, str(parent), rollouts, str(signal), boot["coevolver"], data)
+        now = in_force(cfg, it, data, choose=False)  # no version it-1 here: the params are in force
+        return update_stage(cfg, now, str(parent), rollouts, str(signal), boot.coevolver.path, data)
 
-    first = update(1, boot["checkpoint"])
-    second = update(2, first["checkpoint"])  # uninterrupted: policy kept in memory
-    assert second["metrics"]["policy/steps"] > 1 and second["sha256"] != first["sha256"]
-    stages._POLICIES.clear()  # a fresh process: weights, optimizer and RNG from checkpoint 1
-    assert update(2, first["checkpoint"])["sha256"] == second["sha256"]
+    first = update(1, boot.checkpoint.path)
+    second = update(2, first.path)  # uninterrupted: policy kept in memory
+    assert second.metrics["policy/steps"] > 1 and second.sha256 != first.sha256
+    forget_policies()  # a fresh process: weights, optimizer and RNG from checkpoint 1
+    assert update(2, first.path).sha256 == second.sha256

@@ -87,7 +87,7 @@ def validate(
 
 def eval_seed(seed: int, iteration: int) -> int:
     """The sampling seed of the held-out evaluation of checkpoint `iteration` (0: the bootstrap) under
-    params' `seed`: the same in training (`coevo.stages.evaluate_stage`) and in `coevo eval`, which reads
+    params' `seed`: the same in training (`coevo.stages.evaluate.evaluate_stage`) and in `coevo eval`, which reads
     the iteration from the checkpoint's coevo.json (0 for a directory without one), so one checkpoint
     gets one pass@k wherever it is evaluated (docs/evaluation.md)."""
     return derive_seed(seed, iteration, "eval")

@@ -1,0 +1,204 @@
+"""`Config`: the whole settings tree, one field per top-level section of params.yaml, with the values
+derived from several fields (its properties labelled "derived")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import (
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from coevo.config.base import Strict
+from coevo.config.code import CodeConfig
+from coevo.config.coevolvers import _COEVOLVER_LIST, CONTEXT_KINDS, CoevolverConfig
+from coevo.config.policy import BootstrapConfig, ObjectiveConfig, OptimConfig, PolicyConfig
+from coevo.config.problems import _BUILTIN_NAME, _METRIC_NAME, _PLUGIN_PATH, ProblemsConfig, PromptConfig, RewardEntry
+from coevo.config.rollout import EngineConfig, RolloutConfig, SamplingConfig
+from coevo.config.run import EvalConfig, PipelineConfig, RunConfig, TrackingConfig
+
+
+class Config(Strict):
+    seed: int = Field(0, description="Seeds problem generation, model init, sampling and data order.")
+    run: RunConfig = Field(default_factory=RunConfig, description="Where outputs go and how long to train.")
+    problems: ProblemsConfig = Field(default_factory=ProblemsConfig, description="Problem source and splits.")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Policy model.")
+    bootstrap: BootstrapConfig = Field(
+        default_factory=BootstrapConfig,
+        description=(
+            "Supervised warm start of the tiny default policy on math sources (code sources use code.warm_start_*)."
+        ),
+    )
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling parameters.")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="Generation engine.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Rollout batch shape.")
+    objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig, description="Policy-update objective.")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer of the policy update.")
+    coevolver: CoevolverConfig | list[CoevolverConfig] = Field(
+        default_factory=CoevolverConfig,
+        validate_default=True,
+        description=(
+            "The co-evolving artifact: one mapping ({kind: curriculum, ...}), or a list of them for several "
+            "co-evolvers in one run (e.g. [{kind: curriculum}, {kind: skill_bank}]), each with its own artifact and "
+            "version, evolving in the list's order in the co-evolution stage. Held as a list (`coevolver_list`)."
+        ),
+    )
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking and model registry.")
+    pipeline: PipelineConfig = Field(
+        default_factory=PipelineConfig, description="Prefect orchestration: retries and the nightly schedule."
+    )
+    code: CodeConfig = Field(
+        default_factory=CodeConfig,
+        description="Code problems: sandbox, warm start, CURE rewards, test bank and the code loop.",
+    )
+    prompt: PromptConfig = Field(
+        default_factory=PromptConfig,
+        description="Prompt rendering: plain text or the tokenizer's chat template (coevo/rollout/prompting.py).",
+    )
+    rewards: list[RewardEntry] = Field(
+        default_factory=lambda: [RewardEntry(function="verifier")],
+        min_length=1,
+        description=(
+            "Reward functions of the verification stage, each with a weight; a completion's reward is their weighted "
+            "sum and each value is kept in the rewards table (coevo/verification/rewards.py). The default is the "
+            "family verifier alone."
+        ),
+    )
+    rewards_pass_threshold: float = Field(
+        1.0,
+        allow_inf_nan=False,
+        description=(
+            "Without a 'verifier' entry in `rewards`, a completion passes when its total reward is at least this; "
+            "with one, `passed` is the verifier's verdict whatever its weight."
+        ),
+    )
+
+    @field_validator("rewards")
+    @classmethod
+    def _check_rewards(cls, rewards: list[RewardEntry]) -> list[RewardEntry]:
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(rewards):
+            if not (_BUILTIN_NAME.fullmatch(entry.function) or _PLUGIN_PATH.fullmatch(entry.function)):
+                raise ValueError(
+                    f"rewards[{i}].function: {entry.function!r} is neither a built-in reward name nor "
+                    f"'module:function' (e.g. 'my_rewards:length_penalty')"
+                )
+            if not _METRIC_NAME.fullmatch(entry.label):
+                raise ValueError(
+                    f"rewards[{i}].name: {entry.label!r} may hold only letters, digits, '_', '.' and '-' (it "
+                    f"names a metric)"
+                )
+            if entry.label in seen:
+                raise ValueError(
+                    f"rewards[{i}].name: {entry.label!r} is already the name of rewards[{seen[entry.label]}]; "
+                    f"give one of them a distinct `name`"
+                )
+            seen[entry.label] = i
+        return rewards
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_old_keys(cls, data):
+        if isinstance(data, dict) and "coevolvers" in data:
+            raise ValueError(
+                "coevolvers: no longer a setting; write the list under `coevolver` instead (coevolver: [{kind: "
+                "curriculum}, {kind: skill_bank}]; one co-evolver stays a mapping)"
+            )
+        return data
+
+    @field_validator("coevolver", mode="before")
+    @classmethod
+    def _one_or_several(cls, value):
+        """One mapping or a list of them, held as a list. Each entry is validated here, so an error
+        names the path as written (`coevolver.kind` for a mapping, `coevolver.1.kind` in a list)
+        rather than once per shape the union allows."""
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("an empty list: give one co-evolver (a mapping) or a list of them")
+            return _COEVOLVER_LIST.validate_python(value)
+        return [CoevolverConfig.model_validate(value)]
+
+    @field_serializer("coevolver", mode="wrap")
+    def _dump_coevolver(self, entries: list[CoevolverConfig], handler):
+        """One co-evolver dumps as its mapping (the params as written and as they always were), several
+        as the list."""
+        dumped = handler(entries)
+        return dumped[0] if len(dumped) == 1 else dumped
+
+    @model_validator(mode="after")
+    def _check_dynamic_sampling(self) -> Config:
+        if self.rollout.dynamic_sampling.enabled and self.pipeline.shards > 1:
+            raise ValueError(
+                "rollout.dynamic_sampling.enabled needs pipeline.shards: 1 (its rounds depend on every group of the "
+                "batch, which one shard does not see)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_coevolvers(self) -> Config:
+        entries = self.coevolver_list
+        for i, entry in enumerate(entries):
+            if entry.curriculum.proposer.enabled and (
+                entry.kind != "curriculum" or self.problems.source != "arithmetic"
+            ):
+                where = f"coevolver[{i}]" if len(entries) > 1 else "coevolver"
+                raise ValueError(
+                    f"{where}.curriculum.proposer.enabled needs kind: curriculum and problems.source: arithmetic "
+                    f"(got kind {entry.kind!r}, source {self.problems.source!r})"
+                )
+        if len(entries) == 1:
+            return self
+        kinds = [entry.kind for entry in entries]
+        for i, kind in enumerate(kinds):
+            if kind == "none":
+                raise ValueError(f"coevolver[{i}].kind: 'none' cannot be combined with other co-evolvers; leave it out")
+            if kind in kinds[:i]:
+                raise ValueError(
+                    f"coevolver[{i}].kind: {kind!r} is already coevolver[{kinds.index(kind)}]; each kind at most once"
+                )
+        return self
+
+    # ---- derived (the only place values are computed from several fields) ----
+    @property
+    def coevolver_list(self) -> list[CoevolverConfig]:
+        """The run's co-evolvers in update order: `coevolver` as a list (one entry when it is a mapping)."""
+        return self.coevolver
+
+    @property
+    def gives_context(self) -> bool:
+        """Whether a listed co-evolver puts context into the rollout prompts (a skill bank or a memory)."""
+        return any(entry.kind in CONTEXT_KINDS for entry in self.coevolver_list)
+
+    @property
+    def update_context(self) -> Literal["strip", "keep"]:
+        """coevolver.update_context, or "keep" when any listed co-evolver keeps its context in the
+        update; always "keep" when no co-evolver gives context: the rollouts' prompts are already the
+        bare problems (a conversation's own system and earlier turns included), nothing to strip."""
+        if not self.gives_context:
+            return "keep"
+        return "keep" if any(entry.update_context == "keep" for entry in self.coevolver_list) else "strip"
+
+    @property
+    def rollouts_per_iter(self) -> int:
+        """Completions sampled per iteration: problems_per_iter x group_size."""
+        return self.rollout.problems_per_iter * self.rollout.group_size
+
+    @property
+    def levels(self) -> list[int]:
+        """Difficulty levels in the mix: operand digit counts."""
+        return list(range(self.problems.min_digits, self.problems.max_digits + 1))
+
+    @property
+    def catalog_path(self) -> Path:
+        """The run's DuckDB catalog of rollouts, rewards and skill events."""
+        return self.run.out_dir / "catalog.duckdb"
+
+    @property
+    def bootstrap_dir(self) -> Path:
+        """Where the bootstrapped (or copied-in) initial policy, checkpoint 0, lives (its own DVC output)."""
+        return self.run.out_dir / "bootstrap"
