@@ -654,6 +654,20 @@ MUTATIONS: tuple[Mutation, ...] = (
             "test_the_curriculums_draw_is_sampled_in_a_shuffled_order_so_every_round_mixes_its_cells",
         ),
     ),
+    Mutation(
+        "docs-command-names-a-missing-script",
+        "docs/layout.md",
+        "    .venv/bin/python bench/setting_path.py --out bench/results/setting-path.json",
+        "    .venv/bin/python bench/settings_path.py --out bench/results/setting-path.json",
+        ("tests/test_docs_commands.py::test_every_documented_command_parses_and_names_existing_paths",),
+    ),
+    Mutation(
+        "docs-command-with-a-renamed-option",
+        "docs/commands.md",
+        "coevo train --plain            # the same stages in a plain loop",
+        "coevo train --plane            # the same stages in a plain loop",
+        ("tests/test_docs_commands.py::test_every_documented_command_parses_and_names_existing_paths",),
+    ),
 )
 
 
