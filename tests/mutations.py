@@ -393,8 +393,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "params-yaml-error-without-its-position",
         "coevo/config/load.py",
-        'raise ConfigError(f"{path}: cannot read: {exc}") from exc',
-        "raise ConfigError(f\"{path}: cannot read: {getattr(exc, 'problem', exc)}\") from exc",
+        'where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)',
+        "where = str(path)",
         ("tests/test_malformed_inputs.py::test_malformed_input[params-not-yaml]",),
     ),
     Mutation(
