@@ -31,10 +31,11 @@ from coevo.config import Config  # noqa: E402
 from coevo.evaluation import greedy_completions, passed  # noqa: E402
 from coevo.io import write_json  # noqa: E402
 from coevo.layout import RunLayout  # noqa: E402
+from coevo.model.cache import live_engine  # noqa: E402
 from coevo.model.checkpoint import read_meta  # noqa: E402
 from coevo.problems.math_verifier import extract_final_number  # noqa: E402
 from coevo.problems.proposer import parse_question  # noqa: E402
-from coevo.rollout.engines import live_engine, with_prompt_format  # noqa: E402
+from coevo.rollout.engines import with_prompt_format  # noqa: E402
 from coevo.rollout.prompting import prompt_renderer  # noqa: E402
 from coevo.store.tables import problems  # noqa: E402
 

@@ -10,8 +10,8 @@ import pandas as pd
 
 from coevo.coevolvers.base import TextGenerator
 from coevo.config import Config, SamplingConfig
+from coevo.model.cache import live_engine
 from coevo.model.checkpoint import policy_version
-from coevo.rollout.engines import live_engine
 from coevo.rollout.stage import run_rollouts
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant

@@ -1,9 +1,11 @@
-"""The policies this process has loaded, by weights hash.
+"""The policies this process has loaded, by weights hash, and the engine serving them.
 
 A driver or flow that runs every stage in one process loads each checkpoint once: the rollout,
 co-evolve and evaluation stages read the cached policy (`cached_policy`); the update stage takes it
 out (`take_policy`: it mutates the weights) and puts the trained one back under its new hash
-(`keep_policy`). One policy is kept at a time: a sequential loop needs no more.
+(`keep_policy`). One policy is kept at a time: a sequential loop needs no more. `live_engine` is the
+generation engine serving a checkpoint, built on the cached policy (here rather than beside `LIVE`, so
+that importing the engine registry does not load transformers' models).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 
 from coevo.config import Config
 from coevo.model.checkpoint import Policy, PrunedCheckpointError, load_policy, policy_version, read_pruned
+from coevo.rollout.engines import LIVE
+from coevo.rollout.engines.base import Engine
 
 _POLICIES: dict[str, Policy] = {}
 
@@ -42,3 +46,11 @@ def keep_policy(version: str, policy: Policy) -> None:
 def forget_policies() -> None:
     """Empty the cache: the next use loads from disk, as a fresh process would."""
     _POLICIES.clear()
+
+
+def live_engine(cfg: Config, checkpoint: str | Path) -> Engine:
+    """The engine (`engine.kind`, from the registry) serving `checkpoint`: the HF engine wraps the
+    cached policy; a persistent engine (vLLM) stays alive across iterations and is synced in place."""
+    if read_pruned(checkpoint) is not None:
+        raise PrunedCheckpointError(checkpoint)
+    return LIVE.get(cfg, checkpoint, policy_version(checkpoint), lambda: cached_policy(checkpoint, cfg))

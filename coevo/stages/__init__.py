@@ -14,7 +14,7 @@ resumed flow) reproduces its outputs: every stage's randomness is derived from (
                                                                  (`latest_complete`, `remove_orphans`)
 
 What the stages share lives below them, in the library: the run's file names (coevo/layout.py), its
-validated tables (coevo/store/tables.py), the process's cached policy (coevo/model/cache.py) and its
-generation engine (coevo.rollout.engines `live_engine`: a persistent one, vLLM, lives across
-iterations, sleeps during the update and is synced in place to the new checkpoint after it).
+validated tables (coevo/store/tables.py), the process's cached policy and the generation engine
+serving it (coevo/model/cache.py `live_engine`: a persistent one, vLLM, lives across iterations,
+sleeps during the update and is synced in place to the new checkpoint after it).
 """

@@ -7,9 +7,9 @@ from coevo.config import Config
 from coevo.evaluation import eval_seed, evaluate, validate
 from coevo.io import write_json
 from coevo.layout import RunLayout
+from coevo.model.cache import live_engine
 from coevo.model.checkpoint import policy_version
 from coevo.records import InForce
-from coevo.rollout.engines import live_engine
 from coevo.store.tables import problems, val_path
 
 

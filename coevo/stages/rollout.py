@@ -11,10 +11,10 @@ from coevo.config import Config
 from coevo.faults import pause_point
 from coevo.io import hash_file
 from coevo.layout import RunLayout
+from coevo.model.cache import live_engine
 from coevo.model.checkpoint import policy_version
 from coevo.records import InForce, Table
 from coevo.rollout.dynamic import sample_rounds
-from coevo.rollout.engines import live_engine
 from coevo.rollout.stage import run_rollouts
 from coevo.sharding import seed_stage, shard_of, shard_path
 from coevo.store.tables import batch_of, training_split

@@ -7,8 +7,8 @@ import json
 
 from coevo.evaluation import greedy_completions, passed
 from coevo.layout import RunLayout
-from coevo.model.cache import forget_policies
-from coevo.rollout.engines import live_engine, with_prompt_format
+from coevo.model.cache import forget_policies, live_engine
+from coevo.rollout.engines import with_prompt_format
 from coevo.rollout.prompting import prompt_renderer
 from coevo.stages.evaluate import evaluate_stage
 from coevo.stages.in_force import in_force

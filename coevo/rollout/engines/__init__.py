@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coevo.model.cache import cached_policy
-from coevo.model.checkpoint import PrunedCheckpointError, policy_version, read_pruned
 from coevo.registry import Registry
 from coevo.rollout.engines.base import Engine
 from coevo.rollout.prompting import PROMPT_FORMATS
@@ -174,11 +172,3 @@ def engine_key(cfg: Config, checkpoint: str | Path) -> str:
 
 
 LIVE = LiveEngine()
-
-
-def live_engine(cfg: Config, checkpoint: str | Path) -> Engine:
-    """The engine (`engine.kind`, from the registry) serving `checkpoint`: the HF engine wraps the
-    cached policy; a persistent engine (vLLM) stays alive across iterations and is synced in place."""
-    if read_pruned(checkpoint) is not None:
-        raise PrunedCheckpointError(checkpoint)
-    return LIVE.get(cfg, checkpoint, policy_version(checkpoint), lambda: cached_policy(checkpoint, cfg))
