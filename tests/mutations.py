@@ -655,6 +655,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        "position-keys-tasks-by-the-stage-records-metrics",
+        "coevo/loop.py",
+        "        return cls(Artifact(updated.path, updated.sha256), Artifact(evolved.path, evolved.sha256))",
+        "        return cls(updated, evolved)",
+        ("tests/flows/test_resume.py::test_continue_after_a_kill_restores_the_stages_the_partial_iteration_finished",),
+    ),
+    Mutation(
         "docs-command-names-a-missing-script",
         "docs/layout.md",
         "    .venv/bin/python bench/setting_path.py --out bench/results/setting-path.json",

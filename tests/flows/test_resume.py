@@ -73,12 +73,12 @@ def _params(tmp_path, name: str, top: dict | None = None, merge: dict | None = N
     return str(path), overrides
 
 
-def _run(params: str, pause: str | None, *python_options: str) -> subprocess.Popen:
+def _run(params: str, pause: str | None, *python_options: str, flags: tuple[str, ...] = ()) -> subprocess.Popen:
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
     env.pop("COEVO_PAUSE", None)
     if pause:
         env["COEVO_PAUSE"] = f"{pause}:300"
-    command = [sys.executable, *python_options, "-m", "coevo.cli", "train", "--params", params, "--json"]
+    command = [sys.executable, *python_options, "-m", "coevo.cli", "train", "--params", params, "--json", *flags]
     return subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -201,6 +201,24 @@ def test_sigkill_then_same_command_resumes_exactly(prefect_server, reference, tm
     assert len(run) == 1  # the resumed flow continued the same MLflow run
     logged = [a.path for a in client.list_artifacts(run[0].info.run_id, "checkpoints")]
     assert len(logged) == len(set(logged)) == len(iterations)
+
+
+def test_continue_after_a_kill_restores_the_stages_the_partial_iteration_finished(prefect_server, tmp_path):
+    """`coevo train --continue` starts iteration 2 from checkpoint 1 and co-evolver version 1 as they
+    are on disk (coevo/loop.py `Position.saved`), the killed run from their stage records
+    (`Position.after`): both key iteration 2's tasks by path and hash alone, so the rollouts and
+    rewards the killed run finished are restored from the cache, not sampled again."""
+    params, _ = _params(tmp_path, "killed")
+    layout = RunLayout(tmp_path / "killed" / "run")
+    _kill_at_pause(_run(params, "update:2"), "update:2")
+    partial = ("rollouts/iter_0002", "rewards/iter_0002", "reports/iter_0002")
+    done = {path: stamp for path, stamp in _stage_outputs(layout).items() if path.startswith(partial)}
+    assert len(done) == 3, done
+    resumed = _run(params, None, flags=("--continue",))
+    _, err = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, err[-3000:]
+    _assert_restored(layout, done, "the --continue run")
+    assert (layout.checkpoint(2) / "coevo.json").is_file()
 
 
 def test_sigkill_mid_coevolution_with_four_coevolvers_resumes_exactly(prefect_server, loopback, tmp_path):
