@@ -29,9 +29,8 @@ from coevo import progress
 from coevo.config import Config, SamplingConfig
 from coevo.problems.constraints import KINDS as CONSTRAINT_KINDS
 from coevo.problems.constraints import score_constraints
-from coevo.rollout.engines import with_prompt_format
 from coevo.rollout.engines.base import Engine
-from coevo.rollout.prompting import prompt_renderer
+from coevo.rollout.episodes import sample
 from coevo.seeding import derive_seed
 from coevo.verification.stage import score_rows
 
@@ -48,8 +47,17 @@ def _per_family(name: str, test: pd.DataFrame, passed: Sequence[bool]) -> dict[s
 
 
 def greedy_completions(engine: Engine, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
+    """Greedy completions of rendered prompts, one engine call (no episodes: see `greedy_answers`)."""
     greedy = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens)
     return [g[0].text for g in engine.generate(prompts, 1, greedy, seed=0)]
+
+
+def greedy_answers(
+    engine: Engine, cfg: Config, rows: Sequence[dict], contexts: Sequence[Sequence[str]] | None = None
+) -> list[str]:
+    """The greedy answer to each problem row (its last turn, when the run's samples are episodes)."""
+    greedy = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=cfg.sampling.max_new_tokens)
+    return [g[0].text for g in sample(engine, cfg, rows, contexts, 1, greedy, seed=0)]
 
 
 def passed(rows: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[bool]:
@@ -76,9 +84,8 @@ def validate(
     every choice made by looking at results reads (keep-best retention, the `best` alias, a
     comparison's choice between arms), so the test split's eval/acc stays untouched by them.
     `verdicts`, when given, is filled with each validation problem id's greedy verdict."""
-    renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
     with progress.task(f"greedy answers to {len(val)} validation problems"):
-        greedy = greedy_completions(engine, renderer.render_all(val.to_dict("records")), cfg.sampling.max_new_tokens)
+        greedy = greedy_answers(engine, cfg, val.to_dict("records"))
     greedy_passed = passed(val, greedy, cfg)
     if verdicts is not None:
         verdicts.update(zip(val["id"].astype(str), map(bool, greedy_passed)))
@@ -105,25 +112,20 @@ def evaluate(
     eval.pass_k samples under `sampling`); each per family. `test` is a problems-table split.
     `verdicts`, when given, is filled with each problem id's greedy verdict (True = passed): the
     per-problem outcomes behind eval/acc that a paired comparison pairs across arms."""
-    renderer = prompt_renderer(
-        cfg.prompt, with_prompt_format(engine, cfg).tokenizer
-    )  # prompt.format (coevo/rollout/prompting.py)
-    rows, max_new_tokens, k = test.to_dict("records"), cfg.sampling.max_new_tokens, cfg.eval.pass_k
-    questions = renderer.render_all(rows)
+    rows, k = test.to_dict("records"), cfg.eval.pass_k
     with progress.task(f"greedy answers to {len(rows)} problems"):
-        greedy = greedy_completions(engine, questions, max_new_tokens)
+        greedy = greedy_answers(engine, cfg, rows)
     greedy_passed = passed(test, greedy, cfg)
     metrics = _per_family("acc", test, greedy_passed)
     if verdicts is not None:
         verdicts.update(zip(test["id"].astype(str), map(bool, greedy_passed)))
     metrics.update(gold_metrics(test, greedy))
     if context_for is not None:
-        prompts = [renderer.render(row, context_for(row)) for row in rows]
         with progress.task(f"greedy answers with the co-evolvers' context to {len(rows)} problems"):
-            completions = greedy_completions(engine, prompts, max_new_tokens)
+            completions = greedy_answers(engine, cfg, rows, [context_for(row) for row in rows])
         metrics.update(_per_family("acc_context", test, passed(test, completions, cfg)))
     with progress.task(f"{k} samples of each of {len(rows)} problems (pass@{k})"):
-        samples = engine.generate(questions, k, cfg.sampling, seed)  # [len(test)][k]
+        samples = sample(engine, cfg, rows, None, k, cfg.sampling, seed)  # [len(test)][k]
     repeated = test.iloc[[i for i in range(len(test)) for _ in range(k)]].reset_index(
         drop=True
     )  # problem-major, as `samples` flattens
@@ -201,8 +203,7 @@ def sampled_pass_curve(engine: Engine, test: pd.DataFrame, cfg: Config, n: int, 
     (context-free prompts, as eval/acc), each judged by its family's verifier."""
     if n < CURVE_K:
         raise ValueError(f"--pass-curve {n}: the curve to pass@{CURVE_K} needs at least {CURVE_K} samples per problem")
-    renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
-    samples = engine.generate(renderer.render_all(test.to_dict("records")), n, cfg.sampling, seed)  # [P][n]
+    samples = sample(engine, cfg, test.to_dict("records"), None, n, cfg.sampling, seed)  # [P][n]
     repeated = test.iloc[[i for i in range(len(test)) for _ in range(n)]].reset_index(drop=True)  # problem-major
     verdicts = passed(repeated, [g.text for group in samples for g in group], cfg)
     counts = {str(pid): int(sum(verdicts[i * n : (i + 1) * n])) for i, pid in enumerate(test["id"])}

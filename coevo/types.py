@@ -29,8 +29,17 @@ class Generation:
     prompt_ids: list[int]  # the prompt as the engine tokenised it
     token_ids: list[int]  # the completion, ending in EOS when finished
     logprobs: list[float]  # per completion token, under the distribution it was sampled from
-    text: str
+    text: str  # the answer: the last assistant turn's text of an episode
     finished: bool = True  # False when cut at max_new_tokens before EOS
+    # A multi-turn episode (coevo/rollout/episodes.py): token_ids hold the policy's turns and the tool
+    # turns between them; policy_mask is 1 on the policy's tokens (None: every token is the policy's).
+    policy_mask: list[int] | None = None
+    messages: list[dict] = field(default_factory=list)  # the turns after the prompt: assistant and tool
+    turns: int = 1  # assistant turns
+    tool_calls: int = 0
+    tool_errors: int = 0
+    truncated: bool = False  # ended by environment.max_turns or max_tokens with a call unanswered
+    prompt: str | None = None  # the episode's prompt text (an environment's observation appended), when known
 
 
 @dataclass(frozen=True)

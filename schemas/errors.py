@@ -8,6 +8,7 @@ frame's index label) and the field (column) and the check, e.g.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -99,13 +100,16 @@ def _is_missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def read_table(schema: pa.DataFrameSchema, path: str | Path) -> pd.DataFrame:
-    """Read a parquet file and validate it with source=path."""
+def read_table(
+    schema: pa.DataFrameSchema, path: str | Path, upgrade: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+) -> pd.DataFrame:
+    """Read a parquet file and validate it with source=path; `upgrade` first adds the columns an
+    older table lacks."""
     try:
         frame = pd.read_parquet(path)
     except pyarrow_lib.ArrowException as exc:
         raise SchemaError(f"{path}: cannot read parquet: {exc}") from exc
-    return validate_frame(schema, frame, str(path))
+    return validate_frame(schema, upgrade(frame) if upgrade else frame, str(path))
 
 
 def write_table(

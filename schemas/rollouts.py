@@ -1,4 +1,10 @@
-"""Pandera schema of the rollouts table (one sampled completion per row) and its validated read/write.
+"""Pandera schema of the rollouts table (one sample per row: a completion, or a multi-turn episode)
+and its validated read/write.
+
+An episode (coevo/rollout/episodes.py) keeps the policy's turns and the tool turns between them in
+`completion_ids`; `policy_mask` marks the policy's tokens (empty: all of them, one turn without
+tools) and `messages` holds the turns as JSON. A table written before these columns existed reads
+as one-turn samples (`EPISODE_DEFAULTS`).
 
 List columns are object dtype holding lists in memory; after a parquet round trip they come back as
 numpy arrays, so the element checks accept list, tuple and np.ndarray.
@@ -6,6 +12,7 @@ numpy arrays, so the element checks accept list, tuple and np.ndarray.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +60,25 @@ def _logprobs_match_completion(frame: pd.DataFrame) -> pd.Series | bool:
     )
 
 
+def _mask_matches_completion(frame: pd.DataFrame) -> pd.Series | bool:
+    if not {"policy_mask", "completion_ids"} <= set(frame.columns):
+        return True
+    return pd.Series(
+        [_length(m) in (0, _length(c)) for m, c in zip(frame["policy_mask"], frame["completion_ids"])],
+        index=frame.index,
+    )
+
+
+def _messages_json(value: object) -> bool:
+    if value == "":
+        return True
+    try:
+        turns = json.loads(value)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(turns, list) and all(isinstance(t, dict) and {"role", "content"} <= set(t) for t in turns)
+
+
 def _length(value: object) -> int:
     return len(value) if isinstance(value, _SEQUENCE) else -1
 
@@ -85,8 +111,25 @@ ROLLOUTS_SCHEMA = pa.DataFrameSchema(
         ),
         "finished": pa.Column(bool, description="False when cut at max_new_tokens before EOS."),
         "policy_version": pa.Column(str, description="Checkpoint that sampled it."),
+        "turns": pa.Column(int, pa.Check.ge(1), description="Assistant turns of the episode (1: one completion)."),
+        "tool_calls": pa.Column(int, pa.Check.ge(0), description="Tool calls the episode made."),
+        "tool_errors": pa.Column(int, pa.Check.ge(0), description="Of them, calls whose tool turn is an error."),
+        "truncated": pa.Column(bool, description="Ended by max_turns or max_tokens with a call unanswered."),
+        "messages": pa.Column(
+            str,
+            pa.Check(_messages_json, element_wise=True, error="not a JSON list of {role, content} turns"),
+            description="The episode's turns after the prompt as JSON ('' for one turn without tools).",
+        ),
+        "policy_mask": pa.Column(
+            object,
+            _list_of("int", _is_int, "iu"),
+            description="1 on the policy's tokens of completion_ids, 0 on tool turns ([]: every token).",
+        ),
     },
-    checks=[pa.Check(_logprobs_match_completion, error="len(sampling_logprobs) != len(completion_ids)")],
+    checks=[
+        pa.Check(_logprobs_match_completion, error="len(sampling_logprobs) != len(completion_ids)"),
+        pa.Check(_mask_matches_completion, error="len(policy_mask) is neither 0 nor len(completion_ids)"),
+    ],
     strict=True,
     name="rollouts",
 )
@@ -108,17 +151,32 @@ ROLLOUTS_ARROW = pyarrow.schema(
         ("sampling_logprobs", pyarrow.list_(pyarrow.float64())),
         ("finished", pyarrow.bool_()),
         ("policy_version", pyarrow.string()),
+        ("turns", pyarrow.int64()),
+        ("tool_calls", pyarrow.int64()),
+        ("tool_errors", pyarrow.int64()),
+        ("truncated", pyarrow.bool_()),
+        ("messages", pyarrow.string()),
+        ("policy_mask", pyarrow.list_(pyarrow.int64())),
     ]
 )
+EPISODE_DEFAULTS = {"turns": 1, "tool_calls": 0, "tool_errors": 0, "truncated": False, "messages": ""}
+
+
+def with_episode_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with the episode columns a table written before them lacks, as one-turn samples."""
+    missing = {k: v for k, v in EPISODE_DEFAULTS.items() if k not in frame.columns}
+    if "policy_mask" not in frame.columns:
+        missing["policy_mask"] = [[] for _ in range(len(frame))]
+    return frame.assign(**missing) if missing else frame
 
 
 def validate_rollouts(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    return validate_frame(ROLLOUTS_SCHEMA, frame, source)
+    return validate_frame(ROLLOUTS_SCHEMA, with_episode_columns(frame), source)
 
 
 def read_rollouts(path: str | Path) -> pd.DataFrame:
-    return read_table(ROLLOUTS_SCHEMA, path)
+    return read_table(ROLLOUTS_SCHEMA, path, with_episode_columns)
 
 
 def write_rollouts(path: str | Path, frame: pd.DataFrame) -> None:
-    write_table(ROLLOUTS_SCHEMA, ROLLOUTS_ARROW, path, frame)
+    write_table(ROLLOUTS_SCHEMA, ROLLOUTS_ARROW, path, with_episode_columns(frame))

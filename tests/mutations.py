@@ -675,6 +675,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         "coevo train --plane            # the same stages in a plain loop",
         ("tests/test_docs_commands.py::test_every_documented_command_parses_and_names_existing_paths",),
     ),
+    Mutation(
+        "episode-update-trains-the-tool-turns",
+        "coevo/update/stage.py",
+        "        mask=packed.loss_mask,  # [b, T] the policy's tokens",
+        "        mask=packed.completion_mask,",
+        ("tests/rollout/test_episodes.py::test_tool_turn_tokens_get_no_gradient_and_policy_tokens_score_as_one_turn",),
+    ),
+    Mutation(
+        "pack-ignores-the-policy-masks",
+        "coevo/update/logprobs.py",
+        "            loss_mask[row, : len(mask)] = torch.as_tensor(list(mask), dtype=torch.float32)",
+        "            pass",
+        ("tests/rollout/test_episodes.py::test_tool_turn_tokens_get_no_gradient_and_policy_tokens_score_as_one_turn",),
+    ),
+    Mutation(
+        "episode-bridge-loses-the-turns-closing",
+        "coevo/rollout/episodes.py",
+        "    return closing + after[len(before) :]",
+        "    return after[len(before) :]",
+        ("tests/rollout/test_episodes.py::test_an_episode_calls_the_tool_reads_its_turn_and_answers",),
+    ),
+    Mutation(
+        "episode-past-its-budget-goes-on",
+        "coevo/rollout/episodes.py",
+        "    if last_turn or result.end_episode or over_budget:",
+        "    if last_turn or result.end_episode:",
+        ("tests/rollout/test_episodes.py::test_an_episode_out_of_turns_or_tokens_ends_truncated_and_marked",),
+    ),
 )
 
 

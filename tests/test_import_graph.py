@@ -55,15 +55,22 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "schemas",
     ),
     # building blocks everything above uses, on the foundation only: the code families' specs, how a
-    # problem becomes a prompt, which training problems an iteration sees (a package's __init__ that
-    # only documents it is no import)
-    "building blocks": ("coevo.code.families", "coevo.rollout.prompting", "coevo.rollout.sampler"),
+    # problem becomes a prompt (with the tools an episode shows), which training problems an
+    # iteration sees, user code named in params (a package's __init__ that only documents it is no import)
+    "building blocks": (
+        "coevo.code.families",
+        "coevo.plugins",
+        "coevo.rollout.prompting",
+        "coevo.rollout.sampler",
+        "coevo.rollout.tools",
+    ),
     # the library: problems, the rollout's prompts and engines, verification and rewards, code and the
     # sandbox, the policy update and its objectives, the model's lifecycle, the co-evolvers, tracking
     # and the artifact store
     "library": (
         "coevo.code",
         "coevo.coevolvers",
+        "coevo.environments",
         "coevo.evaluation",
         "coevo.metrics_log",
         "coevo.model",

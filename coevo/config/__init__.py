@@ -33,7 +33,13 @@ from coevo.config.policy import (
     TeacherConfig,
 )
 from coevo.config.problems import InstructionConfig, ProblemsConfig, PromptConfig, RewardEntry
-from coevo.config.rollout import DynamicSamplingConfig, EngineConfig, RolloutConfig, SamplingConfig
+from coevo.config.rollout import (
+    DynamicSamplingConfig,
+    EngineConfig,
+    EnvironmentConfig,
+    RolloutConfig,
+    SamplingConfig,
+)
 from coevo.config.run import EvalConfig, PipelineConfig, RayConfig, RetentionConfig, RunConfig, TrackingConfig
 from coevo.config.tree import Config
 
@@ -49,6 +55,7 @@ __all__ = [
     "DistributedSettings",
     "DynamicSamplingConfig",
     "EngineConfig",
+    "EnvironmentConfig",
     "EvalConfig",
     "Family",
     "HarnessConfig",

@@ -118,6 +118,33 @@ class DynamicSamplingConfig(Strict):
     )
 
 
+class EnvironmentConfig(Strict):
+    factory: str | None = Field(
+        None,
+        description=(
+            "An environment class, 'module:Class', written for TRL's environment_factory: one instance per episode, "
+            "reset(**row) with the problem row's columns, its public methods (type hints, Google docstrings) the "
+            "model's tools (coevo/rollout/tools.py). null = none."
+        ),
+    )
+    max_turns: int = Field(
+        4, ge=1, description="Assistant turns of an episode, at most; a call in the last one ends it, marked truncated."
+    )
+    max_tokens: int = Field(
+        256,
+        ge=1,
+        description=(
+            "Token budget of an episode's completion (the policy's turns and the tool turns between them); an "
+            "episode that cannot fit another turn of sampling.max_new_tokens ends, marked truncated."
+        ),
+    )
+    tool_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a tool call may run; past it the tool turn is an error.",
+    )
+
+
 class RolloutConfig(Strict):
     problems_per_iter: int = Field(
         32, ge=1, description="Problems drawn per iteration (without replacement, cursor over a seeded shuffle)."

@@ -18,7 +18,7 @@ from coevo.config.code import CodeConfig
 from coevo.config.coevolvers import _COEVOLVER_LIST, CONTEXT_KINDS, CoevolverConfig
 from coevo.config.policy import BootstrapConfig, ObjectiveConfig, OptimConfig, PolicyConfig
 from coevo.config.problems import _BUILTIN_NAME, _METRIC_NAME, _PLUGIN_PATH, ProblemsConfig, PromptConfig, RewardEntry
-from coevo.config.rollout import EngineConfig, RolloutConfig, SamplingConfig
+from coevo.config.rollout import EngineConfig, EnvironmentConfig, RolloutConfig, SamplingConfig
 from coevo.config.run import EvalConfig, PipelineConfig, RunConfig, TrackingConfig
 
 
@@ -68,6 +68,18 @@ class Config(Strict):
             "sum and each value is kept in the rewards table (coevo/verification/rewards.py). The default is the "
             "family verifier alone."
         ),
+    )
+    tools: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Stateless tool functions the model may call, 'module:function' each (TRL's tools=[...]): type hints "
+            "and a Google-style docstring; with them (or environment.factory) every rollout and evaluation sample "
+            "is a multi-turn episode (coevo/rollout/episodes.py)."
+        ),
+    )
+    environment: EnvironmentConfig = Field(
+        default_factory=EnvironmentConfig,
+        description="Multi-turn episodes: the environment class, turn and token budgets, the tools' timeout.",
     )
     rewards_pass_threshold: float = Field(
         1.0,
@@ -140,6 +152,31 @@ class Config(Strict):
         return self
 
     @model_validator(mode="after")
+    def _check_episodes(self) -> Config:
+        if not self.episodes:
+            return self
+        for i, path in enumerate(self.tools):
+            if not _PLUGIN_PATH.fullmatch(path):
+                raise ValueError(f"tools[{i}]: {path!r} must name a function as 'module:function'")
+        if self.environment.factory is not None and not _PLUGIN_PATH.fullmatch(self.environment.factory):
+            raise ValueError(f"environment.factory: {self.environment.factory!r} must name a class as 'module:Class'")
+        if self.prompt.format != "chat":
+            raise ValueError(
+                "tools and environment.factory need prompt.format: chat (an episode's tool turns are chat turns)"
+            )
+        if self.update_context == "strip":
+            raise ValueError(
+                "tools and environment.factory need coevolver.update_context: keep (the update trains on the "
+                "episode's tokens as sampled; a stripped prompt would not lead to its tool turns)"
+            )
+        if self.environment.max_tokens < self.sampling.max_new_tokens:
+            raise ValueError(
+                f"environment.max_tokens ({self.environment.max_tokens}) is below sampling.max_new_tokens "
+                f"({self.sampling.max_new_tokens}): an episode could not fit its first turn"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_coevolvers(self) -> Config:
         entries = self.coevolver_list
         for i, entry in enumerate(entries):
@@ -182,6 +219,11 @@ class Config(Strict):
         if not self.gives_context:
             return "keep"
         return "keep" if any(entry.update_context == "keep" for entry in self.coevolver_list) else "strip"
+
+    @property
+    def episodes(self) -> bool:
+        """Whether a sample is a multi-turn episode: tools or an environment class are configured."""
+        return bool(self.tools) or self.environment.factory is not None
 
     @property
     def rollouts_per_iter(self) -> int:

@@ -30,6 +30,7 @@ from typing import Any
 from coevo.code.families import CODE_FAMILIES
 from coevo.config import PromptConfig
 from coevo.registry import Registry
+from coevo.rollout.tools import ToolSpec, render_tools, template_takes_tools, tools_for_template
 
 PROMPT_FORMATS = Registry("prompt format")
 ROLES = ("system", "user", "assistant")
@@ -65,6 +66,8 @@ def _is_code(problem: Problem) -> bool:
 
 class _Renderer:
     add_special_tokens = True  # whether encoding adds the tokenizer's special tokens (BOS)
+    tools: tuple[ToolSpec, ...] = ()  # shown in the prompt (chat): the tools of an episode run
+    native_tools = False  # the chat template renders `tools=` itself (else render_tools' system text)
 
     def __init__(self, cfg: PromptConfig, tokenizer: Any = None, checkpoint: str | Path | None = None):
         self.cfg, self.tokenizer, self.checkpoint = cfg, tokenizer, checkpoint
@@ -120,23 +123,40 @@ class ChatRenderer(_Renderer):
         return turns
 
     def render(self, problem: Problem, context: Sequence[str] = ()) -> str:
-        return self.tokenizer.apply_chat_template(
-            self.messages(problem, context), tokenize=False, add_generation_prompt=True
-        )
+        turns = self.messages(problem, context)
+        if not self.tools:
+            return self.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        if self.native_tools:  # the model's own tool format
+            return self.tokenizer.apply_chat_template(
+                turns, tools=tools_for_template(self.tools), tokenize=False, add_generation_prompt=True
+            )
+        described = render_tools(self.tools)  # coevo's documented format, in the system turn
+        if turns[0]["role"] == "system":
+            turns[0] = {"role": "system", "content": f"{turns[0]['content']}\n\n{described}"}
+        else:
+            turns.insert(0, {"role": "system", "content": described})
+        return self.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
 
 
-def prompt_renderer(cfg: PromptConfig, tokenizer: Any = None, checkpoint: str | Path | None = None) -> _Renderer:
-    """The renderer of `prompt.format` over `tokenizer` (named by `checkpoint` in errors)."""
-    return PROMPT_FORMATS[cfg.format](cfg, tokenizer, checkpoint)
+def prompt_renderer(
+    cfg: PromptConfig, tokenizer: Any = None, checkpoint: str | Path | None = None, tools: Sequence[ToolSpec] = ()
+) -> _Renderer:
+    """The renderer of `prompt.format` over `tokenizer` (named by `checkpoint` in errors); `tools`:
+    shown to the model in the prompt (chat only; coevo/rollout/episodes.py `renderer_for`)."""
+    renderer = PROMPT_FORMATS[cfg.format](cfg, tokenizer, checkpoint)
+    renderer.tools = tuple(tools)
+    renderer.native_tools = bool(tools) and template_takes_tools(tokenizer)
+    return renderer
 
 
-def encode_prompts(tokenizer: Any, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
-    """Token ids of prompt texts; `add_special_tokens=False` for texts a chat template rendered."""
-    return (
-        [list(ids) for ids in tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]]
-        if texts
-        else []
-    )
+def encode_prompts(
+    tokenizer: Any, texts: Sequence[str | Sequence[int]], add_special_tokens: bool = True
+) -> list[list[int]]:
+    """Token ids of prompt texts; `add_special_tokens=False` for texts a chat template rendered. A
+    prompt given as token ids passes as it is (an episode's later turns, coevo/rollout/episodes.py)."""
+    strings = [text for text in texts if isinstance(text, str)]
+    encoded = iter(tokenizer(strings, add_special_tokens=add_special_tokens)["input_ids"] if strings else [])
+    return [list(next(encoded)) if isinstance(text, str) else [int(i) for i in text] for text in texts]
 
 
 def check_chat_template(tokenizer: Any, checkpoint: str | Path | None) -> None:

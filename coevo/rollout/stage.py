@@ -8,15 +8,18 @@ Prompts are rendered by `prompt.format` (coevo/rollout/prompting.py); `question`
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from coevo.config import Config
 from coevo.errors import InputError
 from coevo.rollout.engines import with_prompt_format
 from coevo.rollout.engines.base import Engine
-from coevo.rollout.prompting import conversation_of, prompt_renderer
+from coevo.rollout.episodes import renderer_for, sample
+from coevo.rollout.prompting import conversation_of
 from coevo.seeding import derive_seed
-from coevo.types import ContextVariant
+from coevo.types import ContextVariant, Generation
 
 
 def run_rollouts(
@@ -28,45 +31,55 @@ def run_rollouts(
     policy_version: str,
     seed_stage: str = "rollout",
 ) -> pd.DataFrame:
-    """One row per completion, in plan order; `rollout_id` is iteration-problem-slot. Sampling is
-    seeded from (seed, iteration, seed_stage): a shard of the batch passes its own (coevo/shards.py)."""
+    """One row per sample (an episode when the run has tools, coevo/rollout/episodes.py), in plan
+    order; `rollout_id` is iteration-problem-slot. Sampling is seeded from (seed, iteration,
+    seed_stage): a shard of the batch passes its own (coevo/shards.py)."""
     by_id = problems.set_index("id")
-    renderer = prompt_renderer(cfg.prompt, with_prompt_format(engine, cfg).tokenizer)
     rows_of = {pid: {"id": pid, **row} for pid, row in by_id.to_dict("index").items()}
-    prompts = [
-        renderer.render(rows_of[v.problem_id], v.texts) for v in variants
-    ]  # prompt.format (coevo/rollout/prompting.py)
     if cfg.update_context == "strip":
-        _check_strippable(renderer, rows_of.values())
-    flat_prompts = [prompt for prompt, v in zip(prompts, variants) for _ in range(v.n)]
-    generations = engine.generate(flat_prompts, 1, cfg.sampling, derive_seed(cfg.seed, iteration, seed_stage))
-    rows, slots, cursor = [], {}, 0
-    for prompt, variant in zip(prompts, variants):
-        question = by_id.at[variant.problem_id, "prompt"]
-        for generation in (g[0] for g in generations[cursor : cursor + variant.n]):
-            slot = slots.get(variant.problem_id, 0)
-            slots[variant.problem_id] = slot + 1
-            rows.append(
-                {
-                    "rollout_id": f"{iteration:04d}-{variant.problem_id}-{slot:03d}",
-                    "iteration": iteration,
-                    "problem_id": variant.problem_id,
-                    "family": by_id.at[variant.problem_id, "family"],
-                    "variant": variant.variant,
-                    "probe_skill": variant.probe_skill,
-                    "skills": list(variant.skills),
-                    "question": question,
-                    "prompt": prompt,
-                    "completion": generation.text,
-                    "prompt_ids": generation.prompt_ids,
-                    "completion_ids": generation.token_ids,
-                    "sampling_logprobs": generation.logprobs,
-                    "finished": generation.finished,
-                    "policy_version": policy_version,
-                }
-            )
-        cursor += variant.n
+        _check_strippable(renderer_for(cfg, with_prompt_format(engine, cfg).tokenizer), rows_of.values())
+    flat = [v for v in variants for _ in range(v.n)]
+    seed = derive_seed(cfg.seed, iteration, seed_stage)
+    generations = sample(
+        engine, cfg, [rows_of[v.problem_id] for v in flat], [v.texts for v in flat], 1, cfg.sampling, seed
+    )
+    rows, slots = [], {}
+    for variant, (generation,) in zip(flat, generations):
+        slot = slots.get(variant.problem_id, 0)
+        slots[variant.problem_id] = slot + 1
+        rows.append(
+            {
+                "rollout_id": f"{iteration:04d}-{variant.problem_id}-{slot:03d}",
+                "iteration": iteration,
+                "problem_id": variant.problem_id,
+                "family": by_id.at[variant.problem_id, "family"],
+                "variant": variant.variant,
+                "probe_skill": variant.probe_skill,
+                "skills": list(variant.skills),
+                "question": by_id.at[variant.problem_id, "prompt"],
+                "prompt": generation.prompt,
+                "completion": generation.text,
+                "prompt_ids": generation.prompt_ids,
+                "completion_ids": generation.token_ids,
+                "sampling_logprobs": generation.logprobs,
+                "finished": generation.finished,
+                "policy_version": policy_version,
+                **episode_columns(generation),
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def episode_columns(generation: Generation) -> dict:
+    """The rollouts table's episode columns of one sample (one turn without tools: 1 turn, no calls)."""
+    return {
+        "turns": generation.turns,
+        "tool_calls": generation.tool_calls,
+        "tool_errors": generation.tool_errors,
+        "truncated": generation.truncated,
+        "messages": json.dumps(generation.messages, ensure_ascii=False) if generation.messages else "",
+        "policy_mask": list(generation.policy_mask) if generation.policy_mask is not None else [],
+    }
 
 
 def check_conversations(cfg: Config, problems: pd.DataFrame) -> None:

@@ -6,7 +6,7 @@ tool turn, until the model answers without a call, `max_turns`, or a token budge
 
 Source: TRL's `GRPOTrainer(tools=..., environment_factory=...)` contract. A tool is a stateless
 function with type hints and a Google-style docstring (`tools: ["module:function", ...]`, imported as
-reward plugins are, `coevo.verification.rewards.load_plugin`); an environment is a class (`environment:
+reward plugins are, `coevo.plugins.load_plugin`); an environment is a class (`environment:
 {factory: "module:Class"}`) made once per episode, whose `reset(**row)` gets the dataset row's columns
 and may return an initial observation, and whose public methods (type hints, Google docstrings)
 become tools bound to that instance. Schemas come from `transformers.utils.get_json_schema`, the
@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coevo.errors import InputError
+from coevo.plugins import load_plugin
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -146,8 +147,6 @@ def tool_spec(function: Callable, environment: EnvironmentState | None = None) -
 
 
 def _load(path: str, what: str) -> Callable:
-    from coevo.verification.rewards import load_plugin
-
     if path.count(":") != 1 or not all(path.split(":")):
         raise InputError(f"{what} {path!r}: name it as 'module:function' (or 'module:Class')")
     try:

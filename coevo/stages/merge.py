@@ -24,6 +24,6 @@ def merge_stage(cfg: Config, it: int, rollouts: list[str], rewards: list[str]) -
     write_rollouts(layout.rollouts(it), frame)
     write_rewards(layout.rewards(it), scored)
     return (
-        Table(str(layout.rollouts(it)), hash_file(layout.rollouts(it)), rollout_metrics(frame)),
+        Table(str(layout.rollouts(it)), hash_file(layout.rollouts(it)), rollout_metrics(frame, cfg.episodes)),
         Table(str(layout.rewards(it)), hash_file(layout.rewards(it)), reward_metrics(frame, scored)),
     )

@@ -44,11 +44,21 @@ def rollout_stage(cfg: Config, now: InForce, checkpoint: str, shard: int = 0, sh
         frame = sample(batch_of(now))
     path = shard_path(RunLayout(cfg.run.out_dir).rollouts(it), shard, shards)
     write_rollouts(path, frame)
-    return Table(str(path), hash_file(path), {**rollout_metrics(frame), **metrics})
+    return Table(str(path), hash_file(path), {**rollout_metrics(frame, cfg.episodes), **metrics})
 
 
-def rollout_metrics(rollouts: pd.DataFrame) -> dict[str, float]:
-    return {
+def rollout_metrics(rollouts: pd.DataFrame, episodes: bool = False) -> dict[str, float]:
+    """Completion length and finished share; with `episodes` (tools or an environment), the mean
+    assistant turns, tool calls and tool errors per episode and the truncated share."""
+    metrics = {
         "rollout/completion_len": float(rollouts["completion_ids"].map(len).mean()),
         "rollout/finished_frac": float(rollouts["finished"].mean()),
     }
+    if episodes:
+        metrics |= {
+            "rollout/turns": float(rollouts["turns"].mean()),
+            "rollout/tool_calls": float(rollouts["tool_calls"].mean()),
+            "rollout/tool_errors": float(rollouts["tool_errors"].mean()),
+            "rollout/truncated_frac": float(rollouts["truncated"].mean()),
+        }
+    return metrics

@@ -25,7 +25,8 @@ class PackedBatch:
     prompt_mask: Tensor  # [U, P] 1 on real prompt tokens
     prompt_of: Tensor  # [B] which distinct prompt each row continues
     completion_ids: Tensor  # [B, T] right-padded
-    completion_mask: Tensor  # [B, T] 1.0 on real completion tokens
+    completion_mask: Tensor  # [B, T] 1.0 on real completion tokens (attended)
+    loss_mask: Tensor  # [B, T] 1.0 on the policy's tokens: the completion's, less an episode's tool turns
 
 
 def pack_prompts(
@@ -51,8 +52,11 @@ def pack(
     pad_id: int,
     device: torch.device,
     share: bool = True,
+    policy_masks: Sequence[Sequence[int]] | None = None,
 ) -> PackedBatch:
-    """Rows of prompt + completion; `share`: rows with the same prompt share one prefill (see module doc)."""
+    """Rows of prompt + completion; `share`: rows with the same prompt share one prefill (see module doc).
+    `policy_masks`: per row, 1 on the policy's tokens and 0 on an episode's tool turns, which are
+    attended but never trained (an empty mask: every token is the policy's)."""
     prompt_ids, prompt_mask, prompt_of = pack_prompts(prompts, pad_id, device, share)
     width = max(1, max(len(c) for c in completions))
     completion_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)  # [B, T]
@@ -60,7 +64,13 @@ def pack(
     for row, completion in enumerate(completions):
         completion_ids[row, : len(completion)] = torch.tensor(list(completion), dtype=torch.long)
         completion_mask[row, : len(completion)] = 1.0
-    return PackedBatch(prompt_ids, prompt_mask, prompt_of, completion_ids.to(device), completion_mask.to(device))
+    loss_mask = completion_mask.clone()  # [B, T]
+    for row, mask in enumerate(policy_masks or []):
+        if len(mask):
+            loss_mask[row, : len(mask)] = torch.as_tensor(list(mask), dtype=torch.float32)
+    return PackedBatch(
+        prompt_ids, prompt_mask, prompt_of, completion_ids.to(device), completion_mask.to(device), loss_mask.to(device)
+    )
 
 
 def shared_prefill(

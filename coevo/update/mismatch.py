@@ -8,11 +8,11 @@ coevo/update/objectives/grpo.py); this module measures it, every iteration, befo
 trainer logprobs the update's pi_old pass computes (coevo/update/stage.py: `old_logprobs`). An engine
 that samples with the trainer's own model (HF) has no mismatch to measure, and none is reported.
 
-Which tokens: every completion token of the rollouts whose prompt is the bare question (no skill
-context). With a skill bank the trainer may train a row under another prompt than it was sampled
-with (`coevolver.update_context = "strip"`), and that shift is intended, not a mismatch; only rows
-sampled without context are scored under exactly the prompt the engine saw. All groups are used,
-zero-variance ones included (they carry no advantage but measure the engine just as well).
+Which tokens: every policy token (an episode's tool turns left out) of the rollouts whose prompt is
+the bare question (no skill context). With a skill bank the trainer may train a row under another
+prompt than it was sampled with (`coevolver.update_context = "strip"`), and that shift is intended,
+not a mismatch; only rows sampled without context are scored under exactly the prompt the engine
+saw. All groups are used, zero-variance ones included (they carry no advantage but measure the engine just as well).
 
 Metrics (namespaced policy/):
 - mismatch_abs_logprob: mean |log pi_trainer - log pi_sampler| over those tokens.
@@ -53,8 +53,12 @@ def measured_rows(rollouts: pd.DataFrame, sampled_bare: set[str] | None = None) 
     return rollouts[rollouts["prompt"] == rollouts["question"]]
 
 
-def mismatch_of(trainer: list[Tensor], sampler: list[list[float]]) -> dict[str, float]:
-    """Mismatch metrics of per-row trainer logprobs against the engine's (rows of any lengths)."""
+def mismatch_of(
+    trainer: list[Tensor], sampler: list[list[float]], policy_masks: list | None = None
+) -> dict[str, float]:
+    """Mismatch metrics of per-row trainer logprobs against the engine's (rows of any lengths), over
+    the policy's tokens: `policy_masks` (per row, [] = all) leave out an episode's tool turns, which
+    the engine never sampled."""
     if not trainer:
         return {"policy/mismatch_tokens": 0.0}
     width = max(1, max(len(row) for row in trainer))
@@ -62,5 +66,6 @@ def mismatch_of(trainer: list[Tensor], sampler: list[list[float]]) -> dict[str, 
     for i, (ours, theirs) in enumerate(zip(trainer, sampler)):
         padded["trainer"][i, : len(ours)] = ours
         padded["sampler"][i, : len(theirs)] = torch.as_tensor(list(theirs), dtype=torch.float32)
-        padded["mask"][i, : len(ours)] = 1.0
+        mask = policy_masks[i] if policy_masks is not None and len(policy_masks[i]) else [1.0] * len(ours)
+        padded["mask"][i, : len(ours)] = torch.as_tensor(list(mask), dtype=torch.float32)
     return mismatch_stats(padded["trainer"], padded["sampler"], padded["mask"])

@@ -25,7 +25,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -36,7 +36,7 @@ from transformers import PreTrainedModel
 
 from coevo.config import Config
 from coevo.model.checkpoint import Policy
-from coevo.rollout.prompting import prompt_renderer
+from coevo.rollout.episodes import renderer_for
 from coevo.update.logprobs import (
     PackedBatch,
     completion_distributions,
@@ -76,6 +76,7 @@ class TrainingSet:
     as_sampled: list[bool]  # trained under exactly the prompt it was sampled with
     advantages: Tensor  # [N]
     passed: Tensor  # [N] bool
+    policy_masks: list[list[int]] = field(default_factory=list)  # per row: 1 on policy tokens ([] = all)
     teacher_prompts: list[list[int]] | None = None  # privileged context + question, when a teacher is used
     sampled_bare: set[str] | None = None  # ids of all rollouts sampled on the bare question as prompt.format renders it
 
@@ -104,7 +105,7 @@ def build_training_set(
     advantages = group_advantages(reward_matrix, cfg.objective.std_normalize, cfg.objective.eps)  # [N, G]
     kept = pd.concat([g for g, k in zip(groups, keep.tolist()) if k]) if bool(keep.any()) else joined.iloc[:0]
     strip = cfg.update_context == "strip"
-    renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering (coevo/rollout/prompting.py)
+    renderer = renderer_for(cfg, policy.tokenizer)  # the engine's rendering (coevo/rollout/episodes.py)
     bare_of = dict(
         zip(
             joined["rollout_id"],
@@ -129,6 +130,7 @@ def build_training_set(
             prompts=prompts,
             completions=[list(ids) for ids in kept["completion_ids"]],
             sampling_logprobs=[list(lp) for lp in kept["sampling_logprobs"]],
+            policy_masks=[list(m) for m in kept["policy_mask"]] if "policy_mask" in kept else [],
             as_sampled=as_sampled,
             advantages=advantages[keep].reshape(-1).float(),  # [N_kept * G]
             passed=torch.tensor(kept["passed"].to_numpy(dtype=bool)),
@@ -143,7 +145,7 @@ def _teacher_prompts(
     policy: Policy, kept: pd.DataFrame, teacher: TeacherContext, answers: pd.Series | None, cfg: Config
 ) -> list[list[int]]:
     rows = kept.assign(answer=kept["problem_id"].map(answers) if answers is not None else None).to_dict("records")
-    renderer = prompt_renderer(cfg.prompt, policy.tokenizer)
+    renderer = renderer_for(cfg, policy.tokenizer)
     texts = [
         renderer.render({"prompt": str(row["question"]), "family": row.get("family")}, teacher(row)) for row in rows
     ]
@@ -200,7 +202,10 @@ def old_logprobs(
     scored = frozen_logprobs(model, prompts, completions, cfg, pad_id)
     old = scored[: len(data.prompts)]
     trainer = dict(zip([*data.rollout_ids, *extra["rollout_id"]], scored))
-    return old, mismatch_of([trainer[rid] for rid in measured["rollout_id"]], list(measured["sampling_logprobs"]))
+    masks = list(measured["policy_mask"]) if "policy_mask" in measured else None
+    return old, mismatch_of(
+        [trainer[rid] for rid in measured["rollout_id"]], list(measured["sampling_logprobs"]), masks
+    )
 
 
 def _pad(rows: list[Tensor | list[float]], width: int, device: torch.device) -> Tensor:
@@ -236,6 +241,12 @@ def policy_update(
     model, pad_id = policy.model, policy.tokenizer.pad_token_id
     if objective.needs_teacher and teacher is None:
         raise ValueError(f"objective {objective.name!r} needs a teacher context (objective.teacher.sources)")
+    if objective.needs_teacher and cfg.episodes:
+        raise ValueError(
+            f"objective {objective.name!r} (self-distillation) cannot train multi-turn episodes (tools or "
+            "environment.factory): its teacher re-reads the completion under another prompt, which an episode's "
+            "tool turns do not follow; use grpo"
+        )
     teacher = teacher if objective.needs_teacher else None
     data, stats = build_training_set(policy, rollouts, rewards, cfg, objective.token_signal, teacher, answers)
     if not data.prompts:
@@ -287,7 +298,8 @@ def minibatch_loss(
         [data.prompts[i] for i in idx],
         shares(cfg.policy.shared_prefix),
     )
-    packed = pack(prompts, completions, pad_id, model.device, share)
+    masks = [data.policy_masks[i] for i in idx] if data.policy_masks else None
+    packed = pack(prompts, completions, pad_id, model.device, share, masks)
     width = packed.completion_mask.size(1)
     logprobs, distributions = student_view(
         forward, packed, objective, cfg.sampling.temperature
@@ -303,9 +315,9 @@ def minibatch_loss(
         old_logprobs=_pad([old[i] for i in idx], width, model.device),  # [b, T]
         sampling_logprobs=_pad([data.sampling_logprobs[i] for i in idx], width, model.device),  # [b, T]
         advantages=data.advantages[idx].to(model.device),  # [b]
-        mask=packed.completion_mask,  # [b, T]
+        mask=packed.loss_mask,  # [b, T] the policy's tokens
         ref_logprobs=_pad([ref[i] for i in idx], width, model.device) if ref is not None else None,
-        max_len=cfg.sampling.max_new_tokens,
+        max_len=cfg.environment.max_tokens if cfg.episodes else cfg.sampling.max_new_tokens,
         distributions=distributions if objective.needs_distributions else None,
         teacher_distributions=teacher[0] if teacher is not None else None,  # [b, T, V]
         teacher_logprobs=teacher[1] if teacher is not None else None,  # [b, T]

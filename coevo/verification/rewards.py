@@ -34,23 +34,20 @@ Departures from TRL:
 from __future__ import annotations
 
 import functools
-import importlib
-import inspect
 import json
 import math
 import numbers
 import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from coevo.code.families import CODE_FAMILIES
 from coevo.config import Config
-from coevo.io import hash_file
+from coevo.errors import InputError
+from coevo.plugins import load_plugin
 from coevo.registry import Registry
 from coevo.types import Reward
 from coevo.verification.family_verifiers import family_verdicts
@@ -107,44 +104,10 @@ def reward_terms(cfg: Config) -> list[RewardTerm]:
             continue
         try:
             function, source = load_plugin(entry.function)
-        except RewardError as exc:
+        except InputError as exc:
             raise RewardError(f"{where}: {exc}") from exc
         terms.append(RewardTerm(where, entry.label, entry.weight, function, source=source))
     return terms
-
-
-@functools.lru_cache(maxsize=None)
-def load_plugin(spec: str) -> tuple[Callable, dict]:
-    """The function named by "module:function" and its source record; the working directory is searched first."""
-    module_name, _, attribute = spec.partition(":")
-    cwd = str(Path.cwd())
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-    importlib.invalidate_caches()  # a module file written since the last import is seen
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise RewardError(
-            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); it is looked up in the working "
-            f"directory {cwd} first, then in the installed packages"
-        ) from exc
-    function = getattr(module, attribute, None)
-    if function is None:
-        raise RewardError(
-            f"module {module_name!r} ({getattr(module, '__file__', 'built in')}) has no attribute {attribute!r}"
-        )
-    if not callable(function):
-        raise RewardError(f"{spec} is not callable (it is a {type(function).__name__})")
-    path = _source_file(function, module)
-    return function, {"function": spec, "path": path, "sha256": hash_file(path) if path else None}
-
-
-def _source_file(function: Callable, module) -> str | None:
-    try:
-        path = inspect.getsourcefile(function) or getattr(module, "__file__", None)
-    except TypeError:  # a C function
-        path = getattr(module, "__file__", None)
-    return str(Path(path).resolve()) if path else None
 
 
 def reward_sources(cfg: Config) -> list[dict]:

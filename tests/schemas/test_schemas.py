@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -46,10 +48,16 @@ def rollouts() -> pd.DataFrame:
             "prompt": ["1+2=", "s1\n1+2=", "s0\ns2\n3*4="],
             "completion": ["3", "4", "12"],
             "prompt_ids": [[1, 2, 3], [5, 1, 2, 3], [4, 4, 4]],
-            "completion_ids": [[7], [8], [9, 10]],
-            "sampling_logprobs": [[-0.1], [-2.0], [-0.5, 0.0]],
+            "completion_ids": [[7], [8], [9, 10, 11]],
+            "sampling_logprobs": [[-0.1], [-2.0], [-0.5, 0.0, -0.2]],
             "finished": [True, True, False],
             "policy_version": ["iter_0000", "iter_0000", "iter_0001"],
+            "turns": [1, 1, 2],
+            "tool_calls": [0, 0, 1],
+            "tool_errors": [0, 0, 0],
+            "truncated": [False, False, False],
+            "messages": ["", "", json.dumps([{"role": "assistant", "content": "c"}, {"role": "tool", "content": "12"}])],
+            "policy_mask": [[], [], [1, 0, 1]],
         }
     )
 
@@ -81,6 +89,29 @@ def test_valid_frames_pass():
         (validate_rewards, rewards()),
     ]:
         assert validate(frame, "stage").equals(frame)
+
+
+def test_a_rollouts_table_from_before_episodes_reads_as_one_turn_samples(tmp_path):
+    old = rollouts().drop(columns=["turns", "tool_calls", "tool_errors", "truncated", "messages", "policy_mask"])
+    old.to_parquet(tmp_path / "old.parquet", index=False)
+    back = read_rollouts(tmp_path / "old.parquet")
+    assert list(back["turns"]) == [1, 1, 1] and list(back["tool_calls"]) == [0, 0, 0]
+    assert list(back["messages"]) == ["", "", ""] and [list(m) for m in back["policy_mask"]] == [[], [], []]
+
+
+@pytest.mark.parametrize(
+    "column, value, says",
+    [
+        ("policy_mask", [1, 0], "len(policy_mask) is neither 0 nor len(completion_ids)"),
+        ("messages", "[{\"role\": \"tool\"}]", "not a JSON list of {role, content} turns"),
+        ("turns", 0, "greater_than_or_equal_to(1)"),
+    ],
+)
+def test_a_bad_episode_column_names_the_row_and_field(column, value, says):
+    frame = rollouts()
+    frame.at[2, column] = value
+    message = failure(lambda: validate_rollouts(frame, "runs/r/rollouts/iter_0001.parquet"))
+    assert "runs/r/rollouts/iter_0001.parquet" in message and says in message
 
 
 def test_schema_error_is_value_error():
@@ -165,8 +196,8 @@ def test_rollouts_round_trip_with_list_columns(tmp_path):
     assert isinstance(back.loc[2, "skills"], np.ndarray)  # lists come back as arrays and still validate
     assert list(back.loc[2, "skills"]) == ["s0", "s2"]
     assert list(back.loc[0, "skills"]) == []
-    assert list(back.loc[2, "completion_ids"]) == [9, 10]
-    assert back.loc[2, "sampling_logprobs"].tolist() == [-0.5, 0.0]
+    assert list(back.loc[2, "completion_ids"]) == [9, 10, 11]
+    assert back.loc[2, "sampling_logprobs"].tolist() == [-0.5, 0.0, -0.2]
     assert back["finished"].tolist() == [True, True, False]
     validate_rollouts(back, "again")
 

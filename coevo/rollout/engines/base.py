@@ -21,10 +21,16 @@ class Engine(Protocol):
     )
 
     def generate(
-        self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False
+        self,
+        prompts: Sequence[str | Sequence[int]],
+        n: int,
+        sampling: SamplingConfig,
+        seed: int,
+        stop_at_newline: bool = False,
     ) -> list[list[Generation]]:
-        """n completions per prompt (outer list follows `prompts`), each with token ids and the
-        per-token logprobs of the distribution it was sampled from (temperature applied, before top-p).
+        """n completions per prompt (outer list follows `prompts`, each a string or its token ids),
+        each with token ids and the per-token logprobs of the distribution it was sampled from
+        (temperature applied, before top-p).
         `stop_at_newline`: a completion also ends at its first line break (for writers that keep one
         line: their first lines are unchanged, the tokens after them are not generated)."""
         ...

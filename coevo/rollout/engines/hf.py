@@ -59,7 +59,12 @@ class HFEngine:
 
     @torch.no_grad()
     def generate(
-        self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False
+        self,
+        prompts: Sequence[str | Sequence[int]],
+        n: int,
+        sampling: SamplingConfig,
+        seed: int,
+        stop_at_newline: bool = False,
     ) -> list[list[Generation]]:
         generator = torch.Generator(device=self.model.device).manual_seed(seed)
         encoded = encode_prompts(self.policy.tokenizer, prompts, self.add_special_tokens)

@@ -139,7 +139,12 @@ class VLLMEngine:
 
     # ---- generation ----
     def generate(
-        self, prompts: Sequence[str], n: int, sampling: SamplingConfig, seed: int, stop_at_newline: bool = False
+        self,
+        prompts: Sequence[str | Sequence[int]],
+        n: int,
+        sampling: SamplingConfig,
+        seed: int,
+        stop_at_newline: bool = False,
     ) -> list[list[Generation]]:
         from vllm import SamplingParams, TokensPrompt
 

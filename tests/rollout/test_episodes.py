@@ -1,0 +1,256 @@
+"""Multi-turn episodes (coevo/rollout/episodes.py) on a real tiny model that calls a tool.
+
+The module's fixture fits a tiny Llama (the character tokenizer, a chat template that renders its
+own tool list) for a few seconds, supervised, on whole episodes of a TRL-style environment:
+call `reveal`, read the tool turn, answer. Greedy, it then calls the tool and answers (rarely the
+right answer: copying is not learned in 150 steps); sampled, its episodes vary. Everything below
+runs the real HF engine and the real update.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from coevo.config import Config, deep_merge
+from coevo.model.bootstrap import build_tiny_policy
+from coevo.model.checkpoint import load_policy
+from coevo.prepare import prepare_problems
+from coevo.rollout.engines.hf import HFEngine
+from coevo.rollout.episodes import bridge_ids, renderer_for, sample
+from coevo.types import Generation
+from coevo.update.logprobs import completion_logprobs, pack
+from coevo.update.objectives import build_objective
+from coevo.update.stage import TrainingSet, minibatch_loss
+
+from ..conftest import tiny_config
+
+HERE = "tests.rollout.test_episodes"
+CALL = '<tool_call>{"name": "reveal"}</tool_call>'
+TEMPLATE = (  # a template with its own tool format: the tool names on one line before the turns
+    "{{ bos_token }}{% if tools %}<tools>{% for t in tools %}{{ t.function.name }} {% endfor %}\n{% endif %}"
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+class Vault:
+    """A TRL-style environment: reset gets the row's columns; its public method is the tool."""
+
+    def reset(self, answer: str, **kwargs) -> None:
+        self.answer = answer
+
+    def reveal(self) -> str:
+        """Reveal the answer to the question.
+
+        Returns:
+            The answer.
+        """
+        return self.answer
+
+
+class BrokenVault(Vault):
+    def reveal(self) -> str:
+        """Reveal the answer to the question.
+
+        Returns:
+            The answer.
+        """
+        raise ValueError("the vault is jammed")
+
+
+class SlowVault(Vault):
+    def reveal(self) -> str:
+        """Reveal the answer to the question.
+
+        Returns:
+            The answer.
+        """
+        time.sleep(3)
+        return self.answer
+
+
+def episode_config(tmp_path: Path, checkpoint: Path | None = None, **overrides) -> Config:
+    settings = {
+        "policy": {"shape": {"hidden_size": 64, "num_heads": 2, "intermediate_size": 128, "max_position": 256}},
+        "prompt": {"format": "chat", "instruction": {"math": None}, "context_header": None},
+        "environment": {"factory": f"{HERE}:Vault", "max_turns": 3, "max_tokens": 200},
+        "sampling": {"max_new_tokens": 48},
+        "objective": {"drop_zero_variance": False},
+        "coevolver": {"update_context": "keep"},  # the update trains each episode's tokens as sampled
+    }
+    if checkpoint is not None:
+        settings["policy"]["checkpoint"] = str(checkpoint)
+    return tiny_config(tmp_path, **deep_merge(settings, overrides))
+
+
+@pytest.fixture(scope="module")
+def tool_caller(tmp_path_factory) -> Path:
+    """A tiny checkpoint fitted on whole episodes: CALL, then (after the tool turn) the answer."""
+    root = tmp_path_factory.mktemp("tool-caller")
+    torch.set_num_threads(1)  # as every test runs (conftest's autouse fixture, which a module fixture precedes)
+    cfg = episode_config(root)
+    train, _ = prepare_problems(cfg)
+    policy = build_tiny_policy(cfg)
+    tok = policy.tokenizer
+    tok.chat_template = TEMPLATE
+    renderer = renderer_for(cfg, tok)
+    call_ids = tok(CALL, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    sequences, masks = [], []
+    for row in train.to_dict("records"):
+        prompt = tok(renderer.render(row), add_special_tokens=False)["input_ids"]
+        bridge = bridge_ids(tok, Generation([], call_ids, [0.0] * len(call_ids), CALL), row["answer"])
+        answer = tok(row["answer"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        sequences.append(prompt + call_ids + bridge + answer)
+        masks.append([0] * len(prompt) + [1] * len(call_ids) + [0] * len(bridge) + [1] * len(answer))
+    width = max(map(len, sequences))
+    ids = torch.tensor([s + [tok.pad_token_id] * (width - len(s)) for s in sequences])  # [N, L]
+    attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences])  # [N, L]
+    labels = torch.tensor(
+        [[t if m else -100 for t, m in zip(s, k)] + [-100] * (width - len(s)) for s, k in zip(sequences, masks)]
+    )
+    optimizer = torch.optim.Adam(policy.model.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(0)
+    policy.model.train()
+    for _ in range(150):
+        batch = torch.randperm(len(sequences), generator=generator)[:32]
+        loss = policy.model(input_ids=ids[batch], attention_mask=attention[batch], labels=labels[batch]).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    policy.model.save_pretrained(root / "ckpt")
+    tok.save_pretrained(root / "ckpt")
+    return root / "ckpt"
+
+
+def episodes(tmp_path: Path, checkpoint: Path, n: int = 1, temperature: float = 0.0, **overrides) -> list[Generation]:
+    cfg = episode_config(tmp_path, checkpoint, **overrides)
+    _, test = prepare_problems(cfg)
+    engine = HFEngine(load_policy(checkpoint, "cpu"))
+    sampling = cfg.sampling.model_copy(update={"temperature": temperature})
+    rows = test.head(8).to_dict("records")
+    return [g for group in sample(engine, cfg, rows, None, n, sampling, seed=3) for g in group], rows
+
+
+def test_an_episode_calls_the_tool_reads_its_turn_and_answers(tmp_path, tool_caller):
+    found, rows = episodes(tmp_path, tool_caller)
+    tok = load_policy(tool_caller, "cpu").tokenizer
+    for episode, row in zip(found, rows):
+        assert (episode.turns, episode.tool_calls, episode.tool_errors, episode.truncated) == (2, 1, 0, False)
+        assert [m["role"] for m in episode.messages] == ["assistant", "tool", "assistant"]
+        assert episode.messages[0]["content"] == CALL and episode.messages[1]["content"] == row["answer"]
+        assert episode.text == episode.messages[2]["content"] and episode.finished
+        mask = episode.policy_mask
+        assert len(mask) == len(episode.token_ids) == len(episode.logprobs)
+        tool_turn = [t for t, m in zip(episode.token_ids, mask) if not m]
+        assert tok.decode(tool_turn) == f"\n<tool>{row['answer']}\n<assistant>"  # the template's tool turn
+        assert all(lp == 0.0 for lp, m in zip(episode.logprobs, mask) if not m)
+        assert all(lp < 0.0 or lp == 0.0 for lp in episode.logprobs)
+        assert episode.prompt.startswith("<bos><tools>reveal <user>")  # the template's own tool format
+
+
+def test_sampled_episodes_are_seeded_and_the_same_twice(tmp_path, tool_caller):
+    first, _ = episodes(tmp_path / "a", tool_caller, n=3, temperature=1.0)
+    again, _ = episodes(tmp_path / "b", tool_caller, n=3, temperature=1.0)
+    assert [e.token_ids for e in first] == [e.token_ids for e in again]
+    assert len({tuple(e.token_ids) for e in first}) > 1
+
+
+def test_a_tool_that_raises_or_hangs_is_an_error_turn_and_the_episode_goes_on(tmp_path, tool_caller):
+    raised, _ = episodes(tmp_path / "raise", tool_caller, environment={"factory": f"{HERE}:BrokenVault"})
+    for episode in raised:
+        assert episode.tool_errors == 1 and episode.turns == 2
+        assert episode.messages[1]["content"] == "error: reveal raised ValueError: the vault is jammed"
+    hung, _ = episodes(
+        tmp_path / "hang", tool_caller, environment={"factory": f"{HERE}:SlowVault", "tool_timeout_s": 0.2}
+    )
+    for episode in hung:  # an environment that timed out may be mid-change: its episode ends there
+        assert episode.messages[1]["content"] == "error: reveal timed out after 0.2 s"
+        assert episode.truncated and episode.turns == 1 and episode.tool_errors == 1
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [{"max_turns": 1}, {"max_tokens": 60}],  # no turn left to read the call's result
+    ids=["max_turns", "max_tokens"],
+)
+def test_an_episode_out_of_turns_or_tokens_ends_truncated_and_marked(tmp_path, tool_caller, environment):
+    found, _ = episodes(tmp_path, tool_caller, environment=environment)
+    for episode in found:
+        assert episode.truncated and not episode.finished
+        assert episode.turns == 1 and episode.tool_calls == 1 and all(episode.policy_mask)
+        assert len(episode.token_ids) <= 60
+
+
+def test_tool_turn_tokens_get_no_gradient_and_policy_tokens_score_as_one_turn(tmp_path, tool_caller):
+    found, _ = episodes(tmp_path, tool_caller, n=2, temperature=1.0)
+    policy = load_policy(tool_caller, "cpu")
+    cfg = episode_config(tmp_path, tool_caller)
+    data = TrainingSet(
+        rollout_ids=[str(i) for i in range(len(found))],
+        prompts=[e.prompt_ids for e in found],
+        completions=[e.token_ids for e in found],
+        sampling_logprobs=[e.logprobs for e in found],
+        as_sampled=[True] * len(found),
+        advantages=torch.linspace(-1.0, 1.0, len(found)),
+        passed=torch.zeros(len(found), dtype=torch.bool),
+        policy_masks=[e.policy_mask for e in found],
+    )
+    old = [torch.tensor(e.logprobs) for e in found]
+    idx, pad = list(range(len(found))), policy.tokenizer.pad_token_id
+    loss, _, batch = minibatch_loss(
+        policy.model, policy.model, build_objective(cfg.objective), data, idx, old, None, cfg, pad
+    )
+    (grad,) = torch.autograd.grad(loss, batch.logprobs)  # [B, T]
+    for row, episode in enumerate(found):
+        mask = torch.zeros(grad.size(1), dtype=torch.bool)
+        mask[: len(episode.policy_mask)] = torch.tensor(episode.policy_mask, dtype=torch.bool)
+        assert torch.all(grad[row][~mask] == 0)  # tool turns and padding: no gradient
+        assert torch.all(grad[row][mask] != 0)
+    # the last turn's tokens scored inside the episode equal the same tokens scored as one completion
+    # after the text before them (prompt, first turn, tool turn) as a prompt
+    episode = found[0]
+    start = len(episode.token_ids) - list(reversed(episode.policy_mask)).index(0)
+    alone = pack(
+        [episode.prompt_ids + episode.token_ids[:start]], [episode.token_ids[start:]], pad, policy.model.device
+    )
+    torch.testing.assert_close(
+        batch.logprobs[0, start : len(episode.token_ids)].detach(),
+        completion_logprobs(policy.model, alone)[0],
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+def test_episode_settings_that_cannot_work_are_refused(tmp_path):
+    with pytest.raises(Exception, match="prompt.format: chat"):
+        tiny_config(tmp_path, tools=["coevo.environments.calculator:add"])
+    with pytest.raises(Exception, match="max_tokens"):
+        episode_config(tmp_path, environment={"max_tokens": 10})
+    with pytest.raises(Exception, match="module:Class"):
+        episode_config(tmp_path, environment={"factory": "not a path"})
+
+
+def test_the_rollouts_table_keeps_each_episode(tmp_path, tool_caller):
+    from coevo.driver import train
+    from schemas.rollouts import read_rollouts
+
+    cfg = episode_config(tmp_path, tool_caller, sampling={"temperature": 1.0})
+    summary = train(cfg)
+    assert summary["iterations"] == 2
+    rollouts = read_rollouts(cfg.run.out_dir / "rollouts" / "iter_0001.parquet")
+    assert (rollouts["tool_calls"] >= 1).mean() > 0.5
+    for row in rollouts.itertuples():
+        turns = json.loads(row.messages)
+        assert (
+            row.turns == sum(t["role"] == "assistant" for t in turns)
+            and row.completion == turns[-1]["content"]
+            or row.truncated
+        )
+        assert len(row.policy_mask) == len(row.completion_ids)
+    metrics = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
+    assert {"rollout/turns", "rollout/tool_calls", "rollout/tool_errors", "rollout/truncated_frac"} <= set(metrics[-1])
