@@ -431,6 +431,16 @@ def _without_dynamic_sampling(params: dict) -> bool:
     return True
 
 
+def _without_episodes(params: dict) -> bool:
+    """`tools` and `environment` dropped where no episode runs (every run made before they existed
+    sampled one turn without tools)."""
+    if params.get("tools") or (params.get("environment") or {}).get("factory"):
+        return False
+    params.pop("tools", None)
+    params.pop("environment", None)
+    return True
+
+
 def _with_drop_below(params: dict) -> bool:
     """coevolver.curriculum.proposer.drop_below put back as every run made before its removal held it
     (0.05, the default; no committed spec set another). No value of it changed a choice."""
@@ -449,6 +459,7 @@ HISTORY = (
     _without_val_split,
     _with_drop_below,
     _without_dynamic_sampling,
+    _without_episodes,
 )
 
 

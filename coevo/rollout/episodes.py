@@ -32,6 +32,8 @@ from typing import Any
 
 from coevo.config import Config, EnvironmentConfig, SamplingConfig
 from coevo.errors import InputError
+from coevo.faults import pause_point
+from coevo.plugins import load_plugin
 from coevo.rollout.engines import with_prompt_format
 from coevo.rollout.engines.base import Engine
 from coevo.rollout.prompting import encode_prompts, prompt_renderer
@@ -79,6 +81,12 @@ def _toolbox(factory: str | None, tools: tuple[str, ...]) -> Toolbox:
 def toolbox(cfg: Config) -> Toolbox | None:
     """The run's tools (imported once per process), None when a sample is one turn without tools."""
     return _toolbox(cfg.environment.factory, tuple(cfg.tools)) if cfg.episodes else None
+
+
+def episode_sources(cfg: Config) -> list[dict]:
+    """The source records ({"function", "path", "sha256"}) of the run's tools and environment class, for the lineage."""
+    named = [*cfg.tools, *([cfg.environment.factory] if cfg.environment.factory else [])]
+    return [load_plugin(path)[1] for path in named]
 
 
 def renderer_for(cfg: Config, tokenizer: Any):
@@ -171,6 +179,7 @@ def run_turns(
         live = [e for e in episodes if not e.done]
         if not live:
             return
+        pause_point("turn", f"{seed}.{turn}")  # between an episode's turns (the SIGKILL test)
         generations = engine.generate(
             [e.prompt_ids + e.ids for e in live], 1, sampling, derive_seed(seed, "turn", turn)
         )

@@ -3,6 +3,8 @@
 `<run.out_dir>/catalog.duckdb` holds four tables, filled from what the stages write:
 
 - `rollouts`: the rollouts parquet shards, all columns (list columns as DuckDB lists); key rollout_id.
+  A multi-turn episode's turns are in `messages` (view `episodes`: one problem's episodes with
+  their turns, tool calls and errors, truncation and reward).
 - `rewards`: the rewards parquet shards; key rollout_id (exactly one reward per rollout);
   `components` holds each reward function's value as JSON (`components->>'format'` in DuckDB).
 - `skill_events`: the co-evolver's evolution reports (JSON of `SkillBank.update`), one row per
@@ -97,6 +99,13 @@ CREATE TABLE IF NOT EXISTS rollouts (
     completion VARCHAR NOT NULL, prompt_ids BIGINT[] NOT NULL, completion_ids BIGINT[] NOT NULL,
     sampling_logprobs DOUBLE[] NOT NULL, finished BOOLEAN NOT NULL, policy_version VARCHAR NOT NULL
 );
+-- multi-turn episodes (coevo/rollout/episodes.py); catalogs made before the columns gain them as one-turn samples
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS turns BIGINT DEFAULT 1;
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS tool_calls BIGINT DEFAULT 0;
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS tool_errors BIGINT DEFAULT 0;
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS truncated BOOLEAN DEFAULT false;
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS messages VARCHAR DEFAULT '';
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS policy_mask BIGINT[] DEFAULT [];
 CREATE TABLE IF NOT EXISTS rewards (
     rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT NULL,
     reward DOUBLE NOT NULL, passed BOOLEAN NOT NULL, verifier VARCHAR NOT NULL, details VARCHAR NOT NULL,
@@ -147,6 +156,12 @@ CREATE OR REPLACE VIEW rubric_criteria AS
 CREATE OR REPLACE VIEW problem_completions AS
     SELECT r.problem_id, r.iteration, r.rollout_id, r.variant, r.skills, r.completion, w.reward, w.passed
     FROM rollouts AS r JOIN rewards AS w USING (rollout_id)
+    ORDER BY r.problem_id, r.iteration, r.rollout_id;
+CREATE OR REPLACE VIEW episodes AS
+    SELECT r.problem_id, r.iteration, r.rollout_id, r.turns, r.tool_calls, r.tool_errors, r.truncated,
+        r.messages, w.reward, w.passed
+    FROM rollouts AS r JOIN rewards AS w USING (rollout_id)
+    WHERE r.messages <> ''
     ORDER BY r.problem_id, r.iteration, r.rollout_id;
 CREATE OR REPLACE VIEW curriculum_values AS
     SELECT iteration, category, value, count, reward, prob FROM curriculum_arms ORDER BY category, iteration;
@@ -280,6 +295,15 @@ class Catalog:
         return self._query(
             "SELECT iteration, rollout_id, variant, skills, completion, reward, passed FROM problem_completions"
             " WHERE problem_id = ? ORDER BY iteration, rollout_id",
+            [problem_id],
+        )
+
+    def episodes(self, problem_id: str) -> pd.DataFrame:
+        """iteration, rollout_id, turns, tool_calls, tool_errors, truncated, messages (JSON), reward, passed
+        of one problem's multi-turn episodes; ordered by iteration, rollout_id."""
+        return self._query(
+            "SELECT iteration, rollout_id, turns, tool_calls, tool_errors, truncated, messages, reward, passed"
+            " FROM episodes WHERE problem_id = ? ORDER BY iteration, rollout_id",
             [problem_id],
         )
 

@@ -48,6 +48,7 @@ from coevo.layout import RunLayout
 from coevo.model.checkpoint import META, PRUNED, TRAINER_STATE, WEIGHTS, read_meta, read_pruned, weights_file
 from coevo.model.import_model import read_import_record
 from coevo.records import Splits
+from coevo.rollout.episodes import episode_sources
 from coevo.tracking.dvc import dvc_dir_md5
 from coevo.verification.rewards import reward_sources
 
@@ -84,11 +85,13 @@ def lineage_record(
     source: Path | None = None,
     reward_plugins: list[dict] | None = None,
     base: Path | None = None,
+    episode_plugins: list[dict] | None = None,
     harness: tuple[Path, dict] | None = None,
 ) -> dict:
     """The lineage record of the checkpoint of `iteration`, to be saved at `checkpoint_dir`
     (default run_dir/checkpoints/iter_NNNN). Hashes are computed now, from the files on disk, except
-    the reward plugins' ({"function", "path", "sha256"}: their source when imported, coevo/verification/rewards.py).
+    the reward plugins' and the episodes' tools and environment class ({"function", "path", "sha256"}: their
+    source when imported, coevo/plugins.py).
     `source`: the user checkpoint (policy.checkpoint) the bootstrap was copied from, if any.
     `harness`: the co-evolver version whose harness the checkpoint was trained under (the parent's,
     coevo/coevolvers/harness.py) and the values it put in force (params' `values` are what the user set)."""
@@ -112,6 +115,10 @@ def lineage_record(
         "reward_plugins": [
             {**plugin, "path": plugin["path"] and _store(run_dir, Path(plugin["path"]))}
             for plugin in reward_plugins or []
+        ],
+        "episode_plugins": [
+            {**plugin, "path": plugin["path"] and _store(run_dir, Path(plugin["path"]))}
+            for plugin in episode_plugins or []
         ],
         "base": None
         if base is None
@@ -372,13 +379,13 @@ def _check_record(checkpoint: Path, record: dict, hashes: _Hashes) -> list[Misma
     found += _check_data(checkpoint, record, hashes)
     found += _check_source(checkpoint, record, hashes)
     found += _check_base(checkpoint, record, hashes)
-    for plugin in record.get("reward_plugins", []):
+    for kind, plugin in [
+        *(("reward plugin", p) for p in record.get("reward_plugins", [])),
+        *(("tool or environment", p) for p in record.get("episode_plugins", [])),
+    ]:
         if plugin["path"]:
             found += _check_file(
-                locate(checkpoint, record, plugin["path"]),
-                plugin["sha256"],
-                f"reward plugin {plugin['function']}",
-                hashes,
+                locate(checkpoint, record, plugin["path"]), plugin["sha256"], f"{kind} {plugin['function']}", hashes
             )
     actual_params = params_hash(record["params"]["values"])
     if actual_params != record["params"]["sha256"]:
@@ -524,5 +531,6 @@ def checkpoint_lineage(
         source=cfg.policy.checkpoint if it == 0 else None,  # the bootstrap copies the user's checkpoint
         reward_plugins=reward_sources(cfg),
         base=base,  # a LoRA checkpoint's base model
+        episode_plugins=episode_sources(cfg),
         harness=None if harness is None else (Path(harness["path"]), harness["in_force"]),
     )

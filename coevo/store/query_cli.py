@@ -25,7 +25,7 @@ from coevo.store.catalog import Catalog
 query_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Query a run's DuckDB catalog: pass rates, a skill's history, a problem's completions.",
+    help="Query a run's DuckDB catalog: pass rates, a skill's history, a problem's completions or episodes.",
 )
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -203,6 +203,22 @@ def problem(
     with open_catalog(catalog, run, params) as cat:
         if not one_or_ids(cat, "problem", problem_id, list_ids, as_json):
             show(cat.problem_completions(problem_id), f"problem {problem_id}", as_json)
+
+
+@query_app.command("episodes")
+def episodes(
+    problem_id: Annotated[str | None, typer.Argument(help="A problem id (problems table).")] = None,
+    list_ids: IdsOpt = False,
+    catalog: CatalogOpt = None,
+    run: RunOpt = None,
+    params: ParamsOpt = DEFAULT_PARAMS,
+    as_json: JsonOpt = False,
+) -> None:
+    """One problem's multi-turn episodes (runs with tools or an environment): turns, tool calls and errors,
+    the messages, reward."""
+    with open_catalog(catalog, run, params) as cat:
+        if not one_or_ids(cat, "problem", problem_id, list_ids, as_json):
+            show(cat.episodes(problem_id), f"episodes of problem {problem_id}", as_json)
 
 
 @query_app.command("curriculum")

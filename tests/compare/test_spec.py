@@ -121,13 +121,14 @@ def test_the_committed_results_still_enter_their_comparisons(results, monkeypatc
 
 
 def _identity_without(cfg, *dotted: str, drop_below: bool = True) -> str:
-    """The identity of `cfg`'s params with the `dotted` keys deleted, without rollout.dynamic_sampling
-    (added last) and with the removed proposer.drop_below in place (0.05, as every run made before its
-    removal held it; `drop_below=False`: a run made after it): what a run made before them carries."""
+    """The identity of `cfg`'s params with the `dotted` keys deleted, without rollout.dynamic_sampling,
+    tools and environment (added last) and with the removed proposer.drop_below in place (0.05, as
+    every run made before its removal held it; `drop_below=False`: a run made after it): what a run
+    made before them carries."""
     params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
     if drop_below:
         params["coevolver"]["curriculum"]["proposer"]["drop_below"] = 0.05
-    for key in ("rollout.dynamic_sampling", *dotted):
+    for key in ("rollout.dynamic_sampling", "tools", "environment", *dotted):
         *parents, leaf = key.split(".")
         node = params
         for parent in parents:

@@ -10,24 +10,36 @@ runs the real HF engine and the real update.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
+from prefect.settings import PREFECT_API_URL
+from typer.testing import CliRunner
 
+from coevo.cli import app
 from coevo.config import Config, deep_merge
+from coevo.io import hash_file
 from coevo.model.bootstrap import build_tiny_policy
-from coevo.model.checkpoint import load_policy
+from coevo.model.checkpoint import load_policy, read_meta
 from coevo.prepare import prepare_problems
 from coevo.rollout.engines.hf import HFEngine
 from coevo.rollout.episodes import bridge_ids, renderer_for, sample
+from coevo.seeding import derive_seed
+from coevo.store.catalog import Catalog
+from coevo.store.lineage import read_record, verify_lineage
 from coevo.types import Generation
 from coevo.update.logprobs import completion_logprobs, pack
 from coevo.update.objectives import build_objective
 from coevo.update.stage import TrainingSet, minibatch_loss
 
 from ..conftest import tiny_config
+from ..flows.test_resume import _kill_at_pause
 
 HERE = "tests.rollout.test_episodes"
 CALL = '<tool_call>{"name": "reveal"}</tool_call>'
@@ -254,3 +266,50 @@ def test_the_rollouts_table_keeps_each_episode(tmp_path, tool_caller):
         assert len(row.policy_mask) == len(row.completion_ids)
     metrics = [json.loads(line) for line in (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()]
     assert {"rollout/turns", "rollout/tool_calls", "rollout/tool_errors", "rollout/truncated_frac"} <= set(metrics[-1])
+    # the lineage names the environment class's source and its sha256, as it does a reward plugin's
+    checkpoint = cfg.run.out_dir / "checkpoints" / "iter_0002"
+    [environment] = read_record(checkpoint)["episode_plugins"]
+    assert environment["function"] == f"{HERE}:Vault" and environment["sha256"] == hash_file(__file__)
+    assert verify_lineage(checkpoint) == []
+    # the catalog's episodes view, through `coevo query episodes`
+    out = cfg.run.out_dir
+    with Catalog(cfg.catalog_path) as catalog:
+        catalog.ingest_iteration(1, out / "rollouts" / "iter_0001.parquet", out / "rewards" / "iter_0001.parquet")
+    problem = rollouts["problem_id"].iloc[0]
+    shown = CliRunner().invoke(app, ["query", "episodes", problem, "--catalog", str(cfg.catalog_path), "--json"])
+    assert shown.exit_code == 0, shown.output
+    listed = json.loads(shown.output)
+    assert [r["rollout_id"] for r in listed] == sorted(rollouts.loc[rollouts["problem_id"] == problem, "rollout_id"])
+    assert all(json.loads(r["messages"])[0]["role"] == "assistant" for r in listed)
+
+
+def test_flow_and_driver_agree_on_an_episode_run_killed_between_turns(prefect_server, tmp_path, tool_caller):
+    """The plain driver is SIGKILLed between the turns of iteration 2's episodes and continued; the
+    flow runs through. Same metrics (stage times aside) and the same final weights."""
+    runs = {}
+    for runner, options in {"flow": [], "plain": ["--plain"]}.items():
+        cfg = episode_config(tmp_path / runner, tool_caller, sampling={"temperature": 1.0})
+        raw = cfg.model_dump(mode="json")
+        raw["tracking"] |= {"mlflow_uri": f"sqlite:///{tmp_path / runner / 'mlflow.db'}", "experiment": "episodes"}
+        params = tmp_path / runner / "params.yaml"
+        params.parent.mkdir(parents=True, exist_ok=True)
+        params.write_text(yaml.safe_dump(raw))
+        if runner == "plain":
+            pause = f"turn:{derive_seed(cfg.seed, 2, 'rollout')}.1"
+            env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "COEVO_PAUSE": f"{pause}:300"}
+            command = [sys.executable, "-m", "coevo.cli", "train", *options, "--params", str(params), "--json"]
+            process = subprocess.Popen(
+                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            )
+            _kill_at_pause(process, pause)
+            assert not (cfg.run.out_dir / "rollouts" / "iter_0002.parquet").exists()
+            options = [*options, "--continue", "--set", "run.iterations=1"]  # iteration 2, where the kill fell
+        result = CliRunner().invoke(app, ["train", *options, "--params", str(params), "--json"])
+        assert result.exit_code == 0, result.output
+        lines = (cfg.run.out_dir / "metrics.jsonl").read_text().splitlines()
+        runs[runner] = (
+            [{k: v for k, v in json.loads(line).items() if not k.startswith("time/")} for line in lines],
+            read_meta(cfg.run.out_dir / "checkpoints" / "iter_0002")["weights_sha256"],
+        )
+    assert runs["plain"] == runs["flow"]
+    assert runs["flow"][0][-1]["rollout/tool_calls"] > 0

@@ -56,7 +56,7 @@ def rollouts() -> pd.DataFrame:
             "tool_calls": [0, 0, 1],
             "tool_errors": [0, 0, 0],
             "truncated": [False, False, False],
-            "messages": ["", "", json.dumps([{"role": "assistant", "content": "c"}, {"role": "tool", "content": "12"}])],
+            "messages": ["", "", json.dumps([{"role": "assistant", "content": "c"}, {"role": "tool", "content": "1"}])],
             "policy_mask": [[], [], [1, 0, 1]],
         }
     )
@@ -103,7 +103,7 @@ def test_a_rollouts_table_from_before_episodes_reads_as_one_turn_samples(tmp_pat
     "column, value, says",
     [
         ("policy_mask", [1, 0], "len(policy_mask) is neither 0 nor len(completion_ids)"),
-        ("messages", "[{\"role\": \"tool\"}]", "not a JSON list of {role, content} turns"),
+        ("messages", '[{"role": "tool"}]', "not a JSON list of {role, content} turns"),
         ("turns", 0, "greater_than_or_equal_to(1)"),
     ],
 )
