@@ -32,6 +32,8 @@ from coevo.problems.constraints import score_constraints
 from coevo.rollout.engines.base import Engine
 from coevo.rollout.episodes import sample
 from coevo.seeding import derive_seed
+from coevo.types import Generation
+from coevo.verification.reward_calls import Episodes
 from coevo.verification.stage import score_rows
 
 VAL = "val"  # namespace of the validation metrics: val/acc, val/acc/<family>
@@ -54,15 +56,21 @@ def greedy_completions(engine: Engine, prompts: Sequence[str], max_new_tokens: i
 
 def greedy_answers(
     engine: Engine, cfg: Config, rows: Sequence[dict], contexts: Sequence[Sequence[str]] | None = None
-) -> list[str]:
-    """The greedy answer to each problem row (its last turn, when the run's samples are episodes)."""
+) -> list[Generation]:
+    """The greedy sample of each problem row (an episode, when the run has tools: its text is the last turn)."""
     greedy = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=cfg.sampling.max_new_tokens)
-    return [g[0].text for g in sample(engine, cfg, rows, contexts, 1, greedy, seed=0)]
+    return [g[0] for g in sample(engine, cfg, rows, contexts, 1, greedy, seed=0)]
 
 
-def passed(rows: pd.DataFrame, completions: Sequence[str], cfg: Config) -> list[bool]:
+def passed(rows: pd.DataFrame, completions: Sequence[str], cfg: Config, episodes: Episodes | None = None) -> list[bool]:
     """Whether each completion passes the verifier of its row's family (problems-table rows)."""
-    return [r.passed for r in score_rows(rows, completions, cfg)]
+    return [r.passed for r in score_rows(rows, completions, cfg, episodes=episodes)]
+
+
+def judged(rows: pd.DataFrame, samples: Sequence[Generation], cfg: Config) -> list[bool]:
+    """`passed` of samples: their texts, and for episodes their turns and environments (reward plugins read them)."""
+    episodes = Episodes([s.messages for s in samples], [s.environment for s in samples]) if cfg.episodes else None
+    return passed(rows, [s.text for s in samples], cfg, episodes)
 
 
 def gold_metrics(test: pd.DataFrame, completions: Sequence[str]) -> dict[str, float]:
@@ -86,7 +94,7 @@ def validate(
     `verdicts`, when given, is filled with each validation problem id's greedy verdict."""
     with progress.task(f"greedy answers to {len(val)} validation problems"):
         greedy = greedy_answers(engine, cfg, val.to_dict("records"))
-    greedy_passed = passed(val, greedy, cfg)
+    greedy_passed = judged(val, greedy, cfg)
     if verdicts is not None:
         verdicts.update(zip(val["id"].astype(str), map(bool, greedy_passed)))
     return {key.replace("eval/", f"{VAL}/", 1): value for key, value in _per_family("acc", val, greedy_passed).items()}
@@ -115,21 +123,21 @@ def evaluate(
     rows, k = test.to_dict("records"), cfg.eval.pass_k
     with progress.task(f"greedy answers to {len(rows)} problems"):
         greedy = greedy_answers(engine, cfg, rows)
-    greedy_passed = passed(test, greedy, cfg)
+    greedy_passed = judged(test, greedy, cfg)
     metrics = _per_family("acc", test, greedy_passed)
     if verdicts is not None:
         verdicts.update(zip(test["id"].astype(str), map(bool, greedy_passed)))
-    metrics.update(gold_metrics(test, greedy))
+    metrics.update(gold_metrics(test, [g.text for g in greedy]))
     if context_for is not None:
         with progress.task(f"greedy answers with the co-evolvers' context to {len(rows)} problems"):
             completions = greedy_answers(engine, cfg, rows, [context_for(row) for row in rows])
-        metrics.update(_per_family("acc_context", test, passed(test, completions, cfg)))
+        metrics.update(_per_family("acc_context", test, judged(test, completions, cfg)))
     with progress.task(f"{k} samples of each of {len(rows)} problems (pass@{k})"):
         samples = sample(engine, cfg, rows, None, k, cfg.sampling, seed)  # [len(test)][k]
     repeated = test.iloc[[i for i in range(len(test)) for _ in range(k)]].reset_index(
         drop=True
     )  # problem-major, as `samples` flattens
-    sampled = passed(repeated, [g.text for group in samples for g in group], cfg)
+    sampled = judged(repeated, [g for group in samples for g in group], cfg)
     metrics.update(_per_family(f"pass@{k}", test, [any(sampled[i * k : (i + 1) * k]) for i in range(len(test))]))
     return metrics
 
@@ -205,7 +213,7 @@ def sampled_pass_curve(engine: Engine, test: pd.DataFrame, cfg: Config, n: int, 
         raise ValueError(f"--pass-curve {n}: the curve to pass@{CURVE_K} needs at least {CURVE_K} samples per problem")
     samples = sample(engine, cfg, test.to_dict("records"), None, n, cfg.sampling, seed)  # [P][n]
     repeated = test.iloc[[i for i in range(len(test)) for _ in range(n)]].reset_index(drop=True)  # problem-major
-    verdicts = passed(repeated, [g.text for group in samples for g in group], cfg)
+    verdicts = judged(repeated, [g for group in samples for g in group], cfg)
     counts = {str(pid): int(sum(verdicts[i * n : (i + 1) * n])) for i, pid in enumerate(test["id"])}
     return pass_curve(counts, n, seed)
 

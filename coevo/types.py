@@ -40,6 +40,7 @@ class Generation:
     tool_errors: int = 0
     truncated: bool = False  # ended by environment.max_turns or max_tokens with a call unanswered
     prompt: str | None = None  # the episode's prompt text (an environment's observation appended), when known
+    environment: object | None = field(default=None, repr=False, compare=False)  # its environment as it ended
 
 
 @dataclass(frozen=True)

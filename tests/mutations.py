@@ -697,6 +697,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/rollout/test_episodes.py::test_an_episode_calls_the_tool_reads_its_turn_and_answers",),
     ),
     Mutation(
+        "environment-replay-skips-the-calls",
+        "coevo/rollout/episodes.py",
+        "            run_tool(call, tools, cfg.environment.tool_timeout_s)",
+        "            pass",
+        ("tests/rollout/test_episodes.py::test_trl_style_environment_rewards_train_unchanged",),
+    ),
+    Mutation(
         "episode-past-its-budget-goes-on",
         "coevo/rollout/episodes.py",
         "    if last_turn or result.end_episode or over_budget:",

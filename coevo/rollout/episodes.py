@@ -61,13 +61,14 @@ class Toolbox:
     tools: tuple[ToolSpec, ...]
     specs: tuple[ToolSpec, ...]  # every tool the model is shown: the stateless ones, then the environment's
 
-    def open(self, row: Mapping[str, Any]) -> tuple[dict[str, ToolSpec], str | None]:
-        """One episode's tools by name and its environment's initial observation (None without one)."""
+    def open(self, row: Mapping[str, Any]) -> tuple[dict[str, ToolSpec], object | None, str | None]:
+        """One episode's tools by name, its environment and the environment's initial observation
+        (None, None without an environment class)."""
         if self.factory is None:
-            return tool_table(self.tools), None
+            return tool_table(self.tools), None, None
         instance = new_environment(self.factory)
         observation = reset_environment(instance, row)
-        return tool_table([*self.tools, *environment_tools(instance)]), observation
+        return tool_table([*self.tools, *environment_tools(instance)]), instance, observation
 
 
 @functools.lru_cache(maxsize=8)
@@ -101,6 +102,7 @@ class _Episode:
     prompt: str
     prompt_ids: list[int]
     tools: dict[str, ToolSpec]
+    environment: object | None
     ids: list[int] = field(default_factory=list)  # the completion: assistant turns and bridges
     logprobs: list[float] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
@@ -126,6 +128,7 @@ class _Episode:
             tool_errors=self.tool_errors,
             truncated=self.truncated,
             prompt=self.prompt,
+            environment=self.environment,
         )
 
 
@@ -153,10 +156,10 @@ def sample(
     episodes = []
     for row, context in zip(rows, contexts):
         for _ in range(n):
-            tools, observation = box.open(row)
+            tools, environment, observation = box.open(row)
             shown = dict(row) if not observation else {**row, "prompt": f"{_question(row)}\n\n{observation}"}
             prompt = renderer.render(shown, context)
-            episodes.append(_Episode(row, prompt, [], tools))
+            episodes.append(_Episode(row, prompt, [], tools, environment))
     for episode, ids in zip(
         episodes, encode_prompts(engine.tokenizer, [e.prompt for e in episodes], engine.add_special_tokens)
     ):
@@ -164,6 +167,22 @@ def sample(
     run_turns(engine, episodes, cfg.environment, sampling, seed)
     flat = [e.generation() for e in episodes]
     return [flat[i * n : (i + 1) * n] for i in range(len(rows))]
+
+
+def replay(cfg: Config, row: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> object | None:
+    """An episode's environment as the episode left it, for reward functions that read `environments`
+    after the episode's process is gone (a resumed run, the verification stage): a fresh instance reset
+    with the row, each recorded call made again in order. None without an environment class. An
+    environment whose state depends on more than its row and the calls (the clock, unseeded
+    randomness) may end in another state than it did in the episode."""
+    box = toolbox(cfg)
+    if box is None or box.factory is None:
+        return None
+    tools, environment, _ = box.open(row)
+    for turn, reply in zip(messages, messages[1:]):
+        if turn["role"] == "assistant" and reply["role"] == "tool" and (call := parse_tool_call(turn["content"])):
+            run_tool(call, tools, cfg.environment.tool_timeout_s)
+    return environment
 
 
 def _question(row: Mapping[str, Any]) -> str:

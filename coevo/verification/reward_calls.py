@@ -61,6 +61,16 @@ class RewardError(InputError):
 
 
 @dataclass(frozen=True)
+class Episodes:
+    """What a reward plugin reads of multi-turn episodes (coevo/rollout/episodes.py): per completion,
+    its turns after the prompt (TRL's `completions` of a multi-turn run) and its environment (TRL's
+    `environments`; None without an environment class)."""
+
+    messages: list[list[dict]]
+    environments: list[object | None]
+
+
+@dataclass(frozen=True)
 class TrainerState:
     """The `trainer_state` a reward function receives (the fields of TRL's that a schedule reads)."""
 
@@ -164,8 +174,10 @@ def plugin_arguments(
     completion_ids: Sequence[Sequence[int]] | None,
     state: TrainerState,
     log: RewardLog,
+    episodes: Episodes | None = None,
 ) -> dict:
-    """The keyword arguments every plugin of the batch is called with (TRL's names and shapes)."""
+    """The keyword arguments every plugin of the batch is called with (TRL's names and shapes); with
+    `episodes`, `completions` are the episodes' turns and `environments` their environments."""
     chat = conversational(rows)
     records = rows.to_dict("records")
     args = dict(columns)
@@ -181,6 +193,8 @@ def plugin_arguments(
         [list(ids) for ids in completion_ids] if completion_ids is not None else [None] * len(completions)
     )
     args["trainer_state"], args["log_metric"], args["log_extra"] = state, log.log_metric, log.log_extra
+    if episodes is not None:
+        args["completions"], args["environments"] = episodes.messages, episodes.environments
     return args
 
 

@@ -49,9 +49,11 @@ from coevo.config import Config
 from coevo.errors import InputError
 from coevo.plugins import load_plugin
 from coevo.registry import Registry
+from coevo.rollout.episodes import replay
 from coevo.types import Reward
 from coevo.verification.family_verifiers import family_verdicts
 from coevo.verification.reward_calls import (
+    Episodes,
     RewardError,
     RewardLog,
     TrainerState,
@@ -117,8 +119,8 @@ def reward_sources(cfg: Config) -> list[dict]:
 
 def check_rewards(cfg: Config, problems: pd.DataFrame) -> None:
     """Import every reward and call each plugin on the first PROBE_ROWS problems, their reference
-    answers as completions (message lists for conversations, as in training); RewardError names the
-    entry that fails."""
+    answers as completions (message lists for conversations, as in training; one-turn episodes with
+    freshly reset environments in a run with tools); RewardError names the entry that fails."""
     rows = problems.head(PROBE_ROWS).reset_index(drop=True)
     plugins = [term for term in reward_terms(cfg) if term.source is not None]
     if not plugins:
@@ -133,11 +135,21 @@ def check_rewards(cfg: Config, problems: pd.DataFrame) -> None:
             retokenized(cfg, answers),
             TrainerState(max_steps=cfg.run.iterations),
             RewardLog(len(rows)),
+            probe_episodes(cfg, rows) if cfg.episodes else None,
         )
     except RewardError as exc:
         raise RewardError(
             f"{exc} (a probe on {len(rows)} training problems, their reference answers as completions)"
         ) from exc
+
+
+def probe_episodes(cfg: Config, rows: pd.DataFrame) -> Episodes:
+    """The probe's episodes: each reference answer as the one assistant turn, its environment freshly reset."""
+    records = rows.to_dict("records")
+    return Episodes(
+        [[{"role": "assistant", "content": str(row["answer"])}] for row in records],
+        [replay(cfg, row, []) for row in records],
+    )
 
 
 def combine(
@@ -149,11 +161,12 @@ def combine(
     completion_ids: Sequence[Sequence[int]] | None = None,
     state: TrainerState | None = None,
     log: RewardLog | None = None,
+    episodes: Episodes | None = None,
 ) -> list[Reward]:
     """One Reward per (problems row, completion): the weighted sum of the terms' values, each value in
     `components`, `passed`/`verifier`/`details` from the first judge (else total >= pass_threshold).
-    `completion_ids`, `state` and `log` are the plugins' `completion_ids`, `trainer_state` and
-    `log_metric`/`log_extra` sink (coevo/verification/reward_calls.py)."""
+    `completion_ids`, `state`, `log` and `episodes` are the plugins' `completion_ids`, `trainer_state`,
+    `log_metric`/`log_extra` sink and multi-turn `completions`/`environments` (coevo/verification/reward_calls.py)."""
     if len(completions) == 0:
         return []
     values, verdicts, later = {}, None, []
@@ -173,7 +186,9 @@ def combine(
     plugins = [term for term in terms if not term.judge and term.source is not None]
     if plugins:
         log = log if log is not None else RewardLog(len(completions))
-        values.update(plugin_values(plugins, rows, completions, prompts, completion_ids, state or TrainerState(), log))
+        values.update(
+            plugin_values(plugins, rows, completions, prompts, completion_ids, state or TrainerState(), log, episodes)
+        )
     combined = "+".join(term.name for term in terms)
     rewards = []
     for i in range(len(completions)):
@@ -195,9 +210,10 @@ def plugin_values(
     completion_ids: Sequence[Sequence[int]] | None,
     state: TrainerState,
     log: RewardLog,
+    episodes: Episodes | None = None,
 ) -> dict[str, list[float | None]]:
     """Each plugin's checked values for the rows, called with TRL's arguments (async ones concurrently)."""
-    args = plugin_arguments(rows, columns_of(rows), completions, prompts, completion_ids, state, log)
+    args = plugin_arguments(rows, columns_of(rows), completions, prompts, completion_ids, state, log, episodes)
     returned = call_plugins(plugins, args, log)
     return {term.name: checked(term.where, returned[term.name], list(rows["id"])) for term in plugins}
 

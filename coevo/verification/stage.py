@@ -17,9 +17,10 @@ from collections.abc import Sequence
 import pandas as pd
 
 from coevo.config import Config
+from coevo.rollout.episodes import replay
 from coevo.types import Reward
 from coevo.verification.family_verifiers import family_verdicts  # noqa: F401 (re-exported: `from coevo.verification.stage import family_verdicts`)
-from coevo.verification.reward_calls import RewardLog, TrainerState, retokenized
+from coevo.verification.reward_calls import Episodes, RewardLog, TrainerState, retokenized
 from coevo.verification.rewards import BUILTIN_REWARDS, combine, reward_terms
 from schemas.rewards import COMPONENTS, LOGGED
 
@@ -32,11 +33,13 @@ def score_rows(
     completion_ids: Sequence[Sequence[int]] | None = None,
     state: TrainerState | None = None,
     log: RewardLog | None = None,
+    episodes: Episodes | None = None,
 ) -> list[Reward]:
     """One reward per (problems-table row, completion) pair, in order: the weighted sum of `rewards:`
     (each value in `components`), `passed` by the `verifier` entry (coevo/verification/rewards.py). `prompts`: the
     full prompts the policy saw (default: the rows' bare prompts); `completion_ids`, `state` (TRL's
-    `trainer_state`) and `log` (what plugins log) are passed to plugins (coevo/verification/reward_calls.py)."""
+    `trainer_state`), `log` (what plugins log) and `episodes` (a multi-turn run's turns and
+    environments) are passed to plugins (coevo/verification/reward_calls.py)."""
     if len(problems) != len(completions):
         raise ValueError(f"score_rows: {len(problems)} problem rows but {len(completions)} completions")
     prompts = list(problems["prompt"]) if prompts is None else prompts
@@ -44,8 +47,25 @@ def score_rows(
     if completion_ids is None and any(entry.function not in BUILTIN_REWARDS.names() for entry in cfg.rewards):
         completion_ids = retokenized(cfg, completions)  # a plugin reads completion_ids: the evaluation keeps texts only
     return combine(
-        reward_terms(cfg), problems, completions, prompts, cfg.rewards_pass_threshold, completion_ids, state, log
+        reward_terms(cfg),
+        problems,
+        completions,
+        prompts,
+        cfg.rewards_pass_threshold,
+        completion_ids,
+        state,
+        log,
+        episodes,
     )
+
+
+def replayed(cfg: Config, rows: pd.DataFrame, rollouts: pd.DataFrame) -> Episodes | None:
+    """A multi-turn run's episodes as reward plugins read them: each rollout's turns, and its
+    environment rebuilt by replaying the episode's calls (coevo/rollout/episodes.py `replay`)."""
+    if not cfg.episodes or "messages" not in rollouts.columns:
+        return None
+    messages = [json.loads(text) if text else [] for text in rollouts["messages"]]
+    return Episodes(messages, [replay(cfg, row, turns) for row, turns in zip(rows.to_dict("records"), messages)])
 
 
 def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config | None = None) -> pd.DataFrame:
@@ -60,9 +80,8 @@ def verify_rollouts(rollouts: pd.DataFrame, problems: pd.DataFrame, cfg: Config 
     ids = list(rollouts["completion_ids"]) if "completion_ids" in rollouts.columns else None
     cfg = cfg or Config()
     log = RewardLog(len(rollouts))
-    results = score_rows(
-        rows, list(rollouts["completion"]), cfg, prompts, ids, trainer_state(cfg, rollouts, problems), log
-    )
+    state, episodes = trainer_state(cfg, rollouts, problems), replayed(cfg, rows, rollouts)
+    results = score_rows(rows, list(rollouts["completion"]), cfg, prompts, ids, state, log, episodes)
     return pd.DataFrame(
         {
             "rollout_id": rollouts["rollout_id"].to_numpy(),

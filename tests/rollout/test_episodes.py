@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -37,6 +38,8 @@ from coevo.types import Generation
 from coevo.update.logprobs import completion_logprobs, pack
 from coevo.update.objectives import build_objective
 from coevo.update.stage import TrainingSet, minibatch_loss
+from schemas.rewards import read_rewards
+from schemas.rollouts import read_rollouts
 
 from ..conftest import tiny_config
 from ..flows.test_resume import _kill_at_pause
@@ -84,6 +87,33 @@ class SlowVault(Vault):
         """
         time.sleep(3)
         return self.answer
+
+
+class CountingVault(Vault):
+    """A TRL-style environment whose state a reward function reads (TRL: `reward_func(environments, **kwargs)`)."""
+
+    def reset(self, answer: str, **kwargs) -> None:
+        super().reset(answer)
+        self.reveals = 0
+
+    def reveal(self) -> str:
+        """Reveal the answer to the question.
+
+        Returns:
+            The answer.
+        """
+        self.reveals += 1
+        return self.answer
+
+
+def revealed_once(environments, **kwargs) -> list[float]:
+    """As TRL's docs write an environment reward: read each episode's environment."""
+    return [1.0 if env.reveals == 1 else 0.0 for env in environments]
+
+
+def turn_count(completions, **kwargs) -> list[float]:
+    """A multi-turn run's completions are message lists (TRL): count their turns."""
+    return [float(len(completion)) for completion in completions]
 
 
 def episode_config(tmp_path: Path, checkpoint: Path | None = None, **overrides) -> Config:
@@ -313,3 +343,40 @@ def test_flow_and_driver_agree_on_an_episode_run_killed_between_turns(prefect_se
         )
     assert runs["plain"] == runs["flow"]
     assert runs["flow"][0][-1]["rollout/tool_calls"] > 0
+
+
+@pytest.mark.parametrize("through", ["cli", "api"])
+def test_trl_style_environment_rewards_train_unchanged(tmp_path, tool_caller, through):
+    """Reward functions read `environments` (each episode's environment as it ended, rebuilt by replaying
+    its calls in the verification stage) and `completions` as message lists, as TRL passes them."""
+    import coevo
+
+    cfg = episode_config(
+        tmp_path,
+        tool_caller,
+        sampling={"temperature": 0.5},  # well-formed calls mostly, and some that are not
+        environment={"factory": f"{HERE}:CountingVault"},
+        rewards=[
+            {"function": "verifier"},
+            {"function": f"{HERE}:revealed_once", "weight": 0.5},
+            {"function": f"{HERE}:turn_count", "weight": 0.0},
+        ],
+    )
+    params = tmp_path / "params.yaml"
+    raw = cfg.model_dump(mode="json")
+    raw["tracking"] |= {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    params.write_text(yaml.safe_dump(raw))
+    if through == "cli":
+        result = CliRunner().invoke(app, ["train", "--plain", "--params", str(params), "--json"])
+        assert result.exit_code == 0, result.output
+    else:
+        assert coevo.train(params, plain=True)["iterations"] == 2
+    out = cfg.run.out_dir
+    rollouts = pd.concat([read_rollouts(out / "rollouts" / f"iter_000{it}.parquet") for it in (1, 2)])
+    rewards = pd.concat([read_rewards(out / "rewards" / f"iter_000{it}.parquet") for it in (1, 2)])
+    components = [json.loads(c) for c in rewards["components"]]
+    turns = [json.loads(m) for m in rollouts["messages"]]
+    ran = rollouts["tool_calls"] - rollouts["tool_errors"]  # calls that reached reveal
+    assert [c["revealed_once"] for c in components] == [float(n == 1) for n in ran]
+    assert [c["turn_count"] for c in components] == [float(len(t)) for t in turns]
+    assert 0 < sum(c["revealed_once"] for c in components) < len(components)
