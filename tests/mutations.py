@@ -182,10 +182,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "chat-update-renders-plain",
         "coevo/update/stage.py",
-        "renderer = prompt_renderer(cfg.prompt, policy.tokenizer)  # the engine's rendering",
+        "renderer = renderer_for(cfg, policy.tokenizer)  # the engine's rendering",
         (
-            'renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)  # the '
-            "engine's rendering"
+            'renderer = renderer_for(cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update={"format": '
+            '"plain"})}), policy.tokenizer)  # the engine\'s rendering'
         ),
         ("tests/test_prompting.py::test_tiny_run_under_chat_trains_on_the_exact_templated_tokens",),
     ),
@@ -407,10 +407,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "teacher-prompts-rendered-plain-under-chat",
         "coevo/update/stage.py",
-        "    renderer = prompt_renderer(cfg.prompt, policy.tokenizer)\n    texts = ",
+        "    renderer = renderer_for(cfg, policy.tokenizer)\n    texts = ",
         (
-            '    renderer = prompt_renderer(cfg.prompt.model_copy(update={"format": "plain"}), policy.tokenizer)\n   '
-            " texts = "
+            '    renderer = renderer_for(cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update={"format": '
+            '"plain"})}), policy.tokenizer)\n    texts = '
         ),
         ("tests/update/test_teacher.py::test_under_chat_the_teacher_prompts_are_templated_like_the_students",),
     ),
