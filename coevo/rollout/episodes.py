@@ -98,7 +98,6 @@ def renderer_for(cfg: Config, tokenizer: Any):
 
 @dataclass
 class _Episode:
-    row: Mapping[str, Any]
     prompt: str
     prompt_ids: list[int]
     tools: dict[str, ToolSpec]
@@ -159,7 +158,7 @@ def sample(
             tools, environment, observation = box.open(row)
             shown = dict(row) if not observation else {**row, "prompt": f"{_question(row)}\n\n{observation}"}
             prompt = renderer.render(shown, context)
-            episodes.append(_Episode(row, prompt, [], tools, environment))
+            episodes.append(_Episode(prompt, [], tools, environment))
     for episode, ids in zip(
         episodes, encode_prompts(engine.tokenizer, [e.prompt for e in episodes], engine.add_special_tokens)
     ):
