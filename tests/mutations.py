@@ -676,6 +676,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_docs_commands.py::test_every_documented_command_parses_and_names_existing_paths",),
     ),
     Mutation(
+        "identity-counts-an-episode-run-as-an-earlier-one",
+        "coevo/compare/spec.py",
+        '    if params.get("tools") or (params.get("environment") or {}).get("factory"):\n        return False\n',
+        "",
+        ("tests/compare/test_spec.py::test_episodes_keep_the_earlier_identity_only_where_no_episode_runs",),
+    ),
+    Mutation(
         "episode-update-trains-the-tool-turns",
         "coevo/update/stage.py",
         "        mask=packed.loss_mask,  # [b, T] the policy's tokens",

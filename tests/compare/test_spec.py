@@ -191,6 +191,15 @@ def test_dynamic_sampling_keeps_the_earlier_identity_only_where_it_is_off(tmp_pa
         assert (_identity_without(cfg, drop_below=False) in identities(cfg)) is not enabled
 
 
+def test_episodes_keep_the_earlier_identity_only_where_no_episode_runs(tmp_path):
+    """tools and environment came after runs were committed: without them a run carries the identity
+    of its params without the keys; with a tool, it computes what no earlier run did."""
+    chat = {"prompt": {"format": "chat"}, "coevolver": {"update_context": "keep"}}
+    for tools in ([], ["coevo.environments.calculator:add"]):
+        cfg = tiny_config(tmp_path, tools=tools, **chat)
+        assert (_identity_without(cfg, drop_below=False) in identities(cfg)) is not bool(tools)
+
+
 def test_a_seed_outside_the_spec_is_refused_before_anything_runs_and_the_spec_hash_is_its_bytes(tmp_path):
     """Seeds are fixed in the spec before the run: `--seed 7` with seeds [3, 4] is refused (exit 2,
     naming the spec and its seeds) and nothing is written; the spec's sha256, which every run records,
