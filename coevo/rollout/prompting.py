@@ -66,11 +66,16 @@ def _is_code(problem: Problem) -> bool:
 
 class _Renderer:
     add_special_tokens = True  # whether encoding adds the tokenizer's special tokens (BOS)
-    tools: tuple[ToolSpec, ...] = ()  # shown in the prompt (chat): the tools of an episode run
-    native_tools = False  # the chat template renders `tools=` itself (else render_tools' system text)
 
-    def __init__(self, cfg: PromptConfig, tokenizer: Any = None, checkpoint: str | Path | None = None):
+    def __init__(
+        self,
+        cfg: PromptConfig,
+        tokenizer: Any = None,
+        checkpoint: str | Path | None = None,
+        tools: Sequence[ToolSpec] = (),
+    ):
         self.cfg, self.tokenizer, self.checkpoint = cfg, tokenizer, checkpoint
+        self.tools = tuple(tools)  # shown in the prompt (chat; the config refuses tools with plain)
 
     def render_all(self, problems: Sequence[Problem], contexts: Sequence[Sequence[str]] | None = None) -> list[str]:
         contexts = contexts if contexts is not None else [()] * len(problems)
@@ -97,9 +102,17 @@ class PlainRenderer(_Renderer):
 class ChatRenderer(_Renderer):
     add_special_tokens = False  # the chat template writes BOS and the role markers itself
 
-    def __init__(self, cfg: PromptConfig, tokenizer: Any = None, checkpoint: str | Path | None = None):
-        super().__init__(cfg, tokenizer, checkpoint)
+    def __init__(
+        self,
+        cfg: PromptConfig,
+        tokenizer: Any = None,
+        checkpoint: str | Path | None = None,
+        tools: Sequence[ToolSpec] = (),
+    ):
+        super().__init__(cfg, tokenizer, checkpoint, tools)
         check_chat_template(tokenizer, checkpoint)
+        # the chat template renders `tools=` itself, else render_tools' text goes in the system turn
+        self.native_tools = bool(self.tools) and template_takes_tools(tokenizer)
 
     def messages(self, problem: Problem, context: Sequence[str] = ()) -> list[dict]:
         """The conversation to template: system turn, earlier turns, then the user turn carrying
@@ -143,10 +156,7 @@ def prompt_renderer(
 ) -> _Renderer:
     """The renderer of `prompt.format` over `tokenizer` (named by `checkpoint` in errors); `tools`:
     shown to the model in the prompt (chat only; coevo/rollout/episodes.py `renderer_for`)."""
-    renderer = PROMPT_FORMATS[cfg.format](cfg, tokenizer, checkpoint)
-    renderer.tools = tuple(tools)
-    renderer.native_tools = bool(tools) and template_takes_tools(tokenizer)
-    return renderer
+    return PROMPT_FORMATS[cfg.format](cfg, tokenizer, checkpoint, tools)
 
 
 def encode_prompts(
