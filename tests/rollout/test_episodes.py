@@ -31,13 +31,16 @@ from coevo.model.checkpoint import load_policy, read_meta
 from coevo.prepare import prepare_problems
 from coevo.rollout.engines.hf import HFEngine
 from coevo.rollout.episodes import bridge_ids, renderer_for, sample
+from coevo.rollout.stage import run_rollouts
 from coevo.seeding import derive_seed
+from coevo.stages.prepare import bootstrap_stage, prepare_stage
 from coevo.store.catalog import Catalog
 from coevo.store.lineage import read_record, verify_lineage
-from coevo.types import Generation
+from coevo.types import ContextVariant, Generation
 from coevo.update.logprobs import completion_logprobs, pack
 from coevo.update.objectives import build_objective
-from coevo.update.stage import TrainingSet, minibatch_loss
+from coevo.update.stage import TrainingSet, build_training_set, minibatch_loss, old_logprobs
+from coevo.verification.stage import verify_rollouts
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
@@ -76,6 +79,12 @@ class BrokenVault(Vault):
             The answer.
         """
         raise ValueError("the vault is jammed")
+
+
+class HintedVault(Vault):
+    def reset(self, answer: str, **kwargs) -> str:
+        super().reset(answer)
+        return "The vault is open."  # an initial observation
 
 
 class SlowVault(Vault):
@@ -215,6 +224,12 @@ def test_a_tool_that_raises_or_hangs_is_an_error_turn_and_the_episode_goes_on(tm
         assert episode.truncated and episode.turns == 1 and episode.tool_errors == 1
 
 
+def test_an_environments_initial_observation_ends_the_user_turn(tmp_path, tool_caller):
+    found, rows = episodes(tmp_path, tool_caller, environment={"factory": f"{HERE}:HintedVault"})
+    for episode, row in zip(found, rows):
+        assert episode.prompt.endswith(f"<user>{row['prompt']}\n\nThe vault is open.\n<assistant>")
+
+
 @pytest.mark.parametrize(
     "environment",
     [{"max_turns": 1}, {"max_tokens": 60}],  # no turn left to read the call's result
@@ -266,6 +281,54 @@ def test_tool_turn_tokens_get_no_gradient_and_policy_tokens_score_as_one_turn(tm
         atol=1e-5,
         rtol=1e-5,
     )
+
+
+def test_the_engine_mismatch_is_measured_on_policy_tokens_only(tmp_path, tool_caller):
+    """A separate engine's mismatch (coevo/update/mismatch.py) over episodes the same weights sampled:
+    every policy token is measured and agrees; a tool turn, whose recorded sampling logprob is 0.0,
+    would count as a large mismatch if it were measured."""
+    cfg = episode_config(tmp_path, tool_caller, sampling={"temperature": 1.0})
+    _, test = prepare_problems(cfg)
+    problems = test.head(4)
+    policy = load_policy(tool_caller, "cpu")
+    variants = [ContextVariant(pid, "solo", n=cfg.rollout.group_size) for pid in problems["id"]]
+    rollouts = run_rollouts(HFEngine(policy), variants, problems, cfg, 1, "v0")
+    rewards = verify_rollouts(rollouts, problems, cfg)
+    data, _ = build_training_set(policy, rollouts, rewards, cfg, keep_all_groups=True)
+    _, mismatch = old_logprobs(policy.model, data, rollouts, cfg, policy.tokenizer.pad_token_id, False)
+    assert (rollouts["tool_calls"] > 0).any()
+    assert mismatch["policy/mismatch_tokens"] == sum(sum(mask) for mask in rollouts["policy_mask"])
+    assert mismatch["policy/mismatch_abs_logprob_max"] < 1e-3
+
+
+ENVIRONMENT_MODULE = '''
+class Vault:
+    def reset(self, answer: str, **kwargs) -> None:
+        self.answer = answer
+
+    def reveal(self) -> str:
+        """Reveal the answer to the question.
+
+        Returns:
+            The answer.
+        """
+        return self.answer
+'''
+
+
+def test_the_lineage_reports_an_environment_source_edited_since(tmp_path, tool_caller, monkeypatch):
+    """The bootstrap checkpoint's lineage records the environment class's source and sha256;
+    `verify_lineage` names it once the file changes."""
+    monkeypatch.chdir(tmp_path)  # a user's module beside the params, found from the working directory
+    (tmp_path / "lineage_env.py").write_text(ENVIRONMENT_MODULE)
+    cfg = episode_config(tmp_path, tool_caller, environment={"factory": "lineage_env:Vault"})
+    boot = bootstrap_stage(cfg, prepare_stage(cfg))
+    checkpoint = Path(boot.checkpoint.path)
+    [recorded] = read_record(checkpoint)["episode_plugins"]
+    assert recorded["sha256"] == hash_file(tmp_path / "lineage_env.py")
+    assert verify_lineage(checkpoint) == []
+    (tmp_path / "lineage_env.py").write_text(ENVIRONMENT_MODULE + "# edited after training\n")
+    assert [m.what for m in verify_lineage(checkpoint)] == ["tool or environment lineage_env:Vault"]
 
 
 def test_episode_settings_that_cannot_work_are_refused(tmp_path):
