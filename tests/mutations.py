@@ -779,6 +779,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/rollout/test_episodes.py::test_the_rollouts_table_keeps_each_episode",),
     ),
     Mutation(
+        "verification-replays-environments-for-built-in-rewards",
+        "coevo/verification/stage.py",
+        ' or not any(":" in e.function for e in cfg.rewards):',
+        ":",
+        ("tests/rollout/test_episodes.py::test_verification_replays_no_environment_when_no_reward_plugin_reads_it",),
+    ),
+    Mutation(
         "episode-update-trains-the-tool-turns",
         "coevo/update/stage.py",
         "        mask=packed.loss_mask,  # [b, T] the policy's tokens",

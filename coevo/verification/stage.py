@@ -61,8 +61,9 @@ def score_rows(
 
 def replayed(cfg: Config, rows: pd.DataFrame, rollouts: pd.DataFrame) -> Episodes | None:
     """A multi-turn run's episodes as reward plugins read them: each rollout's turns, and its
-    environment rebuilt by replaying the episode's calls (coevo/rollout/episodes.py `replay`)."""
-    if not cfg.episodes or "messages" not in rollouts.columns:
+    environment rebuilt by replaying the episode's calls (coevo/rollout/episodes.py `replay`). None
+    when no `rewards:` entry is a plugin: the built-ins read the last turn's text, and nothing is replayed."""
+    if not cfg.episodes or "messages" not in rollouts.columns or not any(":" in e.function for e in cfg.rewards):
         return None
     messages = [json.loads(text) if text else [] for text in rollouts["messages"]]
     return Episodes(messages, [replay(cfg, row, turns) for row, turns in zip(rows.to_dict("records"), messages)])

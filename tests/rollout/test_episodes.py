@@ -24,7 +24,8 @@ from prefect.settings import PREFECT_API_URL
 from typer.testing import CliRunner
 
 from coevo.cli import app
-from coevo.config import Config, deep_merge
+from coevo.config import Config, RewardEntry, deep_merge
+from coevo.errors import InputError
 from coevo.io import hash_file
 from coevo.model.bootstrap import build_tiny_policy
 from coevo.model.checkpoint import load_policy, read_meta
@@ -281,6 +282,28 @@ def test_tool_turn_tokens_get_no_gradient_and_policy_tokens_score_as_one_turn(tm
         atol=1e-5,
         rtol=1e-5,
     )
+
+
+class SealedVault(Vault):
+    def reset(self, answer: str, **kwargs) -> None:
+        raise RuntimeError("sealed: this environment may not be made again")
+
+
+def test_verification_replays_no_environment_when_no_reward_plugin_reads_it(tmp_path, tool_caller):
+    """The built-in rewards read the last turn's text: an episode run scored by them alone never
+    rebuilds an environment (SealedVault cannot be reset; with a plugin entry it would be)."""
+    cfg = episode_config(tmp_path, tool_caller)
+    _, test = prepare_problems(cfg)
+    problems = test.head(2)
+    variants = [ContextVariant(pid, "solo", n=2) for pid in problems["id"]]
+    rollouts = run_rollouts(HFEngine(load_policy(tool_caller, "cpu")), variants, problems, cfg, 1, "v0")
+    sealed = cfg.model_copy(
+        update={"environment": cfg.environment.model_copy(update={"factory": f"{HERE}:SealedVault"})}
+    )
+    assert len(verify_rollouts(rollouts, problems, sealed)) == len(rollouts)
+    with_plugin = sealed.model_copy(update={"rewards": [*sealed.rewards, RewardEntry(function=f"{HERE}:turn_count")]})
+    with pytest.raises(InputError, match="sealed"):
+        verify_rollouts(rollouts, problems, with_plugin)
 
 
 def test_the_engine_mismatch_is_measured_on_policy_tokens_only(tmp_path, tool_caller):
