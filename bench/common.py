@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 # shared 2-core machine two threads that wait on each other at every op ran generation 7-10x slower.
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 RESULTS = ROOT / "bench" / "results"
 CACHE = RESULTS / "cache"
 console = Console(soft_wrap=True)
@@ -58,7 +59,7 @@ def prepared_config(run_dir: Path, iterations: int, extra: dict | None = None) -
 
     torch.set_num_threads(THREADS)  # the same thread count for every arm (params.yaml keeps policy.threads null)
     overrides = bench_overrides(run_dir, iterations, extra)
-    cfg = load_config(ROOT / "params.yaml", overrides)
+    cfg = load_config(TINY_PARAMS, overrides)
     source = cached_bootstrap(cfg)
     if run_dir.exists():
         shutil.rmtree(run_dir)
@@ -192,7 +193,7 @@ def coevo_step(arm: str, run_dir: Path, iterations: int, extra: dict | None = No
         clock.timing(update_steps, "policy_update", "policy_update"),
         clock.optimizer_steps(),
     ):
-        train(cfg, Console(quiet=True)) if arm == "driver" else train_flow(str(ROOT / "params.yaml"), overrides)
+        train(cfg, Console(quiet=True)) if arm == "driver" else train_flow(str(TINY_PARAMS), overrides)
     step = clock.per_step("rollout")
     phases = {
         "generation": step.get("generation", 0.0),

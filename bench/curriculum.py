@@ -35,6 +35,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 RESULTS = ROOT / "bench" / "results"
 TRAIN_PHASES = ("time/rollout", "time/verify", "time/coevolve", "time/update")
 FROZEN_AFTER = 5  # the frozen-curriculum ablation's bandit learns for this many iterations, then stops
@@ -86,9 +87,7 @@ def bootstrap(seed: int, args: argparse.Namespace) -> str:
     from coevo.loop import set_threads
     from coevo.stages.prepare import bootstrap_stage, prepare_stage
 
-    cfg = load_config(
-        ROOT / "params.yaml", overrides("grpo", seed, args, 1, RESULTS / args.name / f"seed{seed}" / "_bootstrap")
-    )
+    cfg = load_config(TINY_PARAMS, overrides("grpo", seed, args, 1, RESULTS / args.name / f"seed{seed}" / "_bootstrap"))
     set_threads(cfg)
     bootstrap_stage(cfg, prepare_stage(cfg))
     return str(cfg.bootstrap_dir)
@@ -104,7 +103,7 @@ def train_run(
     from coevo.driver import train
 
     out_dir = RESULTS / args.name / f"seed{seed}" / f"{arm}-{label}"
-    cfg = load_config(ROOT / "params.yaml", overrides(arm, seed, args, iterations, out_dir))
+    cfg = load_config(TINY_PARAMS, overrides(arm, seed, args, iterations, out_dir))
     shutil.rmtree(out_dir, ignore_errors=True)
     shutil.copytree(boot_dir, cfg.bootstrap_dir)
     summary = train(cfg, Console(quiet=True))

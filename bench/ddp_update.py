@@ -39,6 +39,7 @@ from coevo.stages.verify import verify_stage
 from schemas.rewards import read_rewards, write_rewards
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 
 
 # "llama135": the tiny policy's Llama with SmolLM2-135M's layer sizes (a char vocabulary and 9
@@ -73,7 +74,7 @@ def run_model(name: str, args, out: Path) -> dict:
     from coevo.config import deep_merge
 
     overrides = deep_merge(base, model_overrides(name, args))
-    cfg = load_config(ROOT / "params.yaml", overrides)
+    cfg = load_config(TINY_PARAMS, overrides)
     data = prepare_stage(cfg)
     boot = bootstrap_stage(cfg, data)
     rollouts, signal = RunLayout(cfg.run.out_dir).rollouts(1), cfg.run.out_dir / "signal.parquet"
@@ -93,7 +94,7 @@ def run_model(name: str, args, out: Path) -> dict:
     for arm in args.arms.split(","):
         device, world = arm.split(":")
         wcfg = load_config(
-            ROOT / "params.yaml",
+            TINY_PARAMS,
             deep_merge(overrides, {"policy": {"device": device, "distributed": {"world_size": int(world)}}}),
         )
         forget_policies()

@@ -1,10 +1,10 @@
 """Disk used by a run, with and without checkpoint retention (run.retention), and the bound it obeys.
 
-Runs the default params.yaml (the tiny policy) with the plain driver for --iterations, twice: with
+Runs the tiny policy's params (examples/tiny.yaml) with the plain driver for --iterations, twice: with
 retention off (run.retention.keep_last null: every checkpoint keeps its weights) and with the
 defaults (keep_last 2, keep_every 50, keep_best), held-out evaluation every eval.every (25) as in
-params.yaml. Reports each run directory's size by part and the per-iteration costs, and
-extrapolates both to --extrapolate iterations (default 300, the default run) with the bound of
+examples/tiny.yaml. Reports each run directory's size by part and the per-iteration costs, and
+extrapolates both to --extrapolate iterations (default 300, the tiny policy's run) with the bound of
 docs/benchmarks/disk.md "Disk":
   bytes <= (keep_last + ceil(I / keep_every) + keep_best + 1) * (checkpoint + co-evolver version)
            + min(2, keep_last) * optimizer state
@@ -13,7 +13,7 @@ The measured retained run is checked against the bound at its own length.
 
     .venv/bin/python bench/disk.py --iterations 50    # bench/results/disk/disk.json
     .venv/bin/python bench/disk.py --measure /tmp/d300/run --extra /tmp/d300/mlflow.db   # an existing run, by part
-    .venv/bin/python bench/disk.py --cost params.yaml --out /tmp/cost --set run.iterations=10   # disk and time per
+    .venv/bin/python bench/disk.py --cost examples/tiny.yaml --out /tmp/cost --set run.iterations=10   # disk and time per
         iteration of any params file (examples/smollm2.yaml too), written to OUT/cost.json (`cost`)
 
 `--cost` runs a params file (with --set overrides) with the plain driver and reports what each

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -56,7 +57,7 @@ def tokenizer_of_size(vocab_size: int) -> PreTrainedTokenizerFast:
 def build_model(name: str, directory: Path) -> Path:
     """A random-initialised checkpoint of the named shape, saved as coevo saves policies."""
     if name == "tiny":
-        shape = load_config(ROOT / "params.yaml").policy.shape
+        shape = load_config(TINY_PARAMS).policy.shape
         tokenizer = build_char_tokenizer()
         config = LlamaConfig(
             vocab_size=len(tokenizer),

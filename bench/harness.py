@@ -35,12 +35,13 @@ import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 RESULTS = ROOT / "bench" / "results"
 BAD_TEMPERATURE = 0.05
 BAD_INSTRUCTION = "Explain your reasoning in detail, step by step, before the answer."
 SCENARIOS = {
     "temperature": {
-        "params": ROOT / "params.yaml",
+        "params": TINY_PARAMS,
         "fault": f"sampling.temperature {BAD_TEMPERATURE}",
         "arms": {
             "bad": {"sampling": {"temperature": BAD_TEMPERATURE}, "coevolver": {"kind": "none"}},
@@ -58,7 +59,7 @@ SCENARIOS = {
         },
     },
     "shaping": {
-        "params": ROOT / "params.yaml",
+        "params": TINY_PARAMS,
         "fault": "a length bonus at the verifier's weight",
         "arms": {
             "bad": {"coevolver": {"kind": "none"}},

@@ -36,6 +36,7 @@ from coevo.update.logprobs import completion_logprobs, pack
 from coevo.update.stage import build_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 
 
 def batch(vocab: int, args, generator: torch.Generator) -> tuple[list[list[int]], list[list[int]], torch.Tensor]:
@@ -64,7 +65,7 @@ def run_arm(arm: str, args) -> dict:
         "policy": {"dtype": args.dtype, "lora": {"rank": args.rank if arm == "lora" else 0, "lr": 1e-4}},
         "optim": {"lr": 1e-5},
     }
-    cfg = load_config(ROOT / "params.yaml", overrides)
+    cfg = load_config(TINY_PARAMS, overrides)
     policy = load_policy(args.model, "cpu", args.dtype)
     if arm == "lora":
         policy.model, policy.base = apply_lora(policy.model, cfg.policy.lora, seed=0), Path(args.model)

@@ -27,6 +27,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 RESULTS = ROOT / "bench" / "results"
 
 PMD = {"objective": {"name": "opsd", "teacher": {"sources": ["coevolver"]}}, "coevolver": {"kind": "memory"}}
@@ -227,7 +228,7 @@ def main() -> None:
     parser.add_argument(
         "--params",
         type=Path,
-        default=ROOT / "params.yaml",
+        default=TINY_PARAMS,
         help="the params file every run starts from (e.g. examples/smollm2.yaml)",
     )
     parser.add_argument(

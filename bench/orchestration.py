@@ -45,7 +45,7 @@ import coevo.driver
 import tasks.stages
 from bench.common import (
     RESULTS,
-    ROOT,
+    TINY_PARAMS,
     PhaseClock,
     add_output_args,
     alternate,
@@ -178,7 +178,7 @@ def run_arm(arm: str, run_dir: Path, iterations: int, extra: dict | None = None)
         clock.stage_timing("rollout_stage", "rollout", mark=True),
         clock.stage_timing("evaluate_stage", "eval"),
     ):
-        train(cfg, Console(quiet=True)) if arm == "driver" else train_flow(str(ROOT / "params.yaml"), overrides)
+        train(cfg, Console(quiet=True)) if arm == "driver" else train_flow(str(TINY_PARAMS), overrides)
     return {
         "wall_s": time.perf_counter() - start,
         "iteration_wall_s": clock.per_step("rollout")["step"],  # iterations 2 .. n-1: no warm-up, no final eval

@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 # the test suite's tiny policy (tests/conftest.py), copied: this script also runs on other checkouts; a
 # longer warm start than the suite's, which passes some samples, so that the policy moves
 TINY = {
@@ -48,7 +49,7 @@ TWO = [{"kind": "curriculum"}, {"kind": "skill_bank"}]
 
 
 def params_file(root: Path, name: str, iterations: int, coevolver: list | None = None) -> Path:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     for section, values in TINY.items():
         raw[section].update(values)
     raw["run"].update({"iterations": iterations, "out_dir": str(root / name / "run")})

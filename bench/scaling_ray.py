@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
@@ -96,7 +97,7 @@ def verify_throughput(tmp: Path, rounds: int) -> dict:
         "problems": {"source": "code-synth", "data_dir": str(tmp / "code-data")},
         "run": {"out_dir": str(tmp / "code-run")},
     }
-    cfg = load_config(ROOT / "params.yaml", base)
+    cfg = load_config(TINY_PARAMS, base)
     data, (whole, *shards) = code_rollouts(cfg)
     one_sandbox = cfg.model_copy(
         update={"code": cfg.code.model_copy(update={"sandbox": cfg.code.sandbox.model_copy(update={"workers": 1})})}
@@ -155,7 +156,7 @@ def flow_overhead(tmp: Path, iterations: int, bootstrap_steps: int | None = None
             }
             if bootstrap_steps is not None:  # a shorter warm start (the bench measures orchestration, not learning)
                 overrides["bootstrap"] = {"steps": bootstrap_steps}
-            state = train_flow(str(ROOT / "params.yaml"), overrides, return_state=True)
+            state = train_flow(str(TINY_PARAMS), overrides, return_state=True)
             assert state.is_completed(), state
             lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
             per_iter = [m["time/rollout"] + m["time/verify"] for m in lines[1:]]

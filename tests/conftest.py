@@ -16,6 +16,7 @@ from coevo.config import Config, load_config
 from coevo.records import Bootstrapped, Splits
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_PARAMS = ROOT / "examples" / "tiny.yaml"  # the tiny character-level policy's params (params.yaml trains SmolLM2)
 
 TINY = {
     "policy": {
@@ -110,7 +111,7 @@ def tiny_config(tmp_path: Path, **overrides) -> Config:
     from coevo.config import deep_merge
 
     paths = {"run": {"out_dir": str(tmp_path / "run")}, "problems": {"data_dir": str(tmp_path / "data")}}
-    return load_config(ROOT / "params.yaml", deep_merge(deep_merge(TINY, paths), overrides), overrides_label=None)
+    return load_config(TINY_PARAMS, deep_merge(deep_merge(TINY, paths), overrides), overrides_label=None)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from coevo.layout import RunLayout
 from coevo.model.checkpoint import read_meta
 from coevo.tracking.mlflow_tracker import Tracker
 
-from .conftest import ROOT, tiny_config
+from .conftest import TINY_PARAMS, tiny_config
 
 PMD = {"objective": {"name": "opsd"}, "coevolver": {"kind": "memory"}}
 
@@ -102,7 +102,7 @@ def test_memory_and_ablation_settings_reach_mlflow_params(tmp_path):
         },
         "tracking": {"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
     }
-    cfg = load_config(ROOT / "params.yaml", overrides)
+    cfg = load_config(TINY_PARAMS, overrides)
     tracker = Tracker(cfg.tracking, tmp_path / "run")
     params = tracker.client.get_run(tracker.start(cfg.model_dump(mode="json"), run_name="ablation")).data.params
     assert params["policy.frozen"] == "True"

@@ -9,11 +9,11 @@ from typer.testing import CliRunner
 
 from coevo.cli import app
 
-from .conftest import ROOT, TINY
+from .conftest import TINY, TINY_PARAMS
 
 
 def _params(tmp_path, **extra) -> str:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     for section, values in {**TINY, **extra}.items():
         raw.setdefault(section, {}).update(values) if isinstance(values, dict) else raw.__setitem__(section, values)
     raw["run"]["out_dir"] = str(tmp_path / "run")

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from coevo.config import Config, ConfigError, load_config, parse_overrides
 
-from .conftest import ROOT
+from .conftest import ROOT, TINY_PARAMS
 
 
 def _mapping_model(annotation) -> type[BaseModel] | None:
@@ -28,15 +28,22 @@ def _walk(model: type[BaseModel], prefix: str = ""):
             yield from _walk(sub, prefix + name + ".")
 
 
-def test_params_yaml_is_valid_and_complete():
-    cfg = load_config(ROOT / "params.yaml")
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+@pytest.mark.parametrize("params", [ROOT / "params.yaml", TINY_PARAMS], ids=["params.yaml", "tiny.yaml"])
+def test_params_yaml_is_valid_and_complete(params):
+    cfg = load_config(params)
+    raw = yaml.safe_load(params.read_text())
     for dotted, _ in _walk(Config):
         node = raw
         for part in dotted.split("."):
-            assert part in node, f"params.yaml lacks {dotted}: it must list every knob"
+            assert part in node, f"{params.name} lacks {dotted}: it must list every knob"
             node = node[part]
     assert cfg.rollouts_per_iter == cfg.rollout.problems_per_iter * cfg.rollout.group_size
+
+
+def test_the_tiny_params_are_the_defaults():
+    """examples/tiny.yaml (the tests' base) holds exactly the defaults of coevo/config/: a params file
+    that leaves a key out gets the tiny policy's value, as the examples' headers say."""
+    assert load_config(TINY_PARAMS).model_dump() == Config().model_dump()
 
 
 def test_every_field_is_documented():

@@ -29,7 +29,7 @@ import yaml
 
 from coevo.config import deep_merge
 
-from .conftest import ROOT, TINY
+from .conftest import ROOT, TINY, TINY_PARAMS
 
 pytest.importorskip("ray")
 BIN = Path(sys.executable).parent
@@ -148,9 +148,7 @@ def test_the_flow_runs_through_separate_prefect_mlflow_and_ray_processes(tmp_pat
             "pipeline": {"task_runner": "ray", "shards": 2, "ray": {"address": f"127.0.0.1:{ray_port}"}},
         }
         params = tmp_path / "params.yaml"
-        params.write_text(
-            yaml.safe_dump(deep_merge(deep_merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY), own))
-        )
+        params.write_text(yaml.safe_dump(deep_merge(deep_merge(yaml.safe_load(TINY_PARAMS.read_text()), TINY), own)))
         done = subprocess.run(
             [str(BIN / "coevo"), "train", "--params", str(params), "--json"],
             cwd=tmp_path,

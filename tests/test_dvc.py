@@ -13,9 +13,10 @@ from pathlib import Path
 import yaml
 from prefect.settings import PREFECT_API_URL
 
-from .conftest import ROOT, TINY
+from .conftest import ROOT, TINY, TINY_PARAMS
 
 OUT, DATA = "runs/tiny", "data/tiny"
+MODEL = "models/smollm2-135m-instruct"  # the import-model stage's output (params.yaml's policy.checkpoint)
 # Settings the train stage reads that an explicit params list once missed (dvc.yaml): each changed
 # after a repro must make `dvc status` report the stage changed.
 TRAIN_READS = {
@@ -36,8 +37,13 @@ def _sh(*args: str, cwd: Path, env: dict | None = None) -> str:
 def _repo(tmp_path: Path) -> Path:
     repo = tmp_path / "project"
     repo.mkdir()
-    shutil.copy(ROOT / "dvc.yaml", repo / "dvc.yaml")
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    # The project's dvc.yaml for the tiny policy, which imports no model: without the import-model stage
+    # (the default run's SmolLM2) and the bootstrap's dependency on its output.
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    del stages["stages"]["import-model"]
+    stages["stages"]["bootstrap"]["deps"].remove(MODEL)
+    (repo / "dvc.yaml").write_text(yaml.safe_dump(stages, sort_keys=False))
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     for section, values in TINY.items():
         raw[section].update(values)
     raw["tracking"]["mlflow_uri"] = "sqlite:///mlflow.db"
@@ -188,3 +194,17 @@ def test_dvc_dir_hash_matches_what_dvc_records(tmp_path):
     _sh(str(Path(sys.executable).with_name("dvc")), "add", "-q", "mydata", cwd=repo)
     recorded = yaml.safe_load((repo / "mydata.dvc").read_text())["outs"][0]["md5"]
     assert dvc_dir_md5(data) == recorded
+
+
+def test_the_imported_model_is_the_one_params_yaml_trains():
+    """dvc.yaml's import-model stage and the Makefile's `train` prerequisite write the directory
+    params.yaml's policy.checkpoint names, and the bootstrap stage depends on it."""
+    from coevo.config import load_config
+
+    checkpoint = load_config(ROOT / "params.yaml").policy.checkpoint
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert str(checkpoint) == MODEL
+    assert stages["import-model"]["cmd"].endswith(f"--out {MODEL}")
+    assert [next(iter(out)) for out in stages["import-model"]["outs"]] == [MODEL]
+    assert MODEL in stages["bootstrap"]["deps"]
+    assert f"MODEL := {MODEL}\n" in (ROOT / "Makefile").read_text()

@@ -44,7 +44,7 @@ from schemas.errors import SchemaError
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
-from .conftest import ROOT, TINY, tiny_config
+from .conftest import TINY, TINY_PARAMS, tiny_config
 from .sandbox.conftest import OPT_OUT
 
 
@@ -220,7 +220,7 @@ FULL_AT = {  # bytes left free before iteration 2 -> the write that runs out of 
 
 def cli_params(tmp_path: Path, iterations: int) -> Path:
     """params.yaml for the CLI: the project's, shrunk to the tiny config, outputs under tmp_path."""
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     for section, values in {**TINY, "run": {**TINY["run"], "iterations": iterations}}.items():
         raw[section].update(values)
     raw["objective"].update(STEPS)

@@ -42,7 +42,7 @@ from coevo.stages.prepare import prepare_stage
 from schemas.rewards import write_rewards
 from schemas.rollouts import write_rollouts
 
-from .conftest import tiny_config
+from .conftest import TINY_PARAMS, tiny_config
 
 MLFLOW = Path(sys.executable).with_name("mlflow")
 PREFECT = Path(sys.executable).with_name("prefect")
@@ -401,9 +401,9 @@ class PrefectServer:
 def _flow_params(tmp_path: Path) -> str:
     import yaml
 
-    from .conftest import ROOT, TINY
+    from .conftest import TINY
 
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     overrides = {
         **TINY,
         "run": {**TINY["run"], "iterations": 2, "out_dir": str(tmp_path / "run")},

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from coevo.cli import app
 
-from .conftest import ROOT, TINY, tiny_config
+from .conftest import ROOT, TINY, TINY_PARAMS, tiny_config
 
 MALFORMED_INPUTS_PAGE = ROOT / "docs" / "operations" / "malformed-inputs.md"  # the table the tests mirror
 
@@ -50,7 +50,7 @@ def params_file(tmp_path: Path, *, raw_text: str | None = None, **sections) -> P
     if raw_text is not None:
         path.write_text(raw_text)
         return path
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     for section, values in {**TINY, "run": {**TINY["run"], "out_dir": str(tmp_path / "run")}, **sections}.items():
         raw[section] = {**raw.get(section, {}), **values} if isinstance(values, dict) else values
     raw["problems"] = {**raw["problems"], "data_dir": str(tmp_path / "data"), **sections.get("problems", {})}

@@ -1,17 +1,20 @@
-"""params.yaml's comments are the field descriptions of coevo/config/, and it lists every setting."""
+"""params.yaml's comments are the field descriptions of coevo/config/, and it lists every setting (as does
+examples/tiny.yaml, the tiny policy's full params file)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from coevo.config import Config
 from coevo.params_comments import nested_model, rewrite
+from tests.conftest import TINY_PARAMS
 from tests.mutations import ROOT
 
-PARAMS = ROOT / "params.yaml"
+FULL_FILES = pytest.mark.parametrize("params", [ROOT / "params.yaml", TINY_PARAMS], ids=["params.yaml", "tiny.yaml"])
 
 
 def settings(model, prefix=()):
@@ -24,17 +27,19 @@ def settings(model, prefix=()):
             yield from settings(child, path)
 
 
-def test_params_yaml_comments_are_the_config_descriptions():
-    text = PARAMS.read_text()
+@FULL_FILES
+def test_params_yaml_comments_are_the_config_descriptions(params):
+    text = params.read_text()
     stale = [(old, new) for old, new in zip(text.splitlines(), rewrite(text).splitlines()) if old != new]
     assert not stale, (
-        "params.yaml comments differ from coevo/config/ (run python -m coevo.params_comments params.yaml):\n"
+        f"{params.name} comments differ from coevo/config/ (run python -m coevo.params_comments {params}):\n"
         + "\n".join(f"- {old}\n+ {new}" for old, new in stale)
     )
 
 
-def test_params_yaml_lists_every_setting():
-    raw = yaml.safe_load(PARAMS.read_text())
+@FULL_FILES
+def test_params_yaml_lists_every_setting(params):
+    raw = yaml.safe_load(params.read_text())
     missing = []
     for path in settings(Config):
         node = raw
@@ -43,7 +48,7 @@ def test_params_yaml_lists_every_setting():
                 missing.append(".".join(path))
                 break
             node = node[part]
-    assert not missing, f"settings missing from params.yaml: {missing}"
+    assert not missing, f"settings missing from {params.name}: {missing}"
 
 
 def test_rewrite_changes_comments_only(tmp_path):

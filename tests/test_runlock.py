@@ -18,7 +18,7 @@ from coevo.runlock import EXIT_LOCKED, LOCK_NAME, RunLocked, read_holder, run_lo
 from coevo.store.catalog import Catalog
 from flows.train import SKIPPED_RUNS, nightly_deployment, train_flow
 
-from .conftest import ROOT, tiny_config
+from .conftest import ROOT, TINY_PARAMS, tiny_config
 from .test_cli import _params
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -122,12 +122,12 @@ def test_read_only_commands_work_during_a_run(tmp_path, holder, tiny_policy_dir)
 def test_scheduled_run_that_would_overlap_is_skipped_and_recorded(prefect_server, tmp_path, holder):
     cfg = tiny_config(tmp_path)
     overrides = {"run": {"out_dir": str(cfg.run.out_dir)}, "problems": {"data_dir": str(cfg.problems.data_dir)}}
-    assert nightly_deployment(str(ROOT / "params.yaml"), cfg, overrides).parameters["skip_if_locked"] is True
+    assert nightly_deployment(str(TINY_PARAMS), cfg, overrides).parameters["skip_if_locked"] is True
     before = snapshot(tmp_path)
     with pytest.raises(RunLocked, match=f"pid {holder.proc.pid}"):
-        train_flow(str(ROOT / "params.yaml"), overrides)
+        train_flow(str(TINY_PARAMS), overrides)
     assert snapshot(tmp_path) == before
-    result = train_flow(str(ROOT / "params.yaml"), overrides, continue_latest=True, skip_if_locked=True)
+    result = train_flow(str(TINY_PARAMS), overrides, continue_latest=True, skip_if_locked=True)
     assert result["skipped"]["holder"]["pid"] == holder.proc.pid
     lines = (cfg.run.out_dir / SKIPPED_RUNS).read_text().splitlines()
     assert [json.loads(line) for line in lines] == [result["skipped"]]

@@ -20,13 +20,13 @@ from prefect.settings import PREFECT_API_URL
 from coevo.layout import RunLayout
 from coevo.store.lineage import verify_lineage
 
-from .conftest import ROOT, TINY
+from .conftest import ROOT, TINY, TINY_PARAMS
 
 DEPLOYMENT = "coevo-serve-test"
 
 
 def _params(tmp_path) -> str:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     overrides = {
         **TINY,
         "run": {**TINY["run"], "iterations": 1, "out_dir": str(tmp_path / "run")},
@@ -75,7 +75,7 @@ def test_serve_runs_a_triggered_run_of_the_deployment(prefect_server, tmp_path):
             deployment = _until(lambda: _deployment(client), serving, f"deployment coevo-train/{DEPLOYMENT}", 120)
             assert deployment.parameters["continue_latest"] is True
             assert deployment.parameters["params_file"] == str(tmp_path / "params.yaml")
-            cron = yaml.safe_load((ROOT / "params.yaml").read_text())["pipeline"]["schedule_cron"]
+            cron = yaml.safe_load(TINY_PARAMS.read_text())["pipeline"]["schedule_cron"]
             assert [s.schedule.cron for s in deployment.schedules] == [cron]
             run = client.create_flow_run_from_deployment(deployment.id)
             final = _until(

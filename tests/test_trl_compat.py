@@ -20,7 +20,7 @@ from coevo.store.catalog import Catalog
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
-from .conftest import ROOT, TINY
+from .conftest import TINY, TINY_PARAMS
 from .test_prompting import templated_copy
 
 SYSTEM = "Add."  # the dataset's own system turn (short: the tiny policy's context is 64 tokens)
@@ -99,7 +99,7 @@ def trl_dataset(path: Path) -> Path:
 
 
 def params_file(tmp_path: Path, **sections) -> Path:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     for section, values in {**TINY, **sections}.items():
         raw.setdefault(section, {}).update(values) if isinstance(values, dict) else raw.__setitem__(section, values)
     raw["run"]["out_dir"] = str(tmp_path / "run")

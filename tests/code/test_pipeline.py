@@ -32,7 +32,7 @@ from coevo.verification.stage import score_rows, verify_rollouts
 from flows.train import train_flow
 from schemas.problems import read_problems
 from schemas.rewards import parse_details, read_rewards
-from tests.conftest import ROOT, TINY, tiny_config
+from tests.conftest import TINY, TINY_PARAMS, tiny_config
 
 # code-synth at test size: 2 held-out problems per family, a short warm start that already solves some
 CODE = {
@@ -170,7 +170,7 @@ def test_prefect_flow_trains_on_code_problems(prefect_server, tmp_path):
             "pipeline": {"retries": 0},
         },
     )
-    result = train_flow(str(ROOT / "params.yaml"), overrides)
+    result = train_flow(str(TINY_PARAMS), overrides)
     assert result["last_iteration"] == 2
     client = mlflow.MlflowClient(overrides["tracking"]["mlflow_uri"])
     (run,) = client.search_runs([client.get_experiment_by_name("code").experiment_id])

@@ -27,14 +27,14 @@ from coevo import progress
 from coevo.config import deep_merge
 from flows.compare import compare_flow
 
-from ..conftest import ROOT, TINY
+from ..conftest import ROOT, TINY, TINY_PARAMS
 
 ARMS = ("grpo", "curriculum")
 SEEDS = (0, 1)
 
 
 def _write_spec(tmp: Path) -> Path:
-    params = deep_merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY)
+    params = deep_merge(yaml.safe_load(TINY_PARAMS.read_text()), TINY)
     (tmp / "tiny.yaml").write_text(yaml.safe_dump(params))
     spec = {
         "name": "tiny",

@@ -27,11 +27,11 @@ from coevo.store.catalog import Catalog
 from coevo.store.lineage import verify_lineage
 from flows.train import train_flow
 
-from ..conftest import ROOT, TINY
+from ..conftest import TINY, TINY_PARAMS
 
 
 def _params(tmp_path) -> str:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     overrides = {
         **TINY,
         "run": {**TINY["run"], "iterations": 2, "out_dir": str(tmp_path / "run")},

@@ -20,12 +20,12 @@ from coevo.layout import RunLayout
 from coevo.model.checkpoint import read_meta
 from flows.train import train_flow
 
-from ..conftest import ROOT, TINY
+from ..conftest import TINY, TINY_PARAMS
 
 
 def params_file(tmp_path: Path, name: str) -> Path:
     """params.yaml shrunk to TINY, with its own run directory, data and MLflow store."""
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     own = {
         "run": {"out_dir": str(tmp_path / name / "run")},
         "problems": {"data_dir": str(tmp_path / name / "data")},

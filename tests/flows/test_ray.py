@@ -28,7 +28,7 @@ from coevo.layout import RunLayout
 from coevo.model.checkpoint import read_meta
 from flows.train import train_flow
 
-from ..conftest import ROOT, TINY
+from ..conftest import ROOT, TINY, TINY_PARAMS
 
 ray = pytest.importorskip("ray")
 SHARDS = {"pipeline": {"shards": 2, "retries": 2, "retry_delay_s": 0.1}}
@@ -81,13 +81,13 @@ def ray_cluster():
 def local_run(prefect_server, tmp_path_factory) -> dict:
     """The reference: 2 iterations, 2 shards, local runner."""
     params = overrides(tmp_path_factory.mktemp("local"), "local", "local")
-    state = train_flow(str(ROOT / "params.yaml"), params, return_state=True)
+    state = train_flow(str(TINY_PARAMS), params, return_state=True)
     assert state.is_completed(), state
-    return outcome(load_config(ROOT / "params.yaml", params))
+    return outcome(load_config(TINY_PARAMS, params))
 
 
 def test_plain_driver_equals_the_flow_in_shards(local_run, tmp_path):
-    cfg = load_config(ROOT / "params.yaml", overrides(tmp_path, "plain", "local"))
+    cfg = load_config(TINY_PARAMS, overrides(tmp_path, "plain", "local"))
     plain_train(cfg)
     assert outcome(cfg) == {k: v for k, v in local_run.items() if k != "catalog"}
 
@@ -115,11 +115,11 @@ def test_ray_runner_with_a_killed_worker_equals_the_local_runner(ray_cluster, lo
     killer.start()
     params = overrides(tmp_path, "killed", "ray")
     with remote_options(runtime_env={"env_vars": pause}):  # the worker processes of this run pause there, once
-        state = train_flow(str(ROOT / "params.yaml"), params, return_state=True)
+        state = train_flow(str(TINY_PARAMS), params, return_state=True)
     killer.join(timeout=5)
     assert killed and killed[0] != os.getpid(), "no Ray worker reached the pause point"
     assert state.is_completed(), state
-    assert outcome(load_config(ROOT / "params.yaml", params)) == local_run
+    assert outcome(load_config(TINY_PARAMS, params)) == local_run
     assert (
         len(local_run["catalog"]["rollouts"])
         == 2 * TINY["rollout"]["problems_per_iter"] * TINY["rollout"]["group_size"]

@@ -32,7 +32,7 @@ from coevo.store.catalog import Catalog
 from coevo.store.lineage import read_record, verify_lineage
 from flows.train import train_flow
 
-from ..conftest import ROOT, TINY
+from ..conftest import TINY, TINY_PARAMS
 from ..test_judge import GraderServer
 from ..test_rubrics_run import grade
 
@@ -45,7 +45,7 @@ INTERRUPTED = {"coevolve:2": {"reports/iter_0002.json"}}
 def _params(tmp_path, name: str, top: dict | None = None, merge: dict | None = None) -> tuple[str, dict]:
     """The run's params file (TINY, `top` replacing whole top-level sections, then `merge` merged
     into it) and its overrides."""
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text()) | (top or {})
+    raw = yaml.safe_load(TINY_PARAMS.read_text()) | (top or {})
     overrides = {
         **TINY,
         # keep_last 1: by the end of each run the weights of every checkpoint but the newest (and the

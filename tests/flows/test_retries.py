@@ -18,7 +18,7 @@ from flows.train import train_flow
 from schemas.rewards import read_rewards
 from schemas.rollouts import read_rollouts
 
-from ..conftest import ROOT, TINY
+from ..conftest import TINY, TINY_PARAMS
 
 FAILURES = 2  # verification calls that fail before the plugin works
 PLUGIN = f'''
@@ -105,7 +105,7 @@ def test_rollout_and_verification_retry_transient_faults_with_exponential_backof
             {"function": "flaky_reward_t18:reward", "weight": 0.0, "name": "flaky"},
         ],
     }
-    state = train_flow(str(ROOT / "params.yaml"), overrides, return_state=True)
+    state = train_flow(str(TINY_PARAMS), overrides, return_state=True)
     assert state.is_completed(), state
     assert_retried_with_backoff(state.state_details.flow_run_id, "rollout-")
     assert_retried_with_backoff(state.state_details.flow_run_id, "verify-")

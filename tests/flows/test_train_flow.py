@@ -16,7 +16,7 @@ from coevo.store.catalog import Catalog
 from coevo.store.lineage import verify_lineage
 from flows.train import train_flow
 
-from ..conftest import ROOT, TINY
+from ..conftest import TINY, TINY_PARAMS
 
 
 def _overrides(tmp_path) -> dict:
@@ -32,7 +32,7 @@ def _overrides(tmp_path) -> dict:
 
 def test_two_iteration_flow_tracks_catalogs_and_resumes_from_cache(prefect_server, tmp_path):
     overrides = _overrides(tmp_path)
-    result = train_flow(str(ROOT / "params.yaml"), overrides)
+    result = train_flow(str(TINY_PARAMS), overrides)
     layout = RunLayout(tmp_path / "run")
     assert result["last_iteration"] == 2
 
@@ -67,7 +67,7 @@ def test_two_iteration_flow_tracks_catalogs_and_resumes_from_cache(prefect_serve
     # a re-run of the same flow restores every stage: no file rewritten, no row, version or metric point added
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*.parquet")}
     stamps[layout.checkpoint(2) / "model.safetensors"] = (layout.checkpoint(2) / "model.safetensors").stat().st_mtime_ns
-    train_flow(str(ROOT / "params.yaml"), overrides)
+    train_flow(str(TINY_PARAMS), overrides)
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
     with Catalog(tmp_path / "run" / "catalog.duckdb", read_only=True) as catalog:
         assert catalog.counts() == counts
@@ -78,8 +78,8 @@ def test_two_iteration_flow_tracks_catalogs_and_resumes_from_cache(prefect_serve
 
 def test_nightly_run_continues_from_the_latest_checkpoint(prefect_server, tmp_path):
     overrides = _overrides(tmp_path)
-    train_flow(str(ROOT / "params.yaml"), overrides)
-    nightly = train_flow(str(ROOT / "params.yaml"), overrides, continue_latest=True)
+    train_flow(str(TINY_PARAMS), overrides)
+    nightly = train_flow(str(TINY_PARAMS), overrides, continue_latest=True)
     assert (nightly["first_iteration"], nightly["last_iteration"]) == (3, 4)
     layout = RunLayout(tmp_path / "run")
     record = json.loads((layout.checkpoint(3) / "coevo.json").read_text())["lineage"]
@@ -99,8 +99,8 @@ def test_nightly_deployment_schedule_and_parameters(tmp_path):
     from coevo.config import load_config
     from flows.train import nightly_deployment
 
-    cfg = load_config(ROOT / "params.yaml")
-    deployment = nightly_deployment(str(ROOT / "params.yaml"), cfg)
+    cfg = load_config(TINY_PARAMS)
+    deployment = nightly_deployment(str(TINY_PARAMS), cfg)
     assert deployment.name == cfg.pipeline.deployment_name
     assert [s.schedule.cron for s in deployment.schedules] == [cfg.pipeline.schedule_cron]
     assert deployment.parameters["continue_latest"] is True

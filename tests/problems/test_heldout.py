@@ -18,7 +18,7 @@ from coevo.code.sources import build_code_splits
 from coevo.prepare import build_all_splits, prepare_problems
 from coevo.problems.arithmetic import arithmetic_splits
 from coevo.problems.heldout import check_unseen, overlap
-from tests.conftest import ROOT, tiny_config
+from tests.conftest import TINY_PARAMS, tiny_config
 
 ARITH = re.compile(r"^(?:What is )?(\d+) ?([+\-*]) ?(\d+)(?: ?([+*]) ?(\d+))?(?:=|\?)$")
 
@@ -80,9 +80,7 @@ def assert_unseen(splits: dict[str, pd.DataFrame]) -> None:
 def test_arithmetic_splits_are_unseen(tmp_path, overrides, seed):
     from coevo.config import deep_merge, load_config
 
-    cfg = load_config(
-        ROOT / "params.yaml", deep_merge({"seed": seed, "problems": {"data_dir": str(tmp_path)}}, overrides)
-    )
+    cfg = load_config(TINY_PARAMS, deep_merge({"seed": seed, "problems": {"data_dir": str(tmp_path)}}, overrides))
     assert_unseen(build_all_splits(cfg))
 
 
