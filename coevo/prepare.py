@@ -14,6 +14,7 @@ from coevo.code.sources import CODE_SOURCES, prepare_code_problems
 from coevo.config import Config
 from coevo.problems.arithmetic import arithmetic_splits, train_only_cells, write_splits
 from coevo.problems.constraints import constraint_splits
+from coevo.problems.guessing import guessing_splits
 from coevo.problems.heldout import check_unseen
 from coevo.problems.loader import load_problem_file
 from coevo.problems.splits import user_splits, write_report
@@ -49,6 +50,10 @@ def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
     elif problems.source == "constraints":
         splits = constraint_splits(
             list(problems.constraint_kinds), problems.n_train, problems.n_test, problems.n_val, cfg.seed
+        )
+    elif problems.source == "guessing":
+        splits = guessing_splits(
+            list(problems.guess_levels), problems.n_train, problems.n_test, problems.n_val, cfg.seed
         )
     else:
         splits = user_splits(

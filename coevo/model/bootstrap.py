@@ -172,10 +172,11 @@ for _source in CODE_SOURCES:
 WARM_STARTS.add("constraints", WarmStart(constraint_warm_start, {"bootstrap": True}))
 
 
-def warm_start_for(cfg: Config) -> WarmStart:
+def warm_start_for(cfg: Config) -> WarmStart | None:
     """The warm start of problems.source: arithmetic demonstrations for math sources, coder and
-    tester demonstrations of the synthetic code family for code sources."""
-    return WARM_STARTS[cfg.problems.source]
+    tester demonstrations of the synthetic code family for code sources; None for a source with none
+    (the guessing games: an episode's tool calls are not demonstrated), which needs a checkpoint."""
+    return WARM_STARTS[cfg.problems.source] if cfg.problems.source in WARM_STARTS.names() else None
 
 
 def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None = None) -> tuple[Policy, dict]:
@@ -193,8 +194,13 @@ def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None =
         meta = {"iteration": 0, "source": str(cfg.policy.checkpoint), "parent": None}
         reused = linkable_weights(cfg.policy.checkpoint, policy.model)  # copied as is when it is the model
     else:
+        if (warm_start := warm_start_for(cfg)) is None:
+            raise ValueError(
+                f"problems.source={cfg.problems.source}: the tiny policy has no warm start for it; set "
+                f"policy.checkpoint to a model of your own"
+            )
         policy = build_tiny_policy(cfg)
-        report = warm_start_for(cfg).run(policy, train, cfg)
+        report = warm_start.run(policy, train, cfg)
         meta = {"iteration": 0, "source": "tiny-bootstrap", "parent": None, "bootstrap": asdict(report)}
     meta.update(extra_meta or {})
     version = save_checkpoint(cfg.bootstrap_dir, policy, meta, weights_from=reused)

@@ -51,7 +51,8 @@ def bootstrap_key(cfg: Config, data: Splits) -> str:
     """What the bootstrap checkpoint depends on: seed, policy (not the RL-time switches), problems
     and their content, and the settings of problems.source's warm start (bootstrap.* for math,
     code.warm_start_* and code.synth for code), so a knob no warm start reads never re-bootstraps."""
-    include = {"seed": True, "policy": True, "problems": True, **warm_start_for(cfg).settings}
+    warm_start = warm_start_for(cfg)
+    include = {"seed": True, "policy": True, "problems": True, **(warm_start.settings if warm_start else {})}
     inputs = cfg.model_dump(
         mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora", "distributed"}}
     )
