@@ -441,6 +441,15 @@ def _without_episodes(params: dict) -> bool:
     return True
 
 
+def _without_guess_levels(params: dict) -> bool:
+    """problems.guess_levels dropped where the source is not the guessing games (every run made before
+    it existed; no other source reads it)."""
+    if params["problems"]["source"] == "guessing":
+        return False
+    params["problems"].pop("guess_levels", None)
+    return True
+
+
 def _with_drop_below(params: dict) -> bool:
     """coevolver.curriculum.proposer.drop_below put back as every run made before its removal held it
     (0.05, the default; no committed spec set another). No value of it changed a choice."""
@@ -460,6 +469,7 @@ HISTORY = (
     _with_drop_below,
     _without_dynamic_sampling,
     _without_episodes,
+    _without_guess_levels,
 )
 
 

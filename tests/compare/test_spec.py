@@ -13,7 +13,7 @@ from coevo.compare.runs import MARKER
 from coevo.compare.spec import arm_config, identities, identity, load_spec
 from coevo.io import hash_bytes
 
-from ..conftest import ROOT, tiny_config
+from ..conftest import ROOT, TINY_PARAMS, tiny_config
 
 GOOD_ARMS = """arms:
   - name: grpo
@@ -24,7 +24,7 @@ GOOD_ARMS = """arms:
 
 
 def _spec(body: str) -> str:
-    return f"name: bad\nparams: {ROOT / 'params.yaml'}\n" + body
+    return f"name: bad\nparams: {TINY_PARAMS}\n" + body
 
 
 # (what is wrong, spec text, line the error must name, words it must say); line 1-2 are name/params
@@ -128,7 +128,7 @@ def _identity_without(cfg, *dotted: str, drop_below: bool = True) -> str:
     params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
     if drop_below:
         params["coevolver"]["curriculum"]["proposer"]["drop_below"] = 0.05
-    for key in ("rollout.dynamic_sampling", "tools", "environment", *dotted):
+    for key in ("rollout.dynamic_sampling", "tools", "environment", "problems.guess_levels", *dotted):
         *parents, leaf = key.split(".")
         node = params
         for parent in parents:
@@ -192,12 +192,20 @@ def test_dynamic_sampling_keeps_the_earlier_identity_only_where_it_is_off(tmp_pa
 
 
 def test_episodes_keep_the_earlier_identity_only_where_no_episode_runs(tmp_path):
-    """tools and environment came after runs were committed: without them a run carries the identity
-    of its params without the keys; with a tool, it computes what no earlier run did."""
+    """tools and environment (and problems.guess_levels) came after runs were committed: without them a
+    run carries the identity of its params without the keys; with a tool, it computes what no earlier
+    run did, and so do the guessing games."""
     chat = {"prompt": {"format": "chat"}, "coevolver": {"update_context": "keep"}}
     for tools in ([], ["coevo.environments.calculator:add"]):
         cfg = tiny_config(tmp_path, tools=tools, **chat)
         assert (_identity_without(cfg, drop_below=False) in identities(cfg)) is not bool(tools)
+    games = tiny_config(
+        tmp_path,
+        problems={"source": "guessing"},
+        environment={"factory": "coevo.environments.guessing:GuessingGame"},
+        **chat,
+    )
+    assert _identity_without(games, drop_below=False) not in identities(games)
 
 
 def test_a_seed_outside_the_spec_is_refused_before_anything_runs_and_the_spec_hash_is_its_bytes(tmp_path):
