@@ -121,6 +121,11 @@ def train(
         for row in (summary["initial_eval"], summary["final_eval"])
     }
     console.print(metrics_table("held-out evaluation", columns))
+    out_dir = Path(summary.get("out_dir") or config_from(params, set_).run.out_dir)
+    if gain := gain_sentence(
+        out_dir, int(summary["initial_eval"]["iteration"]), int(summary["final_eval"]["iteration"])
+    ):
+        console.print(gain, highlight=False)
     skills, stopped = summary["skills"], summary.get("stopped_by", "iterations")
     console.print(
         f"{summary['iterations']} iteration{'s' if summary['iterations'] != 1 else ''} "
@@ -128,7 +133,31 @@ def train(
         f"{summary['wall_time_s']:.0f} s; skills admitted {skills['n_admitted']}, rejected {skills['n_rejected']}",
         highlight=False,
     )
-    console.print(f"summary: {Path(summary.get('out_dir') or config_from(params, set_).run.out_dir) / 'summary.json'}")
+    console.print(f"summary: {out_dir / 'summary.json'}")
+
+
+def gain_sentence(out_dir: Path, first: int, last: int) -> str | None:
+    """The held-out greedy accuracy of checkpoint `last` against checkpoint `first`, paired problem by
+    problem (their verdicts in the run's evals/ records), with the 95% interval and McNemar p of that
+    one run; None where either record is missing or the two are one checkpoint."""
+    import json
+
+    from coevo.compare.stats import mcnemar_p, problem_differences, seed_interval
+    from coevo.layout import RunLayout
+
+    paths = [RunLayout(out_dir).evals(it) for it in (first, last)]
+    if first == last or not all(path.is_file() for path in paths):
+        return None
+    before, after = (json.loads(path.read_text())["verdicts"] for path in paths)
+    diffs = problem_differences(after, before)  # [n]: pass(last) - pass(first)
+    low, high = seed_interval(diffs)
+    accuracy = [sum(map(bool, verdicts.values())) / len(verdicts) for verdicts in (before, after)]
+    return (
+        f"held-out greedy accuracy {accuracy[0]:.3f} -> {accuracy[1]:.3f} on {len(diffs)} problems training never "
+        f"saw: {100 * diffs.mean():+.1f} points, 95% interval [{100 * low:+.1f}, {100 * high:+.1f}] paired over "
+        f"those problems, McNemar p {mcnemar_p(diffs):.2g} (one run: the interval covers which problems were "
+        f"drawn, not another seed's run)"
+    )
 
 
 @app.command("eval")

@@ -44,6 +44,7 @@ XDIST_GROUPS = {
     "vllm": (
         "rollout/test_vllm.py",
         "rollout/test_vllm_json.py",
+        "rollout/test_vllm_episodes.py",
         "flows/test_vllm_flow.py",
         "coevolvers/test_memory_served.py",
     ),

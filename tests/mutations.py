@@ -853,6 +853,15 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/problems/test_guessing.py::test_games_that_cannot_be_drawn_and_a_game_without_its_environment_are_refused",
         ),
     ),
+    Mutation(
+        "held-out-gain-compares-the-wrong-way",
+        "coevo/cli.py",
+        "    diffs = problem_differences(after, before)  # [n]: pass(last) - pass(first)",
+        "    diffs = problem_differences(before, after)  # [n]: pass(last) - pass(first)",
+        (
+            "tests/test_progress.py::test_the_held_out_gain_is_the_later_checkpoint_against_the_earlier_paired_by_problem",
+        ),
+    ),
 )
 
 

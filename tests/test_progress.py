@@ -82,6 +82,20 @@ def test_the_plain_cli_shows_progress_and_readable_lines(tmp_path, monkeypatch):
     assert not re.search(r"^\W*iteration\b", result.stdout, re.MULTILINE)  # no "iteration" row among the metrics
     assert "1 iteration (all of run.iterations) in " in result.stdout
     assert "{'" not in result.stdout
+    # the gain on held-out problems, paired over them, from the two checkpoints' evaluation records
+    before, after = (
+        json.loads((tmp_path / "run" / "evals" / f"iter_{it:04d}.json").read_text())["verdicts"] for it in (0, 1)
+    )
+    n, gain = len(before), (sum(after.values()) - sum(before.values())) / len(before)
+    said = re.search(
+        r"held-out greedy accuracy (\S+) -> (\S+) on (\d+) problems training never saw: (\S+) points, "
+        r"95% interval \[(\S+), (\S+)\] paired over those problems, McNemar p (\S+)",
+        result.stdout,
+    )
+    assert said, result.stdout
+    assert [float(x) for x in said.group(1, 2)] == [round(sum(v.values()) / n, 3) for v in (before, after)]
+    assert int(said[3]) == n and float(said[4]) == round(100 * gain, 1)
+    assert float(said[5]) <= float(said[4]) <= float(said[6]) and 0 <= float(said[7]) <= 1
 
 
 def test_a_bad_progress_interval_is_an_error_naming_the_variable(tmp_path, monkeypatch):
@@ -106,3 +120,20 @@ def test_import_model_shows_its_steps(tmp_path, monkeypatch):
     )
     quiet = CliRunner().invoke(app, ["import-model", str(source), "--out", str(tmp_path / "again"), "--json"])
     assert quiet.exit_code == 0 and "verifying by reloading" not in quiet.output
+
+
+def test_the_held_out_gain_is_the_later_checkpoint_against_the_earlier_paired_by_problem(tmp_path):
+    """`gain_sentence` reads the two evaluation records and pairs their verdicts problem by problem."""
+    from coevo.cli import gain_sentence
+    from coevo.io import write_json
+    from coevo.layout import RunLayout
+
+    verdicts = {0: {f"p{i}": i < 10 for i in range(40)}, 5: {f"p{i}": i < 30 for i in range(40)}}  # 0.25 -> 0.75
+    verdicts[5]["p0"] = False  # one problem lost: 9 + 20 of the 40 moved
+    for it, seen in verdicts.items():
+        write_json(RunLayout(tmp_path).evals(it), {"iteration": it, "verdicts": seen})
+    said = gain_sentence(tmp_path, 0, 5)
+    assert said.startswith("held-out greedy accuracy 0.250 -> 0.725 on 40 problems training never saw: +47.5 points")
+    low, high = (float(x) for x in re.search(r"interval \[(\S+), (\S+)\]", said).groups())
+    assert 0 < low < 47.5 < high
+    assert gain_sentence(tmp_path, 0, 0) is None and gain_sentence(tmp_path, 0, 7) is None
