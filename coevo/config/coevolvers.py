@@ -20,8 +20,8 @@ class ProposerConfig(Strict):
     enabled: bool = Field(
         False,
         description=(
-            "Write new training problems at the solver's frontier each iteration (arithmetic source only); false = "
-            "the training problems stay those of data/problems."
+            "Write new training problems at the solver's frontier each iteration (kind curriculum, arithmetic source "
+            "only; another kind ignores it); false = the training problems stay those of data/problems."
         ),
     )
     band: float = Field(

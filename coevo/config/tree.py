@@ -185,13 +185,17 @@ class Config(Strict):
     def _check_coevolvers(self) -> Config:
         entries = self.coevolver_list
         for i, entry in enumerate(entries):
-            if entry.curriculum.proposer.enabled and (
-                entry.kind != "curriculum" or self.problems.source != "arithmetic"
+            # another kind reads none of its curriculum section (so `--set coevolver.kind=none` on params
+            # that propose is plain GRPO); a curriculum's proposer writes arithmetic problems only
+            if (
+                entry.kind == "curriculum"
+                and entry.curriculum.proposer.enabled
+                and self.problems.source != "arithmetic"
             ):
                 where = f"coevolver[{i}]" if len(entries) > 1 else "coevolver"
                 raise ValueError(
-                    f"{where}.curriculum.proposer.enabled needs kind: curriculum and problems.source: arithmetic "
-                    f"(got kind {entry.kind!r}, source {self.problems.source!r})"
+                    f"{where}.curriculum.proposer.enabled needs problems.source: arithmetic (got source "
+                    f"{self.problems.source!r}); set {where}.curriculum.proposer.enabled=false"
                 )
         if len(entries) == 1:
             return self

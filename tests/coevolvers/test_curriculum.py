@@ -265,11 +265,18 @@ def _operand_keys(frame: pd.DataFrame) -> set[tuple]:
     return {problem_key(family, operands) for _, family, operands in map(parse_question, frame["prompt"])}
 
 
-def test_proposer_settings_need_a_curriculum_on_arithmetic(tmp_path):
+def test_proposer_settings_need_arithmetic_and_another_kind_reads_none_of_them(tmp_path):
+    from coevo.coevolvers.composite import build_coevolvers
     from coevo.config import ConfigError
 
-    with pytest.raises(ConfigError, match="coevolver.curriculum.proposer.enabled needs kind: curriculum"):
-        tiny_config(tmp_path, coevolver={"kind": "skill_bank", "curriculum": {"proposer": PROPOSING}})
+    cfg = tiny_config(tmp_path, coevolver={"kind": "skill_bank", "curriculum": {"proposer": PROPOSING}})
+    assert type(build_coevolvers(cfg)).__name__ == "SkillBank"  # no curriculum, so no proposer, is built
+    with pytest.raises(ConfigError, match="proposer.enabled needs problems.source: arithmetic .*proposer.enabled=false"):
+        tiny_config(
+            tmp_path,
+            problems={"source": "constraints"},
+            coevolver={"kind": "curriculum", "curriculum": {"proposer": PROPOSING}},
+        )
     with pytest.raises(ConfigError, match="coevolver\\[1\\].curriculum.proposer.enabled needs .*source 'constraints'"):
         tiny_config(
             tmp_path,
