@@ -9,7 +9,7 @@ finds the secret in at most L + 1 guesses. Ranges lie within 1..999.
 
 Held out by construction: no two games of any split have the same range, so no held-out prompt is a
 training prompt (the text key of coevo/problems/heldout.py), and no validation or test game hides a
-number a training game hides (nor test one validation hides): a policy cannot pass a held-out game by
+number a training game hides (nor validation one a test game hides): a policy cannot pass a held-out game by
 recalling a trained answer.
 """
 
@@ -78,5 +78,6 @@ def _game(
             return low, high, int(free[int(rng.integers(len(free)))])
     raise ValueError(
         f"problems.source=guessing: no new level-{level} game left for the {split} split (every range of that size "
-        f"is taken, or every number in the ranges left is a training secret); ask for fewer problems or more levels"
+        f"is taken, or every number in the ranges left is an earlier split's secret); ask for fewer problems or more "
+        f"levels"
     )
