@@ -13,8 +13,8 @@ The measured retained run is checked against the bound at its own length.
 
     .venv/bin/python bench/disk.py --iterations 50    # bench/results/disk/disk.json
     .venv/bin/python bench/disk.py --measure /tmp/d300/run --extra /tmp/d300/mlflow.db   # an existing run, by part
-    .venv/bin/python bench/disk.py --cost examples/tiny.yaml --out /tmp/cost --set run.iterations=10   # disk and time per
-        iteration of any params file (examples/smollm2.yaml too), written to OUT/cost.json (`cost`)
+    .venv/bin/python bench/disk.py --cost examples/tiny.yaml --out /tmp/cost --set run.iterations=10
+        # disk and time per iteration of any params file (examples/smollm2.yaml too), written to OUT/cost.json (`cost`)
 
 `--cost` runs a params file (with --set overrides) with the plain driver and reports what each
 checkpoint adds to the disk (blocks allocated, an inode counted once however many names it has, so a

@@ -759,9 +759,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "environment-observation-dropped",
         "coevo/rollout/episodes.py",
-        '            shown = dict(row) if not observation else {**row, "prompt": '
-        'f"{_question(row)}\\n\\n{observation}"}',
-        "            shown = dict(row)",
+        '    shown = dict(row) if not observation else {**row, "prompt": f"{_question(row)}\\n\\n{observation}"}',
+        "    shown = dict(row)",
         ("tests/rollout/test_episodes.py::test_an_environments_initial_observation_ends_the_user_turn",),
     ),
     Mutation(
@@ -861,6 +860,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             "tests/test_progress.py::test_the_held_out_gain_is_the_later_checkpoint_against_the_earlier_paired_by_problem",
         ),
+    ),
+    Mutation(
+        "tool-warm-start-trains-the-tool-turns",
+        "coevo/model/tool_warm_start.py",
+        "        ids, mask = ids + bridge, mask + [0.0] * len(bridge)",
+        "        ids, mask = ids + bridge, mask + [1.0] * len(bridge)",
+        (
+            "tests/model/test_tool_warm_start.py::test_a_demonstration_is_an_episode_with_the_tools_results_and_trains_the_assistant_turns",
+        ),
+    ),
+    Mutation(
+        "tool-warm-start-never-runs",
+        "coevo/model/bootstrap.py",
+        "    if cfg.bootstrap.tool_calls.steps:\n",
+        "    if False:\n",
+        ("tests/model/test_tool_warm_start.py::test_checkpoint_0_is_the_checkpoint_fine_tuned_to_call_the_calculator",),
     ),
 )
 

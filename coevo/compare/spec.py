@@ -450,6 +450,14 @@ def _without_guess_levels(params: dict) -> bool:
     return True
 
 
+def _without_tool_calls(params: dict) -> bool:
+    """bootstrap.tool_calls dropped where it demonstrates nothing (steps 0: every run made before it existed)."""
+    if params["bootstrap"].get("tool_calls", {}).get("steps", 0):
+        return False
+    params["bootstrap"].pop("tool_calls", None)
+    return True
+
+
 def _with_drop_below(params: dict) -> bool:
     """coevolver.curriculum.proposer.drop_below put back as every run made before its removal held it
     (0.05, the default; no committed spec set another). No value of it changed a choice."""
@@ -470,6 +478,7 @@ HISTORY = (
     _without_dynamic_sampling,
     _without_episodes,
     _without_guess_levels,
+    _without_tool_calls,
 )
 
 

@@ -125,6 +125,21 @@ class PolicyConfig(Strict):
     )
 
 
+class ToolCallsConfig(Strict):
+    steps: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Supervised steps on demonstrated episodes before RL, in a run with tools or an environment: the "
+            "built-in environment's expert (coevo/environments/experts.py: the calculator, the guessing game) plays "
+            "training problems through the run's tools, and checkpoint 0 is the policy fine-tuned on its assistant "
+            "turns (coevo/model/tool_warm_start.py), so a model that writes no tool call learns the format. 0 = none."
+        ),
+    )
+    lr: float = Field(1e-5, gt=0, description="AdamW learning rate of the tool warm start (full fine-tuning).")
+    batch_size: int = Field(8, ge=1, description="Demonstrated episodes per step of the tool warm start.")
+
+
 class BootstrapConfig(Strict):
     steps: int = Field(150, ge=0, description="Maximum supervised steps of the warm start.")
     time_budget_s: float | None = Field(
@@ -165,6 +180,13 @@ class BootstrapConfig(Strict):
             "Probability that a demonstration's context also holds its own worked example (answer unscored), so the "
             "policy learns to use a relevant line of context, as a self-teacher given the reference answer or a "
             "memory entry must."
+        ),
+    )
+    tool_calls: ToolCallsConfig = Field(
+        default_factory=ToolCallsConfig,
+        description=(
+            "The tool warm start: demonstrated episodes of a built-in environment, on the checkpoint params name or "
+            "on the tiny policy after its warm start."
         ),
     )
 

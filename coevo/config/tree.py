@@ -159,6 +159,10 @@ class Config(Strict):
                 "class of your own): without an environment to guess against, a game's secret cannot be found"
             )
         if not self.episodes:
+            if self.bootstrap.tool_calls.steps:
+                raise ValueError(
+                    "bootstrap.tool_calls.steps demonstrates tool calls: it needs tools or environment.factory"
+                )
             return self
         for i, path in enumerate(self.tools):
             if not _PLUGIN_PATH.fullmatch(path):

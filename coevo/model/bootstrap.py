@@ -49,6 +49,7 @@ from coevo.model.import_model import IMPORT_RECORD, read_import_record
 from coevo.model.lora import check_target_modules
 from coevo.model.supervised import BootstrapReport, bootstrap_steps
 from coevo.model.tokenizer import build_char_tokenizer
+from coevo.model.tool_warm_start import tool_warm_start
 from coevo.problems.arithmetic import FAMILIES
 from coevo.registry import Registry
 
@@ -202,6 +203,9 @@ def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None =
         policy = build_tiny_policy(cfg)
         report = warm_start.run(policy, train, cfg)
         meta = {"iteration": 0, "source": "tiny-bootstrap", "parent": None, "bootstrap": asdict(report)}
+    if cfg.bootstrap.tool_calls.steps:
+        meta["tool_warm_start"] = asdict(tool_warm_start(policy, train, cfg))
+        reused = None  # fine-tuned: no longer the user's weights
     meta.update(extra_meta or {})
     version = save_checkpoint(cfg.bootstrap_dir, policy, meta, weights_from=reused)
     policy.path = cfg.bootstrap_dir

@@ -36,15 +36,19 @@ class BootstrapReport:
 
 
 def sequence_nll(model, sequences: list[list[int]], masks: list[list[float]], pad_id: int) -> torch.Tensor:
-    """Mean negative log-likelihood of the masked tokens of right-padded sequences."""
+    """Mean negative log-likelihood of the masked tokens of right-padded sequences. Attention covers
+    each sequence's own length, so a pad token inside one (SmolLM2 pads with its end-of-turn token,
+    which every turn of an episode ends with) is attended like any other."""
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)  # [B, L]
     weights = torch.zeros((len(sequences), width))  # [B, L]
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)  # [B, L]
     for row, (seq, mask) in enumerate(zip(sequences, masks)):
         ids[row, : len(seq)] = torch.tensor(seq)
         weights[row, : len(seq)] = torch.tensor(mask)
-    ids, weights = ids.to(model.device), weights.to(model.device)
-    logits = model(input_ids=ids, attention_mask=(ids != pad_id).long()).logits[:, :-1]  # [B, L-1, V]
+        attention[row, : len(seq)] = 1
+    ids, weights, attention = ids.to(model.device), weights.to(model.device), attention.to(model.device)
+    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]  # [B, L-1, V]
     nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")  # [B, L-1]
     return (nll * weights[:, 1:]).sum() / weights[:, 1:].sum()
 

@@ -152,13 +152,7 @@ def sample(
             for generation in group:
                 generation.prompt = prompt
         return generations
-    episodes = []
-    for row, context in zip(rows, contexts):
-        for _ in range(n):
-            tools, environment, observation = box.open(row)
-            shown = dict(row) if not observation else {**row, "prompt": f"{_question(row)}\n\n{observation}"}
-            prompt = renderer.render(shown, context)
-            episodes.append(_Episode(prompt, [], tools, environment))
+    episodes = [open_episode(box, renderer, row, context) for row, context in zip(rows, contexts) for _ in range(n)]
     for episode, ids in zip(
         episodes, encode_prompts(engine.tokenizer, [e.prompt for e in episodes], engine.add_special_tokens)
     ):
@@ -166,6 +160,14 @@ def sample(
     run_turns(engine, episodes, cfg.environment, sampling, seed)
     flat = [e.generation() for e in episodes]
     return [flat[i * n : (i + 1) * n] for i in range(len(rows))]
+
+
+def open_episode(box: Toolbox, renderer: Any, row: Mapping[str, Any], context: Sequence[str] = ()) -> _Episode:
+    """A new episode of `row`: its tools and a fresh environment reset with the row, and its prompt as
+    `renderer` renders it, the environment's initial observation appended to the question."""
+    tools, environment, observation = box.open(row)
+    shown = dict(row) if not observation else {**row, "prompt": f"{_question(row)}\n\n{observation}"}
+    return _Episode(renderer.render(shown, context), [], tools, environment)
 
 
 def replay(cfg: Config, row: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> object | None:

@@ -50,9 +50,12 @@ def prepare_stage(cfg: Config) -> Splits:
 def bootstrap_key(cfg: Config, data: Splits) -> str:
     """What the bootstrap checkpoint depends on: seed, policy (not the RL-time switches), problems
     and their content, and the settings of problems.source's warm start (bootstrap.* for math,
-    code.warm_start_* and code.synth for code), so a knob no warm start reads never re-bootstraps."""
+    code.warm_start_* and code.synth for code) and of the tool warm start, so a knob no warm start
+    reads never re-bootstraps."""
     warm_start = warm_start_for(cfg)
     include = {"seed": True, "policy": True, "problems": True, **(warm_start.settings if warm_start else {})}
+    if cfg.bootstrap.tool_calls.steps:  # the demonstrated episodes: their prompts, tools and environment
+        include |= {"bootstrap": True, "prompt": True, "tools": True, "environment": True}
     inputs = cfg.model_dump(
         mode="json", include=include, exclude={"policy": {"frozen", "threads", "lora", "distributed"}}
     )

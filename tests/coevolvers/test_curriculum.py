@@ -271,7 +271,7 @@ def test_proposer_settings_need_arithmetic_and_another_kind_reads_none_of_them(t
 
     cfg = tiny_config(tmp_path, coevolver={"kind": "skill_bank", "curriculum": {"proposer": PROPOSING}})
     assert type(build_coevolvers(cfg)).__name__ == "SkillBank"  # no curriculum, so no proposer, is built
-    with pytest.raises(ConfigError, match="proposer.enabled needs problems.source: arithmetic .*proposer.enabled=false"):
+    with pytest.raises(ConfigError, match="needs problems.source: arithmetic .*proposer.enabled=false"):
         tiny_config(
             tmp_path,
             problems={"source": "constraints"},

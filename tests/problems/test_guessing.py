@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from coevo.config import ConfigError
+from coevo.environments import experts
 from coevo.environments.guessing import fewer_guesses, solved
 from coevo.model.bootstrap import bootstrap_policy
 from coevo.prepare import prepare_problems
@@ -77,20 +78,16 @@ def test_games_that_cannot_be_drawn_and_a_game_without_its_environment_are_refus
 
 
 def _play(cfg, row: dict) -> list[dict]:
-    """Halve the range through the environment's own `guess` tool until it says correct; the
-    episode's turns as messages (each call an assistant turn, each result a tool turn), then the answer."""
-    tools, environment, observation = toolbox(cfg).open(row)
+    """The guessing game's expert (coevo/environments/experts.py: halving the range by the feedback)
+    through the environment's own `guess` tool: each call an assistant turn, each result a tool turn,
+    then the answer."""
+    tools, _, observation = toolbox(cfg).open(row)
     assert observation is None and sorted(tools) == ["guess"]
-    low, high = _range(row["prompt"])
-    messages = []
-    while True:
-        guess = (low + high) // 2
-        call = format_tool_call("guess", {"number": guess})
-        result = run_tool(parse_tool_call(call), tools, cfg.environment.tool_timeout_s)
-        messages += [{"role": "assistant", "content": call}, {"role": "tool", "content": result.content}]
-        if "correct" in result.content:
-            return messages + [{"role": "assistant", "content": f"The number is \\boxed{{{guess}}}."}]
-        low, high = (guess + 1, high) if "higher" in result.content else (low, guess - 1)
+    messages, results = [], []
+    while (call := parse_tool_call(text := experts.guessing(row, results))) is not None:
+        results.append(run_tool(call, tools, cfg.environment.tool_timeout_s).content)
+        messages += [{"role": "assistant", "content": text}, {"role": "tool", "content": results[-1]}]
+    return messages + [{"role": "assistant", "content": text}]
 
 
 def test_halving_solves_every_held_out_game_and_the_run_judges_and_rewards_it(tmp_path):

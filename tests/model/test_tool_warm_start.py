@@ -1,0 +1,101 @@
+"""The tool warm start (coevo/model/tool_warm_start.py): demonstrated episodes built as episodes are
+sampled, with the tools' own results, trained on the assistant turns only; checkpoint 0 of a run with
+`bootstrap.tool_calls.steps` is the fine-tuned checkpoint, which then calls the calculator where the
+checkpoint it started from did not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from coevo.config import ConfigError
+from coevo.environments.experts import CALCULATOR_TOOLS, calculator
+from coevo.model.bootstrap import bootstrap_policy, build_tiny_policy
+from coevo.model.checkpoint import load_policy, read_meta
+from coevo.model.supervised import sequence_nll
+from coevo.model.tool_warm_start import demonstration, tool_warm_start
+from coevo.prepare import prepare_problems
+from coevo.problems.proposer import parse_question
+from coevo.rollout.engines.hf import HFEngine
+from coevo.rollout.episodes import sample
+from coevo.rollout.tools import parse_tool_call
+
+from ..rollout.test_episodes import TEMPLATE, episode_config
+
+CALCULATOR = [f"coevo.environments.calculator:{name}" for name in ("add", "subtract", "multiply")]
+STEPS = 120
+
+
+def calculator_config(tmp_path, checkpoint=None, **overrides):
+    settings = {
+        "tools": CALCULATOR,
+        "environment": {"factory": None},
+        "bootstrap": {"tool_calls": {"steps": STEPS, "lr": 3e-3, "batch_size": 16}},
+        "sampling": {"max_new_tokens": 80},  # characters: a calculator call is ~60
+    }
+    for section, values in overrides.items():
+        settings[section] = {**settings.get(section, {}), **values} if isinstance(values, dict) else values
+    return episode_config(tmp_path, checkpoint, **settings)
+
+
+@pytest.fixture(scope="module")
+def untrained(tmp_path_factory):
+    """A tiny random checkpoint with a chat template that lists its tools: it calls nothing."""
+    root = tmp_path_factory.mktemp("untrained")
+    torch.set_num_threads(1)
+    policy = build_tiny_policy(calculator_config(root))
+    policy.tokenizer.chat_template = TEMPLATE
+    policy.model.save_pretrained(root / "ckpt")
+    policy.tokenizer.save_pretrained(root / "ckpt")
+    return root / "ckpt"
+
+
+def test_a_demonstration_is_an_episode_with_the_tools_results_and_trains_the_assistant_turns(tmp_path, untrained):
+    cfg = calculator_config(tmp_path, untrained)
+    train, _ = prepare_problems(cfg)
+    policy = load_policy(untrained, "cpu")
+    tok = policy.tokenizer
+    for row in train.head(12).to_dict("records"):
+        ids, mask, calls = demonstration(cfg, policy, row, calculator)
+        _, family, (a, b) = parse_question(row["prompt"])
+        call = parse_tool_call(tok.decode(ids))
+        assert calls == 1 and call.name == CALCULATOR_TOOLS[family] and call.arguments == {"a": a, "b": b}
+        trained = tok.decode([t for t, m in zip(ids, mask) if m])
+        assert trained == f"{calculator(row, [])}<eos>The answer is \\boxed{{{row['answer']}}}.<eos>"
+        untrained_text = tok.decode([t for t, m in zip(ids, mask) if not m])
+        assert untrained_text.endswith(f"\n<tool>{row['answer']}\n<assistant>")  # the tool's own result, bridged
+
+
+def test_checkpoint_0_is_the_checkpoint_fine_tuned_to_call_the_calculator(tmp_path, untrained):
+    cfg = calculator_config(tmp_path, untrained)
+    train, test = prepare_problems(cfg)
+    before = untrained.joinpath("model.safetensors").read_bytes()
+    policy, _ = bootstrap_policy(cfg, train)
+    report = read_meta(cfg.bootstrap_dir)["tool_warm_start"]
+    assert report["kind"] == "tools" and report["steps"] == STEPS and report["demonstrations"] == STEPS * 16
+    assert untrained.joinpath("model.safetensors").read_bytes() == before  # the user's checkpoint is untouched
+    rows = test.head(8).to_dict("records")
+    batch = [demonstration(cfg, policy, row, calculator)[:2] for row in rows]
+    with torch.no_grad():
+        losses = [
+            float(sequence_nll(p.model, [s for s, _ in batch], [m for _, m in batch], p.tokenizer.pad_token_id))
+            for p in (load_policy(untrained, "cpu"), load_policy(cfg.bootstrap_dir, "cpu"))
+        ]
+    assert losses[1] < losses[0] / 2  # held-out demonstrations: the warm start learned the format, not the rows
+    sampling = cfg.sampling.model_copy(update={"temperature": 0.0})
+    called = {
+        str(path): [
+            e.tool_calls for (e,) in sample(HFEngine(load_policy(path, "cpu")), cfg, rows, None, 1, sampling, 3)
+        ]
+        for path in (untrained, cfg.bootstrap_dir)
+    }
+    assert sum(called[str(untrained)]) == 0 and sum(called[str(cfg.bootstrap_dir)]) >= len(rows) // 2
+
+
+def test_tool_calls_without_tools_or_without_a_built_in_expert_are_refused(tmp_path, untrained):
+    with pytest.raises(ConfigError, match="bootstrap.tool_calls.steps demonstrates tool calls: it needs tools"):
+        calculator_config(tmp_path, untrained, tools=[], environment={"factory": None})
+    cfg = calculator_config(tmp_path, untrained, tools=["tests.rollout.test_episodes:turn_count"])
+    train, _ = prepare_problems(cfg)
+    with pytest.raises(ValueError, match="demonstrations come from a built-in environment's expert"):
+        tool_warm_start(load_policy(untrained, "cpu"), train, cfg)
