@@ -128,7 +128,14 @@ def _identity_without(cfg, *dotted: str, drop_below: bool = True) -> str:
     params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
     if drop_below:
         params["coevolver"]["curriculum"]["proposer"]["drop_below"] = 0.05
-    for key in ("rollout.dynamic_sampling", "tools", "environment", "problems.guess_levels", *dotted):
+    for key in (
+        "rollout.dynamic_sampling",
+        "tools",
+        "environment",
+        "problems.guess_levels",
+        "bootstrap.tool_calls",
+        *dotted,
+    ):
         *parents, leaf = key.split(".")
         node = params
         for parent in parents:
@@ -192,9 +199,9 @@ def test_dynamic_sampling_keeps_the_earlier_identity_only_where_it_is_off(tmp_pa
 
 
 def test_episodes_keep_the_earlier_identity_only_where_no_episode_runs(tmp_path):
-    """tools and environment (and problems.guess_levels) came after runs were committed: without them a
-    run carries the identity of its params without the keys; with a tool, it computes what no earlier
-    run did, and so do the guessing games."""
+    """tools and environment (and problems.guess_levels, bootstrap.tool_calls) came after runs were
+    committed: without them a run carries the identity of its params without the keys; with a tool, it
+    computes what no earlier run did, and so do the guessing games and the tool warm start."""
     chat = {"prompt": {"format": "chat"}, "coevolver": {"update_context": "keep"}}
     for tools in ([], ["coevo.environments.calculator:add"]):
         cfg = tiny_config(tmp_path, tools=tools, **chat)
@@ -206,6 +213,9 @@ def test_episodes_keep_the_earlier_identity_only_where_no_episode_runs(tmp_path)
         **chat,
     )
     assert _identity_without(games, drop_below=False) not in identities(games)
+    tools = {"tools": ["coevo.environments.calculator:add"], **chat}
+    warm = tiny_config(tmp_path, bootstrap={"tool_calls": {"steps": 5}}, **tools)
+    assert _identity_without(warm, drop_below=False) not in identities(warm)  # a warm start no earlier run made
 
 
 def test_a_seed_outside_the_spec_is_refused_before_anything_runs_and_the_spec_hash_is_its_bytes(tmp_path):
