@@ -107,8 +107,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def tiny_config(tmp_path: Path, **overrides) -> Config:
-    """The project's params.yaml, shrunk to seconds-long runs, with outputs under tmp_path (an error in a key
-    set here names params.yaml, as the overrides stand for its own keys)."""
+    """The tiny policy's params (examples/tiny.yaml), shrunk to seconds-long runs, with outputs under
+    tmp_path (an error in a key set here names that file, as the overrides stand for its own keys)."""
     from coevo.config import deep_merge
 
     paths = {"run": {"out_dir": str(tmp_path / "run")}, "problems": {"data_dir": str(tmp_path / "data")}}

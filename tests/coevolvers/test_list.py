@@ -24,7 +24,7 @@ PAIR = [{"kind": "curriculum"}, {"kind": "skill_bank"}]
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"coevolver": []}, r"params.yaml: coevolver: an empty list"),
+        ({"coevolver": []}, r"tiny.yaml: coevolver: an empty list"),
         (
             {"coevolver": [{"kind": "curriculum"}, {"kind": "none"}]},
             r"coevolver\[1\]\.kind: 'none' cannot be combined",
@@ -33,9 +33,9 @@ PAIR = [{"kind": "curriculum"}, {"kind": "skill_bank"}]
             {"coevolver": [{"kind": "skill_bank"}, {"kind": "curriculum"}, {"kind": "skill_bank"}]},
             r"coevolver\[2\]\.kind: 'skill_bank' is already coevolver\[0\]",
         ),
-        ({"coevolver": [{"kind": "curriculum"}, {"kind": "skil_bank"}]}, r"params.yaml: coevolver\.1\.kind: Input"),
-        ({"coevolver": {"kind": "skil_bank"}}, r"params.yaml: coevolver\.kind: Input"),  # one error, not one per shape
-        ({"coevolver": 3}, r"params.yaml: coevolver: Input should be a valid dictionary"),
+        ({"coevolver": [{"kind": "curriculum"}, {"kind": "skil_bank"}]}, r"tiny.yaml: coevolver\.1\.kind: Input"),
+        ({"coevolver": {"kind": "skil_bank"}}, r"tiny.yaml: coevolver\.kind: Input"),  # one error, not one per shape
+        ({"coevolver": 3}, r"tiny.yaml: coevolver: Input should be a valid dictionary"),
     ],
 )
 def test_bad_coevolver_settings_are_clear_params_errors(tmp_path, overrides, message):
@@ -46,10 +46,10 @@ def test_bad_coevolver_settings_are_clear_params_errors(tmp_path, overrides, mes
 
 def test_the_former_coevolvers_key_is_an_error_that_says_where_the_list_goes(tmp_path):
     with pytest.raises(
-        ConfigError, match=r"params.yaml: coevolvers: no longer a setting; write the list under `coevolver`"
+        ConfigError, match=r"tiny.yaml: coevolvers: no longer a setting; write the list under `coevolver`"
     ):
         tiny_config(tmp_path, coevolvers=[{"kind": "curriculum"}, {"kind": "skill_bank"}])
-    with pytest.raises(ConfigError, match=r"params.yaml: coevolvers: no longer a setting"):
+    with pytest.raises(ConfigError, match=r"tiny.yaml: coevolvers: no longer a setting"):
         tiny_config(tmp_path, coevolvers=None)  # the old params.yaml's `coevolvers: null` too
 
 
