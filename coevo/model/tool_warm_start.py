@@ -14,6 +14,8 @@ twentieth of the steps, cosine decay to 10%).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -28,10 +30,11 @@ from coevo.types import Generation
 MAX_TURNS = 32  # an expert that calls more often than this is broken, not thorough
 
 
-def demonstration(cfg: Config, policy: Policy, row: dict, expert: Expert) -> tuple[list[int], list[float], int]:
-    """Token ids and loss mask of one demonstrated episode of `row`, and its tool calls."""
-    tok = policy.tokenizer
-    episode = open_episode(toolbox(cfg), renderer_for(cfg, tok), row)
+def demonstration(cfg: Config, renderer: Any, row: dict, expert: Expert) -> tuple[list[int], list[float], int]:
+    """Token ids and loss mask of one demonstrated episode of `row` (its prompt as `renderer`, the
+    run's renderer for the policy's tokenizer, renders it), and its tool calls."""
+    tok = renderer.tokenizer
+    episode = open_episode(toolbox(cfg), renderer, row)
     ids = tok(episode.prompt, add_special_tokens=False)["input_ids"]
     mask, results = [0.0] * len(ids), []
     for _ in range(MAX_TURNS):
@@ -58,7 +61,7 @@ def tool_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> Bootstr
             "bootstrap.tool_calls.steps: demonstrations come from a built-in environment's expert (the calculator's "
             "tools, or coevo.environments.guessing:GuessingGame); this run names neither"
         )
-    rows = train.to_dict("records")
+    rows, renderer = train.to_dict("records"), renderer_for(cfg, policy.tokenizer)
     rng = np.random.default_rng([cfg.seed & (2**64 - 1), 29])
     calls = 0
 
@@ -66,7 +69,7 @@ def tool_warm_start(policy: Policy, train: pd.DataFrame, cfg: Config) -> Bootstr
 
     def batches() -> tuple[list[list[int]], list[list[float]]]:
         nonlocal calls
-        drawn = [demonstration(cfg, policy, rows[i], expert) for i in rng.integers(0, len(rows), settings.batch_size)]
+        drawn = [demonstration(cfg, renderer, rows[i], expert) for i in rng.integers(0, len(rows), settings.batch_size)]
         calls += sum(n for _, _, n in drawn)
         return [ids for ids, _, _ in drawn], [mask for _, mask, _ in drawn]
 

@@ -9,6 +9,7 @@ runs the real HF engine and the real update.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -324,19 +325,7 @@ def test_the_engine_mismatch_is_measured_on_policy_tokens_only(tmp_path, tool_ca
     assert mismatch["policy/mismatch_abs_logprob_max"] < 1e-3
 
 
-ENVIRONMENT_MODULE = '''
-class Vault:
-    def reset(self, answer: str, **kwargs) -> None:
-        self.answer = answer
-
-    def reveal(self) -> str:
-        """Reveal the answer to the question.
-
-        Returns:
-            The answer.
-        """
-        return self.answer
-'''
+ENVIRONMENT_MODULE = inspect.getsource(Vault)  # a user's module holding the same environment
 
 
 def test_the_lineage_reports_an_environment_source_edited_since(tmp_path, tool_caller, monkeypatch):
