@@ -877,6 +877,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:\n",
         ("tests/model/test_tool_warm_start.py::test_checkpoint_0_is_the_checkpoint_fine_tuned_to_call_the_calculator",),
     ),
+    Mutation(
+        "supervised-loss-hides-pad-tokens-inside",
+        "coevo/model/supervised.py",
+        "attention_mask=attention)",
+        "attention_mask=(ids != pad_id).long())",
+        ("tests/model/test_tool_warm_start.py::test_the_supervised_loss_attends_a_pad_token_inside_a_sequence",),
+    ),
+    Mutation(
+        "guess-levels-setting-not-in-force",
+        "coevo/prepare.py",
+        "list(problems.guess_levels)",
+        "[3, 4, 5]",
+        ("tests/problems/test_guessing.py::test_held_out_games_share_no_range_and_no_hidden_number_with_training",),
+    ),
+    Mutation(
+        "tool-warm-start-settings-out-of-the-bootstrap-key",
+        "coevo/stages/prepare.py",
+        '        include |= {"bootstrap": True, "prompt": True, "tools": True, "environment": True}',
+        "        pass",
+        ("tests/model/test_tool_warm_start.py::test_the_tool_warm_start_settings_enter_the_bootstrap_key",),
+    ),
+    Mutation(
+        "readme-figures-not-mapped-into-the-site",
+        "docs/hooks/home.py",
+        'text = _FIGURE_LINK.sub("](figures/", _DOCS_LINK.sub("](", readme.read_text(encoding="utf-8")))',
+        'text = _DOCS_LINK.sub("](", readme.read_text(encoding="utf-8"))',
+        ("tests/test_docs.py::test_site_builds_strict",),
+    ),
 )
 
 

@@ -17,11 +17,12 @@ from coevo.model.tool_warm_start import demonstration, tool_warm_start
 from coevo.prepare import prepare_problems
 from coevo.problems.proposer import parse_question
 from coevo.rollout.engines.hf import HFEngine
-from coevo.rollout.episodes import sample
+from coevo.rollout.episodes import renderer_for, sample
 from coevo.rollout.tools import parse_tool_call
 
 from ..rollout.test_episodes import TEMPLATE, episode_config
 
+GAME = "coevo.environments.guessing:GuessingGame"
 CALCULATOR = [f"coevo.environments.calculator:{name}" for name in ("add", "subtract", "multiply")]
 STEPS = 120
 
@@ -56,7 +57,7 @@ def test_a_demonstration_is_an_episode_with_the_tools_results_and_trains_the_ass
     policy = load_policy(untrained, "cpu")
     tok = policy.tokenizer
     for row in train.head(12).to_dict("records"):
-        ids, mask, calls = demonstration(cfg, policy, row, calculator)
+        ids, mask, calls = demonstration(cfg, renderer_for(cfg, tok), row, calculator)
         _, family, (a, b) = parse_question(row["prompt"])
         call = parse_tool_call(tok.decode(ids))
         assert calls == 1 and call.name == CALCULATOR_TOOLS[family] and call.arguments == {"a": a, "b": b}
@@ -75,7 +76,7 @@ def test_checkpoint_0_is_the_checkpoint_fine_tuned_to_call_the_calculator(tmp_pa
     assert report["kind"] == "tools" and report["steps"] == STEPS and report["demonstrations"] == STEPS * 16
     assert untrained.joinpath("model.safetensors").read_bytes() == before  # the user's checkpoint is untouched
     rows = test.head(8).to_dict("records")
-    batch = [demonstration(cfg, policy, row, calculator)[:2] for row in rows]
+    batch = [demonstration(cfg, renderer_for(cfg, policy.tokenizer), row, calculator)[:2] for row in rows]
     with torch.no_grad():
         losses = [
             float(sequence_nll(p.model, [s for s, _ in batch], [m for _, m in batch], p.tokenizer.pad_token_id))
@@ -99,3 +100,27 @@ def test_tool_calls_without_tools_or_without_a_built_in_expert_are_refused(tmp_p
     train, _ = prepare_problems(cfg)
     with pytest.raises(ValueError, match="demonstrations come from a built-in environment's expert"):
         tool_warm_start(load_policy(untrained, "cpu"), train, cfg)
+
+
+def test_the_supervised_loss_attends_a_pad_token_inside_a_sequence(untrained):
+    """SmolLM2 pads with its end-of-turn token, which ends every turn of an episode: the loss attends
+    each sequence's own length, a pad token inside it included."""
+    policy = load_policy(untrained, "cpu")
+    pad, bos = policy.tokenizer.pad_token_id, policy.tokenizer.bos_token_id
+    sequence, short = [bos, 5, pad, 7, 8, 9], [bos, 5, 6]
+    with torch.no_grad():
+        got = sequence_nll(policy.model, [sequence, short], [[0, 0, 0, 1, 1, 1], [0, 0, 0]], pad)
+        logits = policy.model(input_ids=torch.tensor([sequence])).logits[0, :-1]  # [5, V], all attended
+        want = torch.nn.functional.cross_entropy(logits[2:], torch.tensor(sequence[3:]))
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_the_tool_warm_start_settings_enter_the_bootstrap_key(tmp_path, untrained):
+    """Changing what the tool warm start does re-bootstraps, also for a source with no warm start of its own."""
+    from coevo.stages.prepare import bootstrap_key, prepare_stage
+
+    games = {"problems": {"source": "guessing"}, "tools": [], "environment": {"factory": GAME}}
+    cfg = calculator_config(tmp_path, untrained, **games)
+    data = prepare_stage(cfg)
+    other = calculator_config(tmp_path, untrained, **games, bootstrap={"tool_calls": {"steps": STEPS, "lr": 1e-4}})
+    assert bootstrap_key(cfg, data) != bootstrap_key(other, data)

@@ -24,11 +24,12 @@ from ..conftest import tiny_config
 
 RANGE = re.compile(r"from (\d+) to (\d+)\.")
 GAME = "coevo.environments.guessing:GuessingGame"
+LEVELS = [2, 4, 6]  # not the default levels, so the setting is seen in force
 
 
 def guessing_config(tmp_path, **overrides):
     settings = {
-        "problems": {"source": "guessing", "n_train": 240, "n_test": 60, "n_val": 30},
+        "problems": {"source": "guessing", "guess_levels": LEVELS, "n_train": 240, "n_test": 60, "n_val": 30},
         "environment": {"factory": GAME, "max_turns": 8},
         "prompt": {"format": "chat"},
         "coevolver": {"kind": "none", "update_context": "keep"},
@@ -54,13 +55,13 @@ def test_held_out_games_share_no_range_and_no_hidden_number_with_training(tmp_pa
     secrets = {name: set(frame["answer"].astype(int)) for name, frame in splits.items()}
     assert not secrets["test"] & secrets["train"] and not secrets["val"] & (secrets["train"] | secrets["test"])
     for frame in splits.values():
-        assert set(frame["family"]) == {"guess"} and set(frame["level"]) == {3, 4, 5}
+        assert set(frame["family"]) == {"guess"} and set(frame["level"]) == set(LEVELS)
         for row in frame.itertuples():
             low, high = _range(row.prompt)
             assert 2 ** (row.level - 1) + 1 <= high - low + 1 <= 2**row.level and 1 <= low <= int(row.answer) <= high
-    again = guessing_splits([3, 4, 5], 240, 60, 30, cfg.seed)
+    again = guessing_splits(LEVELS, 240, 60, 30, cfg.seed)
     assert again["test"]["prompt"].tolist() == test["prompt"].tolist()
-    assert guessing_splits([3, 4, 5], 240, 60, 30, cfg.seed + 1)["test"]["prompt"].tolist() != test["prompt"].tolist()
+    assert guessing_splits(LEVELS, 240, 60, 30, cfg.seed + 1)["test"]["prompt"].tolist() != test["prompt"].tolist()
 
 
 def test_games_that_cannot_be_drawn_and_a_game_without_its_environment_are_refused(tmp_path):
