@@ -76,6 +76,10 @@ class _Renderer:
     ):
         self.cfg, self.tokenizer, self.checkpoint = cfg, tokenizer, checkpoint
         self.tools = tuple(tools)  # shown in the prompt (chat; the config refuses tools with plain)
+        self.prepare()
+
+    def prepare(self) -> None:
+        """What the format needs of the tokenizer: checked, and settled (the chat format: native tools), at construction."""
 
     def render_all(self, problems: Sequence[Problem], contexts: Sequence[Sequence[str]] | None = None) -> list[str]:
         contexts = contexts if contexts is not None else [()] * len(problems)
@@ -102,17 +106,10 @@ class PlainRenderer(_Renderer):
 class ChatRenderer(_Renderer):
     add_special_tokens = False  # the chat template writes BOS and the role markers itself
 
-    def __init__(
-        self,
-        cfg: PromptConfig,
-        tokenizer: Any = None,
-        checkpoint: str | Path | None = None,
-        tools: Sequence[ToolSpec] = (),
-    ):
-        super().__init__(cfg, tokenizer, checkpoint, tools)
-        check_chat_template(tokenizer, checkpoint)
+    def prepare(self) -> None:
+        check_chat_template(self.tokenizer, self.checkpoint)
         # the chat template renders `tools=` itself, else render_tools' text goes in the system turn
-        self.native_tools = bool(self.tools) and template_takes_tools(tokenizer)
+        self.native_tools = bool(self.tools) and template_takes_tools(self.tokenizer)
 
     def messages(self, problem: Problem, context: Sequence[str] = ()) -> list[dict]:
         """The conversation to template: system turn, earlier turns, then the user turn carrying
