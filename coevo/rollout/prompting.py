@@ -79,7 +79,7 @@ class _Renderer:
         self.prepare()
 
     def prepare(self) -> None:
-        """What the format needs of the tokenizer: checked, and settled (the chat format: native tools), at construction."""
+        """What the format needs of the tokenizer, checked and settled (chat: native tools) at construction."""
 
     def render_all(self, problems: Sequence[Problem], contexts: Sequence[Sequence[str]] | None = None) -> list[str]:
         contexts = contexts if contexts is not None else [()] * len(problems)
