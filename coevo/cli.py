@@ -1,5 +1,5 @@
 """`coevo` command line: prepare, bootstrap, train, eval, serve, compare, import-model, export-merged,
-lineage, query, code loop.
+lineage, query.
 
 Every command reads params.yaml (`--params`) and accepts `--set section.key=value` overrides, so the
 file stays the single source of knobs and a one-off change is visible in the command.
@@ -399,36 +399,6 @@ def export_merged(
     )
 
 
-code_app = typer.Typer(
-    no_args_is_help=True,
-    help="Code problems: co-evolve a coder and a unit tester (CURE); `coevo prepare` writes their splits.",
-)
-
-
-@code_app.command("loop")
-@fail_cleanly
-def code_loop(params: ParamsOpt = Path("params.yaml"), set_: SetOpt = None, as_json: JsonOpt = False) -> None:
-    """Warm-start the tiny policy on the synthetic code family, then run code.iterations of CURE co-evolution."""
-    from coevo.code.loop import run_code_loop
-
-    cfg = config_from(params, set_)
-    quiet_libraries()
-    with writer_lock(cfg, "code loop"):
-        summary = run_code_loop(cfg, log=(lambda _: None) if as_json else console.print)
-    if as_json:
-        print_json({k: v for k, v in summary.items() if k != "history"})
-        return
-    console.print(
-        metrics_table(
-            "code loop (held-out synthetic problems, greedy)", {"before": summary["before"], "after": summary["after"]}
-        )
-    )
-    from coevo.report import bank_sentence
-
-    console.print(bank_sentence(summary), highlight=False)
-
-
-app.add_typer(code_app, name="code", help="Code problems, the sandbox and the CURE coder/tester loop.")
 app.add_typer(query_app, name="query", help="Query the run's DuckDB catalog.")
 app.command("lineage")(lineage)
 

@@ -1,5 +1,5 @@
 """What the CLI tells a person about finished work, as tables and sentences (never a Python repr):
-the prepared splits, the bootstrap, the evaluation of checkpoint 0, the code loop's test bank. The
+the prepared splits, the bootstrap, the evaluation of checkpoint 0. The
 `--json` objects carry the same facts for machines (coevo/cli.py)."""
 
 from __future__ import annotations
@@ -60,13 +60,3 @@ def first_eval_sentence(it: int, where: str | Path, metrics: dict[str, float]) -
     parts = [f"eval/acc {metrics['eval/acc']:.3f}"]
     parts += [f"{key} {metrics[key]:.3f}" for key in ("val/acc",) if key in metrics]
     return f"[bold]checkpoint {it}[/] ({name}, {where}): held-out {', '.join(parts)}"
-
-
-def bank_sentence(summary: dict) -> str:
-    """The code loop's unit-test bank (coevo/code/loop.py's summary) as one sentence."""
-    accuracy = summary["bank_accuracy"]
-    measured = "not measured (the bank is empty)" if accuracy is None else f"{accuracy:.3f}"
-    return (
-        f"test bank: {summary['bank_size']} tests, accuracy against the reference solutions {measured}; "
-        f"sandbox mode {summary['sandbox_mode']}"
-    )

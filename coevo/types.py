@@ -45,7 +45,7 @@ class Generation:
 
 @dataclass(frozen=True)
 class ContextVariant:
-    """A slice of a problem's rollout group: `n` completions under `context` (skill texts)."""
+    """A slice of a problem's rollout group: `n` completions of a role under `context` (skill texts)."""
 
     problem_id: str
     variant: str  # "solo" (no probe), "base" or "probe" (base + the probed skill)
@@ -53,3 +53,4 @@ class ContextVariant:
     probe_skill: str = ""  # the skill whose marginal utility this group measures ("" if none)
     n: int = 1
     texts: tuple[str, ...] = field(default=(), compare=False)  # the skills' texts, same order as `skills`
+    role: str = "solver"  # the role posed the problem (coevo/rollout/roles.py)

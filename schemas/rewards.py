@@ -50,6 +50,14 @@ REWARDS_SCHEMA = pa.DataFrameSchema(
         "rollout_id": pa.Column(str, unique=True, description="The rollout this reward judges."),
         "iteration": pa.Column(int, description="Training iteration of the rollout."),
         "problem_id": pa.Column(str, description="Problem of the rollout."),
+        "role": pa.Column(
+            str,
+            required=False,
+            description=(
+                "The rollout's role (coevo/rollout/roles.py), whose reward this is. Optional on read (shards written "
+                "before it are read as 'solver'); always written."
+            ),
+        ),
         "reward": pa.Column(float, description="Scalar reward."),
         "passed": pa.Column(bool, description="Whether the completion was judged correct."),
         "verifier": pa.Column(str, description="Name of the verifier that judged it."),
@@ -97,6 +105,7 @@ REWARDS_ARROW = pyarrow.schema(
         ("details", pyarrow.string()),
         (COMPONENTS, pyarrow.string()),
         (LOGGED, pyarrow.string()),
+        ("role", pyarrow.string()),
     ]
 )
 
@@ -119,8 +128,11 @@ def write_rewards(path: str | Path, frame: pd.DataFrame) -> None:
 
 
 def with_components(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with `components` and `logged` columns: as they are, or '{}' on every row where it has none."""
+    """`frame` with `components`, `logged` and `role` columns: as they are, or '{}' ('solver' for the
+    role) on every row where it has none."""
     if not isinstance(frame, pd.DataFrame):
         return frame  # validation reports a non-frame
     missing = {column: "{}" for column in (COMPONENTS, LOGGED) if column not in frame.columns}
+    if "role" not in frame.columns:
+        missing["role"] = "solver"
     return frame.assign(**missing) if missing else frame

@@ -3,8 +3,8 @@ and its validated read/write.
 
 An episode (coevo/rollout/episodes.py) keeps the policy's turns and the tool turns between them in
 `completion_ids`; `policy_mask` marks the policy's tokens (empty: all of them, one turn without
-tools) and `messages` holds the turns as JSON. A table written before these columns existed reads
-as one-turn samples (`EPISODE_DEFAULTS`).
+tools) and `messages` holds the turns as JSON; `role` names the role the problem was posed to. A
+table written before these columns existed reads as one-turn samples of the solver (`EPISODE_DEFAULTS`).
 
 List columns are object dtype holding lists in memory; after a parquet round trip they come back as
 numpy arrays, so the element checks accept list, tuple and np.ndarray.
@@ -88,6 +88,9 @@ ROLLOUTS_SCHEMA = pa.DataFrameSchema(
         "rollout_id": pa.Column(str, unique=True, description="Unique id of this completion."),
         "iteration": pa.Column(int, pa.Check.ge(0), description="Training iteration that sampled it."),
         "problem_id": pa.Column(str, description="Problem id (problems table)."),
+        "role": pa.Column(
+            str, description="The role the problem was posed to (coevo/rollout/roles.py; 'solver' by default)."
+        ),
         "family": pa.Column(str, description="Problem family."),
         "variant": pa.Column(str, pa.Check.isin(VARIANTS), description="Context variant: solo, base or probe."),
         "probe_skill": pa.Column(str, description="Skill whose utility this group measures ('' if none)."),
@@ -157,13 +160,14 @@ ROLLOUTS_ARROW = pyarrow.schema(
         ("truncated", pyarrow.bool_()),
         ("messages", pyarrow.string()),
         ("policy_mask", pyarrow.list_(pyarrow.int64())),
+        ("role", pyarrow.string()),
     ]
 )
-EPISODE_DEFAULTS = {"turns": 1, "tool_calls": 0, "tool_errors": 0, "truncated": False, "messages": ""}
+EPISODE_DEFAULTS = {"turns": 1, "tool_calls": 0, "tool_errors": 0, "truncated": False, "messages": "", "role": "solver"}
 
 
 def with_episode_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with the episode columns a table written before them lacks, as one-turn samples."""
+    """`frame` with the episode columns a table written before them lacks, as one-turn samples of the solver."""
     missing = {k: v for k, v in EPISODE_DEFAULTS.items() if k not in frame.columns}
     if "policy_mask" not in frame.columns:
         missing["policy_mask"] = [[] for _ in range(len(frame))]

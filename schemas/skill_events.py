@@ -15,13 +15,20 @@ from schemas.errors import validate_frame
 EVENTS = ("created", "measured", "admitted", "rejected", "promoted", "retired")
 
 
-def _set_exactly_on_measured(column: str, is_set) -> pa.Check:
-    def check(frame: pd.DataFrame) -> pd.Series | bool:
-        if not {"event", column} <= set(frame.columns):
-            return True  # the missing column is reported on its own
-        return is_set(frame[column]) == (frame["event"] == "measured")
+UNIT_TEST = "unit test: "  # the reason of a test bank's event (coevo/coevolvers/unit_tests.py), then the test
 
-    return pa.Check(check, error=f"{column} is set exactly when event is 'measured'")
+
+def _set_exactly_on_measured(column: str, is_set, or_unit_tests: bool = False) -> pa.Check:
+    def check(frame: pd.DataFrame) -> pd.Series | bool:
+        if not {"event", column, "reason"} <= set(frame.columns):
+            return True  # the missing column is reported on its own
+        expected = frame["event"] == "measured"
+        if or_unit_tests:
+            expected |= frame["reason"].str.startswith(UNIT_TEST)
+        return is_set(frame[column]) == expected
+
+    also = " or the event is a unit test's" if or_unit_tests else ""
+    return pa.Check(check, error=f"{column} is set exactly when event is 'measured'{also}")
 
 
 def _retired_has_reason(frame: pd.DataFrame) -> pd.Series | bool:
@@ -37,7 +44,9 @@ SKILL_EVENTS_SCHEMA = pa.DataFrameSchema(
         ),
         "skill_id": pa.Column(str, pa.Check.str_length(min_value=1), description="Skill id (skills.jsonl)."),
         "event": pa.Column(str, pa.Check.isin(EVENTS), description="Lifecycle event: " + ", ".join(EVENTS) + "."),
-        "problem_id": pa.Column(str, description="Problem of the matched group (measured events; '' otherwise)."),
+        "problem_id": pa.Column(
+            str, description="Problem of the matched group (measured events) or of the unit test ('' otherwise)."
+        ),
         "gap": pa.Column(
             float, nullable=True, description="Mean probe reward - mean base reward (measured events; null otherwise)."
         ),
@@ -48,13 +57,13 @@ SKILL_EVENTS_SCHEMA = pa.DataFrameSchema(
             str,
             description=(
                 "Why the skill was retired ('low utility', 'capacity'; '' otherwise); 'rubric criterion' on a rubric "
-                "criterion's measured event."
+                "criterion's measured event; 'unit test: <test>' on a test bank's admitted and retired events."
             ),
         ),
     },
     checks=[
         _set_exactly_on_measured("gap", lambda s: s.notna()),
-        _set_exactly_on_measured("problem_id", lambda s: s.str.len() > 0),
+        _set_exactly_on_measured("problem_id", lambda s: s.str.len() > 0, or_unit_tests=True),
         pa.Check(_retired_has_reason, error="a retired event needs a reason"),
     ],
     unique=["iteration", "skill_id", "event", "problem_id"],

@@ -3,15 +3,7 @@
 from rich.console import Console
 
 from coevo.records import Artifact, Bootstrapped
-from coevo.report import bank_sentence, bootstrap_sentence, first_eval_sentence, splits_table
-
-
-def test_the_test_bank_sentence_rounds_and_says_when_nothing_was_measured():
-    assert bank_sentence({"bank_size": 12, "bank_accuracy": 0.8333333333, "sandbox_mode": "isolated"}) == (
-        "test bank: 12 tests, accuracy against the reference solutions 0.833; sandbox mode isolated"
-    )
-    empty = bank_sentence({"bank_size": 0, "bank_accuracy": None, "sandbox_mode": "subprocess"})
-    assert "not measured (the bank is empty)" in empty and "None" not in empty
+from coevo.report import bootstrap_sentence, first_eval_sentence, splits_table
 
 
 def test_a_time_budgeted_bootstrap_says_what_stopped_it():

@@ -1,5 +1,5 @@
 """Co-evolvers: the artifacts that evolve from the policy's rollouts. Importing this package registers
-"skill_bank", "memory", "none", "curriculum", "rubrics" and "harness"."""
+"skill_bank", "memory", "none", "curriculum", "rubrics", "harness" and "unit_tests"."""
 
 from coevo.coevolvers.base import (
     CoEvolver,
@@ -15,6 +15,7 @@ from coevo.coevolvers.memory import ProceduralMemory
 from coevo.coevolvers.none import NoCoEvolver
 from coevo.coevolvers.rubrics import RubricsCoEvolver
 from coevo.coevolvers.skill_bank import Skill, SkillBank
+from coevo.coevolvers.unit_tests import TestBank
 from coevo.coevolvers.writers import (
     OpenAIChatWriter,
     SkillDraft,
@@ -35,6 +36,7 @@ __all__ = [
     "SkillBank",
     "SkillDraft",
     "SkillWriter",
+    "TestBank",
     "TextGenerator",
     "WorkedExampleWriter",
     "build_coevolver",

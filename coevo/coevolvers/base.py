@@ -3,13 +3,13 @@
 A co-evolver says which context variants to roll out per problem (`plan`), which context the policy
 sees at evaluation and the self-teacher sees in training (`context_for`, `teacher_context`), evolves
 from one iteration's rollouts and rewards (`update`), and saves itself as a directory whose
-`manifest.json` names its kind, its files' sha256 and a content hash over them. Three capabilities
+`manifest.json` names its kind, its files' sha256 and a content hash over them. Four capabilities
 are optional, each a Protocol a co-evolver has by defining its methods: `ChoosesProblems` (the
 iteration's batch; without one, the uniform sampler `uniform_batch`), `ProposesProblems` (new
-training problems) and `SetsHarness` (the sampling settings, instruction and reward weights in
-force); the stages find the member that has one with `coevo.coevolvers.composite.player`, never by
-importing a co-evolver's module. Variants are registry entries (`register_coevolver`), never
-`if kind == ...` chains.
+training problems), `SetsHarness` (the sampling settings, instruction and reward weights in
+force) and `KeepsTests` (unit tests the verification runs); the stages find the member that has
+one with `coevo.coevolvers.composite.member_with`, never by importing a co-evolver's module.
+Variants are registry entries (`register_coevolver`), never `if kind == ...` chains.
 """
 
 from __future__ import annotations
@@ -157,6 +157,15 @@ class SetsHarness(Protocol):
 
     def harness_metrics(self, report: Mapping) -> dict[str, float]:
         """The iteration's metrics from `revise`'s report."""
+        ...
+
+
+@runtime_checkable
+class KeepsTests(Protocol):
+    """Optional (role "reward"): unit tests of a problem that join its pass table in verification (a test bank)."""
+
+    def tests_for(self, problem_id: str) -> list[str]:
+        """The problem's tests, in a fixed order (the rewards' `bank_fail` indices refer to it)."""
         ...
 
 

@@ -3,7 +3,7 @@
 A list behaves as one co-evolver towards the stages. Each member plays the roles its class declares
 (`roles`): "problems" (chooses the iteration's batch and proposes problems: a curriculum), "context"
 (plans the rollout's context variants and gives the evaluation and the self-teacher their context: a skill bank or a
-memory), "reward" (the artifact the `rubric` reward judges by: rubrics), "harness" (the sampling
+memory), "reward" (the artifact the reward judges by: rubrics, a test bank), "harness" (the sampling
 settings, answer-format instruction and reward weights in force: a harness); a role has at most one player, so no two
 members compete for the same decision; the stages reach a role's optional capabilities through the member that
 has them (`member_with`, `choose_batch`). Members without a role in play fall back to the uniform sampler and the
@@ -141,7 +141,7 @@ def _player(members: list, role: str):
 _ROLE_TEXT = {
     "problems": "chooses the problems (a curriculum)",
     "context": "shapes the rollout context (a skill bank or a memory)",
-    "reward": "the reward judges by (rubrics)",
+    "reward": "the reward judges by (rubrics, a test bank)",
     "harness": "sets the sampling settings, the instruction and the reward weights (a harness)",
 }
 
@@ -195,7 +195,7 @@ def members_of(coevolver: CoEvolver) -> list[CoEvolver]:
 def member_with(coevolver: CoEvolver, capability: type[T]) -> T | None:
     """The member of `coevolver` (a list's members, or the co-evolver itself) that has the optional
     `capability` (a Protocol of coevo/coevolvers/base.py: ChoosesProblems, ProposesProblems,
-    SetsHarness), or None. A capability belongs to a role, which at most one member plays
+    SetsHarness, KeepsTests), or None. A capability belongs to a role, which at most one member plays
     (`check_coevolvers`)."""
     return next((member for member in members_of(coevolver) if isinstance(member, capability)), None)
 

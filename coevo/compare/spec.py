@@ -458,6 +458,22 @@ def _without_tool_calls(params: dict) -> bool:
     return True
 
 
+def _without_roles(params: dict) -> bool:
+    """rollout.roles, rollout.train_roles, code.cure.truth and coevolver.unit_tests dropped, and the
+    removed code loop's settings put back as every run made before held them (their defaults; no
+    committed spec set one), where the solver is the one role (every run made before roles existed)."""
+    if params["rollout"].get("roles", ["solver"]) != ["solver"]:
+        return False
+    params["rollout"].pop("roles", None)
+    params["rollout"].pop("train_roles", None)
+    params["code"]["cure"].pop("truth", None)
+    params["code"]["cure"]["bank_max_per_problem"] = 8
+    params["code"] |= {"iterations": 20, "problems_per_iter": 8, "group_size": 8, "train_roles": ["coder", "tester"]}
+    for entry in _coevolver_entries(params):
+        entry.pop("unit_tests", None)
+    return True
+
+
 def _with_drop_below(params: dict) -> bool:
     """coevolver.curriculum.proposer.drop_below put back as every run made before its removal held it
     (0.05, the default; no committed spec set another). No value of it changed a choice."""
@@ -479,6 +495,7 @@ HISTORY = (
     _without_episodes,
     _without_guess_levels,
     _without_tool_calls,
+    _without_roles,
 )
 
 

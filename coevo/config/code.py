@@ -1,4 +1,4 @@
-"""Settings of code problems: the sandbox, CURE rewards, the synthetic family and the code loop."""
+"""Settings of code problems: the sandbox, CURE rewards, the synthetic family and the warm start."""
 
 from __future__ import annotations
 
@@ -52,16 +52,21 @@ class SandboxConfig(Strict):
 
 
 class CureConfig(Strict):
+    truth: Literal["hidden", "generated"] = Field(
+        "hidden",
+        description=(
+            "What judges a solution in training when the tester role is sampled: hidden (CURE: the problem's "
+            "ground-truth tests) or generated (no ground-truth test: the consensus of the generated and bank tests, "
+            "coevo/code/cure.py). Held-out evaluation always runs the hidden tests."
+        ),
+    )
     binary_from_iter: int | None = Field(
         None,
         ge=1,
         description=(
-            "From this code-loop iteration on, use CURE's binary rewards (solution: passes every ground-truth test; "
-            "test: accurate); null = never."
+            "From this iteration on, use CURE's binary rewards (solution: judged correct; test: accurate); "
+            "null = never."
         ),
-    )
-    bank_max_per_problem: int = Field(
-        8, ge=1, description="Most tests the test bank keeps per problem (the oldest are dropped first)."
     )
 
 
@@ -75,8 +80,7 @@ class SynthCodeConfig(Strict):
         ["code-add", "code-sub", "code-mul"],
         min_length=1,
         description=(
-            "Families the code warm start demonstrates (the bootstrap of code sources and the code loop's; RL faces "
-            "all of `families`)."
+            "Families the code warm start demonstrates (the bootstrap of code sources; RL faces all of `families`)."
         ),
     )
     n_train: int = Field(600, ge=1, description="Synthetic training problems.")
@@ -93,34 +97,21 @@ class SynthCodeConfig(Strict):
 class CodeConfig(Strict):
     sandbox: SandboxConfig = Field(
         default_factory=SandboxConfig,
-        description="Limits and isolation of the code sandbox (verification, evaluation and the code loop).",
+        description="Limits and isolation of the code sandbox (verification and evaluation).",
     )
-    cure: CureConfig = Field(default_factory=CureConfig, description="CURE rewards and the test bank.")
+    cure: CureConfig = Field(
+        default_factory=CureConfig, description="CURE's rewards, when rollout.roles samples the tester."
+    )
     synth: SynthCodeConfig = Field(
         default_factory=SynthCodeConfig,
-        description="The synthetic code family (problems.source=code-synth and the code loop).",
-    )
-    iterations: int = Field(20, ge=1, description="Iterations of the code loop (coder + tester co-evolving).")
-    problems_per_iter: int = Field(
-        8, ge=1, description="Problems per code-loop iteration (each gets a coder group and a tester group)."
-    )
-    group_size: int = Field(
-        8, ge=2, description="Solutions and generated tests per problem in the code loop (n = m = G)."
-    )
-    train_roles: list[Literal["coder", "tester"]] = Field(
-        ["coder", "tester"],
-        min_length=1,
-        description=(
-            "Roles whose rollouts the policy update trains on (ablation: coder only, tester only); both are always "
-            "sampled and rewarded."
-        ),
+        description="The synthetic code family (problems.source=code-synth).",
     )
     warm_start_steps: int = Field(
         300,
         ge=0,
         description=(
-            "Supervised warm-start steps of the tiny policy on both roles' demonstrations (the bootstrap of code "
-            "sources and the code loop's)."
+            "Supervised warm-start steps of the tiny policy on the solver's and the tester's demonstrations (the "
+            "bootstrap of code sources)."
         ),
     )
     warm_start_lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the code warm start.")

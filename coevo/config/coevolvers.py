@@ -441,15 +441,22 @@ class HarnessConfig(Strict):
     retry_after: int = Field(5, ge=1, description="Iterations before a rejected change may be backtested again.")
 
 
+class UnitTestsConfig(Strict):
+    max_per_problem: int = Field(
+        8, ge=1, description="Most tests the bank keeps per problem (the oldest are dropped first)."
+    )
+
+
 class CoevolverConfig(Strict):
-    kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics", "harness"] = Field(
+    kind: Literal["skill_bank", "memory", "none", "curriculum", "rubrics", "harness", "unit_tests"] = Field(
         "skill_bank",
         description=(
             "Co-evolver: a skill bank, a procedural memory (PMD; pair it with a self-distillation objective), none "
             "(plain GRPO), curriculum (a bandit over problem categories chooses each batch; SEC), rubrics "
             "(EvoRubrics: a judged, co-evolving rubric; pair it with the 'rubric' reward), or harness (the sampling "
             "settings, the answer-format instruction and the shaping terms' weights, changed when a backtest shows "
-            "it helps; EvoTrainer)."
+            "it helps; EvoTrainer), or unit_tests (CURE's test bank: the tester role's accurate, discriminating "
+            "tests, which join the pass table of later iterations)."
         ),
     )
     frozen: bool = Field(False, description="Ablation: the co-evolver stops changing (see frozen_after).")
@@ -485,6 +492,9 @@ class CoevolverConfig(Strict):
     )
     harness: HarnessConfig = Field(
         default_factory=HarnessConfig, description="The harness's diagnoses and backtests (kind=harness)."
+    )
+    unit_tests: UnitTestsConfig = Field(
+        default_factory=UnitTestsConfig, description="The test bank (kind=unit_tests; CURE)."
     )
 
     def frozen_at(self, iteration: int) -> bool:

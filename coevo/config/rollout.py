@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import (
     Field,
+    model_validator,
 )
 
 from coevo.config.base import Strict
@@ -154,3 +155,28 @@ class RolloutConfig(Strict):
         default_factory=DynamicSamplingConfig,
         description="Over-sample until the batch's groups have mixed outcomes (DAPO); off by default.",
     )
+    roles: list[Literal["solver", "tester"]] = Field(
+        ["solver"],
+        min_length=1,
+        description=(
+            "Role prompts of the one policy sampled per problem, a group of group_size each (coevo/rollout/roles.py): "
+            "solver (the problem as posed) and tester (a unit test for a synthetic code problem, rewarded by CURE "
+            "against the solver's solutions)."
+        ),
+    )
+    train_roles: list[Literal["solver", "tester"]] | None = Field(
+        None,
+        description="Roles whose groups the policy update trains (ablation: one of them); null = every role sampled.",
+    )
+
+    @model_validator(mode="after")
+    def _check_roles(self) -> RolloutConfig:
+        if len(set(self.roles)) != len(self.roles) or "solver" not in self.roles:
+            raise ValueError(
+                f"rollout.roles: {self.roles} must name each role once and include solver (the other roles are "
+                "judged against the solver's samples)"
+            )
+        if self.train_roles is not None and not set(self.train_roles) <= set(self.roles):
+            missing = sorted(set(self.train_roles) - set(self.roles))
+            raise ValueError(f"rollout.train_roles: {missing} not sampled (rollout.roles is {self.roles})")
+        return self

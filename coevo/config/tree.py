@@ -21,6 +21,8 @@ from coevo.config.problems import _BUILTIN_NAME, _METRIC_NAME, _PLUGIN_PATH, Pro
 from coevo.config.rollout import EngineConfig, EnvironmentConfig, RolloutConfig, SamplingConfig
 from coevo.config.run import EvalConfig, PipelineConfig, RunConfig, TrackingConfig
 
+ROLE_AWARE_KINDS = frozenset({"none", "unit_tests"})  # co-evolvers that read the rollouts' `role`
+
 
 class Config(Strict):
     seed: int = Field(0, description="Seeds problem generation, model init, sampling and data order.")
@@ -54,7 +56,7 @@ class Config(Strict):
     )
     code: CodeConfig = Field(
         default_factory=CodeConfig,
-        description="Code problems: sandbox, warm start, CURE rewards, test bank and the code loop.",
+        description="Code problems: sandbox, CURE rewards, the synthetic family and the warm start.",
     )
     prompt: PromptConfig = Field(
         default_factory=PromptConfig,
@@ -186,6 +188,33 @@ class Config(Strict):
         return self
 
     @model_validator(mode="after")
+    def _check_roles(self) -> Config:
+        kinds = [entry.kind for entry in self.coevolver_list]
+        if "unit_tests" in kinds and "tester" not in self.rollout.roles:
+            raise ValueError(
+                "coevolver kind unit_tests keeps the tester role's tests: set rollout.roles: [solver, tester]"
+            )
+        if self.rollout.roles == ["solver"]:
+            return self
+        others = sorted(set(kinds) - ROLE_AWARE_KINDS)
+        if others:
+            raise ValueError(
+                f"rollout.roles {self.rollout.roles}: co-evolver kinds {others} read every rollout as the solver's; "
+                f"with several roles use {sorted(ROLE_AWARE_KINDS)}"
+            )
+        if self.rollout.dynamic_sampling.enabled or self.episodes:
+            raise ValueError(
+                f"rollout.roles {self.rollout.roles} samples one turn per role: it cannot be combined with "
+                "rollout.dynamic_sampling, tools or environment.factory"
+            )
+        if [entry.function for entry in self.rewards] != ["verifier"]:
+            raise ValueError(
+                f"rollout.roles {self.rollout.roles}: each role's reward is CURE's (code.cure); `rewards:` must be "
+                "the default (the verifier alone)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_coevolvers(self) -> Config:
         entries = self.coevolver_list
         for i, entry in enumerate(entries):
@@ -239,9 +268,14 @@ class Config(Strict):
         return bool(self.tools) or self.environment.factory is not None
 
     @property
+    def trained_roles(self) -> list[str]:
+        """The roles the policy update trains: rollout.train_roles, or every role sampled."""
+        return list(self.rollout.roles if self.rollout.train_roles is None else self.rollout.train_roles)
+
+    @property
     def rollouts_per_iter(self) -> int:
-        """Completions sampled per iteration: problems_per_iter x group_size."""
-        return self.rollout.problems_per_iter * self.rollout.group_size
+        """Samples per iteration: problems_per_iter x group_size x the roles sampled."""
+        return self.rollout.problems_per_iter * self.rollout.group_size * len(self.rollout.roles)
 
     @property
     def levels(self) -> list[int]:

@@ -18,6 +18,7 @@ from coevo.rollout.engines import with_prompt_format
 from coevo.rollout.engines.base import Engine
 from coevo.rollout.episodes import renderer_for, sample
 from coevo.rollout.prompting import conversation_of
+from coevo.rollout.roles import posed
 from coevo.seeding import derive_seed
 from coevo.types import ContextVariant, Generation
 
@@ -31,20 +32,20 @@ def run_rollouts(
     policy_version: str,
     seed_stage: str = "rollout",
 ) -> pd.DataFrame:
-    """One row per sample (an episode when the run has tools, coevo/rollout/episodes.py), in plan
-    order; `rollout_id` is iteration-problem-slot. Sampling is seeded from (seed, iteration,
+    """One row per sample (an episode when the run has tools, coevo/rollout/episodes.py) of the
+    variant's role (coevo/rollout/roles.py), in plan order; `rollout_id` is iteration-problem-slot,
+    the slots counted over the problem's roles. Sampling is seeded from (seed, iteration,
     seed_stage): a shard of the batch passes its own (coevo/shards.py)."""
     by_id = problems.set_index("id")
     rows_of = {pid: {"id": pid, **row} for pid, row in by_id.to_dict("index").items()}
     if cfg.update_context == "strip":
         _check_strippable(renderer_for(cfg, with_prompt_format(engine, cfg).tokenizer), rows_of.values())
     flat = [v for v in variants for _ in range(v.n)]
+    posed_rows = [posed(rows_of[v.problem_id], v.role) for v in flat]
     seed = derive_seed(cfg.seed, iteration, seed_stage)
-    generations = sample(
-        engine, cfg, [rows_of[v.problem_id] for v in flat], [v.texts for v in flat], 1, cfg.sampling, seed
-    )
+    generations = sample(engine, cfg, posed_rows, [v.texts for v in flat], 1, cfg.sampling, seed)
     rows, slots = [], {}
-    for variant, (generation,) in zip(flat, generations):
+    for variant, row, (generation,) in zip(flat, posed_rows, generations):
         slot = slots.get(variant.problem_id, 0)
         slots[variant.problem_id] = slot + 1
         rows.append(
@@ -52,11 +53,12 @@ def run_rollouts(
                 "rollout_id": f"{iteration:04d}-{variant.problem_id}-{slot:03d}",
                 "iteration": iteration,
                 "problem_id": variant.problem_id,
+                "role": variant.role,
                 "family": by_id.at[variant.problem_id, "family"],
                 "variant": variant.variant,
                 "probe_skill": variant.probe_skill,
                 "skills": list(variant.skills),
-                "question": by_id.at[variant.problem_id, "prompt"],
+                "question": row["prompt"],
                 "prompt": generation.prompt,
                 "completion": generation.text,
                 "prompt_ids": generation.prompt_ids,

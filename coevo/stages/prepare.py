@@ -18,6 +18,7 @@ from coevo.prepare import build_all_splits, prepare_problems
 from coevo.problems.splits import SPLITS
 from coevo.records import Artifact, Bootstrapped, Splits
 from coevo.rollout.prompting import check_prompt_format
+from coevo.rollout.roles import check_roles
 from coevo.rollout.stage import check_conversations
 from coevo.store.lineage import checkpoint_lineage
 from coevo.store.tables import problems
@@ -43,6 +44,7 @@ def prepare_stage(cfg: Config) -> Splits:
     if cfg.problems.source in CODE_SOURCES:
         check_rewards(cfg, train)
     paths = {name: cfg.problems.data_dir / f"{name}.parquet" for name in SPLITS}
+    check_roles(train, cfg.rollout.roles, str(paths["train"]))  # the tester of an arithmetic problem stops here
     written = {name: Artifact(str(path), hash_file(path)) for name, path in paths.items()}
     return Splits(**written, dvc_md5=dvc_dir_md5(cfg.problems.data_dir))
 

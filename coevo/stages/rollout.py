@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import pandas as pd
 
@@ -18,19 +19,22 @@ from coevo.rollout.dynamic import sample_rounds
 from coevo.rollout.stage import run_rollouts
 from coevo.sharding import seed_stage, shard_of, shard_path
 from coevo.store.tables import batch_of, training_split
+from coevo.types import ContextVariant
 from coevo.verification.stage import verify_rollouts
 from schemas.rollouts import write_rollouts
 
 
 def rollout_stage(cfg: Config, now: InForce, checkpoint: str, shard: int = 0, shards: int = 1) -> Table:
     """The iteration's rollouts, or shard `shard` of `shards` of them (coevo/sharding.py): the batch
-    `now` names, planned by co-evolver version it-1, sampled under the params in force."""
+    `now` names, planned by co-evolver version it-1, each plan sampled for every role of
+    rollout.roles (coevo/rollout/roles.py), under the params in force."""
     it = now.iteration
     evolver = coevolver_at(cfg, it, now.coevolver.path)
     ds = cfg.rollout.dynamic_sampling
 
     def sample(problems: pd.DataFrame, round_: int = 0) -> pd.DataFrame:
-        problems, variants = shard_of(problems, evolver.plan(problems, cfg.rollout.group_size), shard, shards)
+        planned = evolver.plan(problems, cfg.rollout.group_size)
+        problems, variants = shard_of(problems, with_roles(planned, cfg.rollout.roles), shard, shards)
         stage = seed_stage(shard, shards) + (f"-round{round_}" if round_ else "")
         engine = live_engine(cfg, checkpoint)
         return run_rollouts(engine, variants, problems, now.cfg, it, policy_version(checkpoint), stage)
@@ -45,6 +49,11 @@ def rollout_stage(cfg: Config, now: InForce, checkpoint: str, shard: int = 0, sh
     path = shard_path(RunLayout(cfg.run.out_dir).rollouts(it), shard, shards)
     write_rollouts(path, frame)
     return Table(str(path), hash_file(path), {**rollout_metrics(frame, cfg.episodes), **metrics})
+
+
+def with_roles(variants: list[ContextVariant], roles: list[str]) -> list[ContextVariant]:
+    """Each planned variant once per role, the roles of a problem after one another."""
+    return [replace(variant, role=role) for variant in variants for role in roles]
 
 
 def rollout_metrics(rollouts: pd.DataFrame, episodes: bool = False) -> dict[str, float]:

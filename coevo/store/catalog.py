@@ -31,7 +31,7 @@ per-call costs (a DuckDB statement, a pandera pass, a commit: ~1-13 ms each howe
 once, not per iteration: 10 default-scale iterations ingest in ~0.15 s, one at a time ~0.4 s. The
 flow ingests every pipeline.ingest_every iterations.
 
-Four views answer the usual questions; copy them into `duckdb runs/default/catalog.duckdb`:
+Five views answer the usual questions; copy them into `duckdb runs/default/catalog.duckdb`:
 
     -- pass rate per problem family per iteration (all context variants together)
     SELECT * FROM pass_rate_by_family;
@@ -41,6 +41,8 @@ Four views answer the usual questions; copy them into `duckdb runs/default/catal
     SELECT * FROM problem_completions WHERE problem_id = 'add-1-000003';
     -- each curriculum category's value over iterations (kind=curriculum)
     SELECT * FROM curriculum_values WHERE category = 'mul/2';
+    -- the test bank's admitted and retired tests (kind=unit_tests)
+    SELECT * FROM unit_tests WHERE problem_id = 'code-add-00003';
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS tool_errors BIGINT DEFAULT 0;
 ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS truncated BOOLEAN DEFAULT false;
 ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS messages VARCHAR DEFAULT '';
 ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS policy_mask BIGINT[] DEFAULT [];
+-- roles of one policy (coevo/rollout/roles.py); catalogs made before the column hold the solver's samples
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS role VARCHAR DEFAULT 'solver';
 CREATE TABLE IF NOT EXISTS rewards (
     rollout_id VARCHAR PRIMARY KEY, iteration BIGINT NOT NULL, problem_id VARCHAR NOT NULL,
     reward DOUBLE NOT NULL, passed BOOLEAN NOT NULL, verifier VARCHAR NOT NULL, details VARCHAR NOT NULL,
@@ -114,6 +118,7 @@ CREATE TABLE IF NOT EXISTS rewards (
 ALTER TABLE rewards ADD COLUMN IF NOT EXISTS components VARCHAR DEFAULT '{{}}';  -- catalogs made before the column
 -- what reward plugins logged (log_extra / log_metric)
 ALTER TABLE rewards ADD COLUMN IF NOT EXISTS logged VARCHAR DEFAULT '{{}}';
+ALTER TABLE rewards ADD COLUMN IF NOT EXISTS role VARCHAR DEFAULT 'solver';
 CREATE TABLE IF NOT EXISTS skill_events (
     iteration BIGINT NOT NULL, skill_id VARCHAR NOT NULL,
     event VARCHAR NOT NULL CHECK (list_contains({_EVENT_LIST}, event)),
@@ -132,9 +137,9 @@ CREATE OR REPLACE VIEW pass_rate_by_family AS
     -- aggregated per (iteration, problem) before the join: ingest guarantees one reward per rollout
     -- with the same problem_id, and a problem has one family; 4x faster at 10M rows than joining
     -- every rollout to its reward
-    WITH per_problem AS (
+    WITH per_problem AS (  -- the solver's samples (another role's `passed` judges its own output)
         SELECT iteration, problem_id, count(*) AS n, count_if(passed) AS passed
-        FROM rewards GROUP BY iteration, problem_id
+        FROM rewards WHERE role = 'solver' GROUP BY iteration, problem_id
     ), families AS (
         SELECT iteration, problem_id, any_value(family) AS family FROM rollouts GROUP BY iteration, problem_id
     )
@@ -163,6 +168,12 @@ CREATE OR REPLACE VIEW episodes AS
     FROM rollouts AS r JOIN rewards AS w USING (rollout_id)
     WHERE r.messages <> ''
     ORDER BY r.problem_id, r.iteration, r.rollout_id;
+CREATE OR REPLACE VIEW unit_tests AS
+    -- the test bank's admitted and retired tests (kind=unit_tests, coevo/coevolvers/unit_tests.py)
+    SELECT iteration, problem_id, skill_id AS test_id, event, substr(reason, 12) AS test
+    FROM skill_events
+    WHERE reason LIKE 'unit test: %'
+    ORDER BY problem_id, iteration, event_rank(event), test_id;
 CREATE OR REPLACE VIEW curriculum_values AS
     SELECT iteration, category, value, count, reward, prob FROM curriculum_arms ORDER BY category, iteration;
 """
@@ -306,6 +317,10 @@ class Catalog:
             " FROM episodes WHERE problem_id = ? ORDER BY iteration, rollout_id",
             [problem_id],
         )
+
+    def unit_tests(self) -> pd.DataFrame:
+        """iteration, problem_id, test_id, event (admitted, retired), test of every test-bank event."""
+        return self._query("SELECT * FROM unit_tests")
 
     def curriculum_values(self) -> pd.DataFrame:
         """iteration, category, value, count, reward, prob of every curriculum arm; ordered by iteration, category."""
@@ -497,7 +512,14 @@ def skill_events_from_report(report: Mapping, iteration: int, source: str) -> pd
         ]
         for event in ("admitted", "rejected", "promoted", "retired"):
             rows += [
-                _event(iteration, e.get("id"), event, utility=e.get("utility"), reason=e.get("reason", ""))
+                _event(
+                    iteration,
+                    e.get("id"),
+                    event,
+                    e.get("problem_id", ""),
+                    utility=e.get("utility"),
+                    reason=e.get("reason", ""),
+                )
                 for e in report.get(event, [])
             ]
         return pd.DataFrame(rows, columns=list(EVENT_DTYPES)).astype(EVENT_DTYPES)

@@ -25,7 +25,7 @@ from coevo.store.catalog import Catalog
 query_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Query a run's DuckDB catalog: pass rates, a skill's history, a problem's completions or episodes.",
+    help="Query a run's DuckDB catalog: pass rates, a skill's history, a problem's completions or episodes, tests.",
 )
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -219,6 +219,15 @@ def episodes(
     with open_catalog(catalog, run, params) as cat:
         if not one_or_ids(cat, "problem", problem_id, list_ids, as_json):
             show(cat.episodes(problem_id), f"episodes of problem {problem_id}", as_json)
+
+
+@query_app.command("unit-tests")
+def unit_tests(
+    catalog: CatalogOpt = None, run: RunOpt = None, params: ParamsOpt = DEFAULT_PARAMS, as_json: JsonOpt = False
+) -> None:
+    """The test bank's admitted and retired unit tests per iteration (kind=unit_tests)."""
+    with open_catalog(catalog, run, params) as cat:
+        show(cat.unit_tests(), "unit tests", as_json)
 
 
 @query_app.command("curriculum")

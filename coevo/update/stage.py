@@ -95,10 +95,11 @@ def build_training_set(
     joined = rollouts.merge(
         rewards[["rollout_id", "reward", "passed", "details"]], on="rollout_id", validate="one_to_one"
     )
+    joined = joined[joined["role"].isin(cfg.trained_roles)]  # rollout.train_roles (coevo/rollout/roles.py)
     group_size = cfg.rollout.group_size
-    groups = [g for _, g in joined.groupby("problem_id", sort=True)]
+    groups = [g for _, g in joined.groupby(["problem_id", "role"], sort=True)]  # a group per problem and role
     if any(len(g) != group_size for g in groups):
-        raise ValueError(f"every problem needs exactly {group_size} rollouts (rollout.group_size)")
+        raise ValueError(f"every problem and role needs exactly {group_size} rollouts (rollout.group_size)")
     reward_matrix = torch.tensor(np.stack([g["reward"].to_numpy(dtype=np.float64) for g in groups]))  # [N, G]
     drop = cfg.objective.drop_zero_variance and not keep_all_groups
     keep = nonzero_variance_groups(reward_matrix) if drop else torch.ones(len(groups), dtype=torch.bool)  # [N]

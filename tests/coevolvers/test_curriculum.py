@@ -37,7 +37,7 @@ def frames(groups: dict[str, list[float]], iteration: int = 1) -> tuple[pd.DataF
     for pid, values in groups.items():
         for value in values:
             rid = f"r{len(rollouts):03d}"
-            rollouts.append({"rollout_id": rid, "iteration": iteration, "problem_id": pid})
+            rollouts.append({"rollout_id": rid, "iteration": iteration, "problem_id": pid, "role": "solver"})
             rewards.append({"rollout_id": rid, "reward": float(value)})
     return problems, pd.DataFrame(rollouts), pd.DataFrame(rewards)
 
@@ -191,6 +191,12 @@ def test_plain_driver_runs_curriculum(tmp_path):
 def test_zero_variance_share_counts_constant_groups():
     _, rollouts, rewards = frames({ADD1[0]: [0, 0], ADD1[1]: [1, 0], ADD1[2]: [1, 1], ADD1[3]: [0, 1]})
     assert zero_variance_share(rollouts, rewards) == 0.5
+    tester = rollouts.assign(rollout_id=rollouts["rollout_id"] + "t", role="tester")  # a group per problem and role
+    both = (
+        pd.concat([rollouts, tester]),
+        pd.concat([rewards, rewards.assign(rollout_id=tester["rollout_id"], reward=1.0)]),
+    )
+    assert zero_variance_share(*both) == 0.75
 
 
 def test_config_rejects_bad_curriculum_settings():

@@ -122,18 +122,24 @@ def test_the_committed_results_still_enter_their_comparisons(results, monkeypatc
 
 def _identity_without(cfg, *dotted: str, drop_below: bool = True) -> str:
     """The identity of `cfg`'s params with the `dotted` keys deleted, without rollout.dynamic_sampling,
-    tools and environment (added last) and with the removed proposer.drop_below in place (0.05, as
-    every run made before its removal held it; `drop_below=False`: a run made after it): what a run
-    made before them carries."""
+    tools, environment and the roles' settings (added last), with the removed code loop's settings
+    and proposer.drop_below in place (0.05, as every run made before its removal held it;
+    `drop_below=False`: a run made after it): what a run made before them carries."""
     params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
     if drop_below:
         params["coevolver"]["curriculum"]["proposer"]["drop_below"] = 0.05
+    params["code"]["cure"]["bank_max_per_problem"] = 8  # the code loop's settings, removed with it
+    params["code"] |= {"iterations": 20, "problems_per_iter": 8, "group_size": 8, "train_roles": ["coder", "tester"]}
     for key in (
         "rollout.dynamic_sampling",
         "tools",
         "environment",
         "problems.guess_levels",
         "bootstrap.tool_calls",
+        "rollout.roles",
+        "rollout.train_roles",
+        "code.cure.truth",
+        "coevolver.unit_tests",
         *dotted,
     ):
         *parents, leaf = key.split(".")
@@ -216,6 +222,16 @@ def test_episodes_keep_the_earlier_identity_only_where_no_episode_runs(tmp_path)
     tools = {"tools": ["coevo.environments.calculator:add"], **chat}
     warm = tiny_config(tmp_path, bootstrap={"tool_calls": {"steps": 5}}, **tools)
     assert _identity_without(warm, drop_below=False) not in identities(warm)  # a warm start no earlier run made
+
+
+def test_roles_keep_the_earlier_identity_only_where_the_solver_is_the_one_role(tmp_path):
+    """rollout.roles (and train_roles, code.cure.truth, coevolver.unit_tests) came after runs were
+    committed, and the code loop's settings went: the solver alone carries the identity of the params
+    as runs made before held them; the tester and its test bank compute what no earlier run did."""
+    code = {"problems": {"source": "code-synth"}}
+    for roles in (["solver"], ["solver", "tester"]):
+        cfg = tiny_config(tmp_path, rollout={"roles": roles}, coevolver={"kind": "none"}, **code)
+        assert (_identity_without(cfg, drop_below=False) in identities(cfg)) is (roles == ["solver"])
 
 
 def test_a_seed_outside_the_spec_is_refused_before_anything_runs_and_the_spec_hash_is_its_bytes(tmp_path):

@@ -33,6 +33,7 @@ def group_signal(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> pd.DataFrame:
 
 
 def zero_variance_share(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> float:
-    """Share of the iteration's groups whose rewards are all equal (no learning signal); 0 for none."""
-    signal = group_signal(rollouts, rewards)
-    return float(signal["zero_var"].mean()) if len(signal) else 0.0
+    """Share of the iteration's groups (one per problem and role) whose rewards are all equal (no
+    learning signal); 0 for none."""
+    zero = [group_signal(rows, rewards)["zero_var"] for _, rows in rollouts.groupby("role", sort=True)]
+    return float(pd.concat(zero).mean()) if zero and sum(map(len, zero)) else 0.0
