@@ -1,7 +1,7 @@
 """One writer per run directory: an advisory lock on `run.out_dir/.coevo-run.lock`.
 
 Every command that writes a run directory (`coevo prepare`, `bootstrap`, `train` with the Prefect
-flow or `--plain`, `code loop`, and so `dvc repro`, whose stages run them) holds this lock for its
+flow or `--plain`, and so `dvc repro`, whose stages run them) holds this lock for its
 whole run. It is taken with `fcntl.flock(LOCK_EX | LOCK_NB)`, atomically, on the lock file; the
 kernel drops it when its holder exits, however it exits (SIGKILL included), so a lock can never be
 left stale: the file's record of a dead holder is only reported ("took over from ..."), never obeyed.

@@ -42,6 +42,41 @@ class Mutation:
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
+        "update-trains-every-role",
+        "coevo/update/stage.py",
+        '    joined = joined[joined["role"].isin(cfg.trained_roles)]',
+        "    joined = joined",
+        ("tests/code/test_cure_run.py::test_the_update_trains_the_roles_train_roles_lists",),
+    ),
+    Mutation(
+        "one-group-per-problem-across-roles",
+        "coevo/update/stage.py",
+        'joined.groupby(["problem_id", "role"], sort=True)]',
+        'joined.groupby("problem_id", sort=True)]',
+        ("tests/code/test_cure_run.py::test_the_update_trains_the_roles_train_roles_lists",),
+    ),
+    Mutation(
+        "generated-truth-reads-the-hidden-tests",
+        "coevo/code/execution.py",
+        '        judge = table.truth if cfg.code.cure.truth == "hidden" else consensus_truth(table)\n',
+        "        judge = table.truth\n",
+        ("tests/code/test_cure_run.py::test_generated_truth_reads_no_ground_truth_test",),
+    ),
+    Mutation(
+        "tester-asked-the-solver-prompt",
+        "coevo/rollout/roles.py",
+        '        lambda row: {**row, "prompt": tester_prompt(row["prompt"])},\n',
+        "        dict,\n",
+        ("tests/code/test_cure_run.py::test_both_roles_are_sampled_rewarded_and_trained_a_group_per_problem_and_role",),
+    ),
+    Mutation(
+        "bank-never-retires",
+        "coevo/coevolvers/unit_tests.py",
+        '                if role == "solver" and fact.get("correct") == "1"\n',
+        "                if False\n",
+        ("tests/code/test_unit_test_bank.py::test_admits_only_accurate_decidable_discriminating_tests",),
+    ),
+    Mutation(
         "checkpoint-copies-hard-link",
         "coevo/model/checkpoint.py",
         "        clone_file(source, target / name)\n",

@@ -86,9 +86,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "coevo.verification",
     ),
     # the stages of an iteration (coevo/stages/, one module per stage) and the plain drivers over them
-    # (the loop, the code loop, the distributed update's ranks, the comparison of arms)
+    # (the loop, the distributed update's ranks, the comparison of arms)
     "stages": (
-        "coevo.code.loop",
         "coevo.compare",
         "coevo.driver",
         "coevo.loop",

@@ -1,4 +1,4 @@
-"""CURE rewards: a coder and a unit tester co-evolve from one execution table, no ground-truth code.
+"""CURE rewards: a coder (the solver role) and a unit tester co-evolve from one execution table, no ground-truth code.
 
 Method: CURE (reward read from its public code). Per problem,
 n sampled solutions and m generated tests give the pass table B (n x m, B[j, k] = solution j passes
@@ -26,7 +26,7 @@ Choices where the paper is silent, and departures:
    pays most for tests that reject everything, garbage included (a real risk with a tiny policy).
    Here such a table gives valid tests reward 0 (no signal: the group is dropped unless invalid
    tests are in it); `accurate` still reports the vacuous truth, `decidable` says which case holds,
-   and the test bank (unit_test_bank.py) never admits a test judged on an undecidable table.
+   and the test bank (coevo/coevolvers/unit_tests.py) never admits a test judged on an undecidable table.
 3. A test that does not compile (`valid` False) is inaccurate whatever the table says and gets the
    worst reward, -(1 + #wrong) (binary: 0). A test that compiles but errors counts as failed by every
    solution that runs it (B = 0), as does every test of a solution that does not compile.

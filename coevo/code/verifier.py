@@ -4,7 +4,7 @@ Reward 1.0 iff the program passes every hidden test (HumanEval's functional corr
 `details` records the sandbox verdict (`Verdict.summary`: verdict, first failing test, tests passed,
 isolation mode). Usable alone: `CodeVerifier().score(code_problems, completions)` needs no trainer;
 `CodeVerifier.from_config(cfg.code.sandbox)` runs under the run's limits, isolation mode and workers,
-as the verification stage, the evaluation and the code loop do.
+as the verification stage and the evaluation do.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Supervised warm start of the tiny policy on both roles of the synthetic code family.
 
-The coder sees `prompt -> solution<eos>` (e.g. `#f(1)=4 f(2)=5 f(6)=9\\ndef f(x): return ` -> `x+3`),
+The solver sees `prompt -> solution<eos>` (e.g. `#f(1)=4 f(2)=5 f(6)=9\\ndef f(x): return ` -> `x+3`),
 the tester `spec + "assert f(" -> "<x>)==<f(x)><eos>"` for a hidden input. Demonstrations come from
 `code.synth.warm_start_families` only, so RL meets the other families with rewards alone (as the
 arithmetic bootstrap does). It reuses the supervised loop and masked NLL of the arithmetic
 bootstrap (coevo/model/supervised.py); the loss covers the completion and <eos>, never the prompt.
 
-The code loop calls `code_warm_start` on its synthetic frames; the pipeline's bootstrap
-(coevo/model/bootstrap.py, for every code source) calls `code_warm_start_problems` on the train
-split as the problems table. `coevo train` trains the coder role only, so there the tester half of
-the demonstrations is practice the loop needs and the pipeline does not (kept: one warm start).
+The pipeline's bootstrap (coevo/model/bootstrap.py, for every code source) calls
+`code_warm_start_problems` on the train split as the problems table. A run whose `rollout.roles`
+is the solver alone does not use the tester half of the demonstrations (kept: one warm start, the
+same checkpoint 0 for the solver-only and the CURE arms of a comparison).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Bootstrap of the default policy: a tiny Llama model warm-started on easy demonstrations.
 
 Which warm start runs depends on the kind of problems (`WARM_STARTS`, keyed by problems.source):
-math sources get the arithmetic one below; code sources get the coder + tester demonstrations of the
+math sources get the arithmetic one below; code sources get the solver + tester demonstrations of the
 synthetic code family (coevo/code/warm_start.py). HumanEval and user code files hold no synthetic
 problems, so there the tiny policy starts untrained and the report says so: train a real
 checkpoint (`policy.checkpoint`) on them instead. `check_targets` tries policy.lora's target modules

@@ -23,13 +23,14 @@ from coevo.code.execution import cure_frame
 from coevo.code.problems import TESTER_CUE
 from coevo.coevolvers.base import read_manifest
 from coevo.coevolvers.unit_tests import TestBank
-from coevo.config import ConfigError
+from coevo.config import ConfigError, deep_merge
 from coevo.driver import train
 from coevo.errors import InputError
-from coevo.model.checkpoint import read_meta
+from coevo.model.checkpoint import load_policy, read_meta
 from coevo.stages.prepare import prepare_stage
 from coevo.store.catalog import Catalog, IterationFiles
 from coevo.store.lineage import read_record, verify_lineage
+from coevo.update.stage import build_training_set
 from schemas.problems import read_problems
 from schemas.rewards import parse_details, read_rewards
 from schemas.rollouts import read_rollouts
@@ -116,6 +117,19 @@ def assert_bank_grows(cfg) -> None:
         assert new <= admissible and len(new) == len(report["admitted"])
 
 
+def test_the_update_trains_the_roles_train_roles_lists(cure_run):
+    cfg, _ = cure_run
+    out = cfg.run.out_dir
+    policy = load_policy(out / "checkpoints" / "iter_0001")
+    rollouts = read_rollouts(out / "rollouts" / "iter_0002.parquet")
+    rewards = read_rewards(out / "rewards" / "iter_0002.parquet")
+    for roles in (["solver"], ["tester"], ["solver", "tester"]):
+        trained = tiny_config(cfg.run.out_dir.parent / "roles", **deep_merge(CURE, {"rollout": {"train_roles": roles}}))
+        data, stats = build_training_set(policy, rollouts, rewards, trained, keep_all_groups=True)
+        assert stats["policy/groups_total"] == 4 * len(roles)
+        assert set(rollouts.set_index("rollout_id").loc[data.rollout_ids, "role"]) == set(roles)
+
+
 def test_the_bank_is_in_the_lineage_and_the_catalog(cure_run):
     cfg, _ = cure_run
     out = cfg.run.out_dir
@@ -177,7 +191,10 @@ def test_a_generated_test_that_hangs_or_forks_is_a_verdict_never_a_crash(cure_ru
     rollouts = rollouts[rollouts["problem_id"] == rollouts["problem_id"].iloc[0]].reset_index(drop=True)
     testers = rollouts.index[rollouts["role"] == "tester"][:2]
     hostile = rollouts.copy()
-    hostile.loc[testers, "completion"] = ["0)=='z' or __import__('time').sleep(60)", "0)=='z' or __import__('os').fork()"]
+    hostile.loc[testers, "completion"] = [
+        "0)=='z' or __import__('time').sleep(60)",
+        "0)=='z' or __import__('os').fork()",
+    ]
     sandbox = cfg.code.sandbox.model_copy(update={"wall_s": 4.0, "per_test_s": 0.5})
     quick = cfg.model_copy(update={"code": cfg.code.model_copy(update={"sandbox": sandbox})})
     train_split = read_problems(cfg.problems.data_dir / "train.parquet")
