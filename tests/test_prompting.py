@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from coevo.code.problems import generated_test
 from coevo.config import PromptConfig
 from coevo.model.tokenizer import build_char_tokenizer
 from coevo.rollout.prompting import check_prompt_format, encode_prompts, prompt_renderer, render_prompt
+from coevo.rollout.roles import posed
 from coevo.stages.prepare import prepare_stage
 
 from .conftest import tiny_config
@@ -61,6 +63,21 @@ def test_chat_code_problem_puts_the_instruction_before_the_stub_and_a_conversati
     )
     text = renderer.render({"prompt": "c?", "family": "math", "messages": messages}, ["ctx"])
     assert text == "<bos><system>S\n<user>a?\n<assistant>b\n<user>ctx\n\nc?\n<assistant>"
+
+
+def test_the_tester_role_is_asked_with_its_own_instruction_and_its_test_read_from_the_reply():
+    """In the chat format the tester's prompt carries prompt.instruction.tester before the spec; the
+    test is the reply's first `assert f(` line, or the plain format's continuation after the cue."""
+    cfg = PromptConfig(format="chat", instruction={"code": "Fix it.", "tester": "Test it."}, context_header=None)
+    row = {"id": "code-add-00001", "prompt": "#f(0)=3 f(1)=4\ndef f(x): return ", "family": "code-add"}
+    renderer = prompt_renderer(cfg, chat_tokenizer())
+    assert (
+        renderer.render(posed(row, "tester"))
+        == "<bos><user>Test it.\n\n```python\n#f(0)=3 f(1)=4\nassert f(\n```\n<assistant>"
+    )
+    assert renderer.render(posed(row, "solver")).startswith("<bos><user>Fix it.")
+    assert generated_test("```python\nassert f(2) == 5\nassert f(3) == 6\n```") == "assert f(2) == 5"
+    assert generated_test("2)==5") == "assert f(2)==5"
 
 
 def test_plain_is_the_tiny_layout_and_rejects_conversations():

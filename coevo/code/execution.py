@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from coevo.code.cure import cure_rewards
-from coevo.code.problems import TESTER_CUE, from_problems_frame, program_of
+from coevo.code.problems import from_problems_frame, generated_test, program_of
 from coevo.code.verifier import sandbox_limits
 from coevo.config import Config
 from coevo.sandbox import Job, Verdict, run_jobs
@@ -58,7 +58,7 @@ def execute_tables(
     for problem in problems.itertuples():
         mine = rollouts[rollouts["problem_id"] == problem.id]
         solutions = mine.loc[mine["role"] == SOLVER, "completion"].tolist()
-        tests = [TESTER_CUE + c for c in mine.loc[mine["role"] == TESTER, "completion"]]
+        tests = [generated_test(c) for c in mine.loc[mine["role"] == TESTER, "completion"]]
         bank = list(bank_tests(problem.id))
         jobs += [Job(program_of(problem.prompt, s), (*problem.tests, *tests, *bank)) for s in solutions]
         jobs.append(Job(program_of(problem.prompt, problem.solution), tuple(tests)))

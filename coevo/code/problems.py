@@ -211,6 +211,15 @@ def _synth_row(family: str, symbol: str, k: int, shown: list[int], hidden: list[
     }
 
 
+def generated_test(completion: str) -> str:
+    """The test a tester completion stands for: its first line starting with TESTER_CUE (an instruct
+    model's reply, fenced or not), else TESTER_CUE + the completion (the plain format's continuation)."""
+    for line in completion.splitlines():
+        if line.strip().startswith(TESTER_CUE):
+            return line.strip()
+    return TESTER_CUE + completion
+
+
 def tester_prompt(problem_prompt: str) -> str:
     """The tester role's prompt for a synthetic problem: its specification comment, then TESTER_CUE."""
     return problem_prompt.split("\n", 1)[0] + "\n" + TESTER_CUE

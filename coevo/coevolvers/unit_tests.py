@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from coevo.code.problems import TESTER_CUE
+from coevo.code.problems import generated_test
 from coevo.coevolvers.base import TextGenerator, read_artifact, register_coevolver, save_artifact
 from coevo.config import CoevolverConfig
 from coevo.io import hash_bytes
@@ -95,7 +95,7 @@ class TestBank:
             for row, fact in zip(joined.itertuples(), facts):
                 if row.role != "tester" or not _admissible(fact):
                     continue
-                test = TESTER_CUE + row.completion
+                test = generated_test(row.completion)
                 if test in self.tests_for(row.problem_id):
                     report["duplicates"] += 1
                     continue

@@ -459,7 +459,8 @@ def _without_tool_calls(params: dict) -> bool:
 
 
 def _without_roles(params: dict) -> bool:
-    """rollout.roles, rollout.train_roles, code.cure.truth and coevolver.unit_tests dropped, and the
+    """rollout.roles, rollout.train_roles, code.cure.truth, prompt.instruction.tester and
+    coevolver.unit_tests dropped, and the
     removed code loop's settings put back as every run made before held them (their defaults; no
     committed spec set one), where the solver is the one role (every run made before roles existed)."""
     if params["rollout"].get("roles", ["solver"]) != ["solver"]:
@@ -467,6 +468,7 @@ def _without_roles(params: dict) -> bool:
     params["rollout"].pop("roles", None)
     params["rollout"].pop("train_roles", None)
     params["code"]["cure"].pop("truth", None)
+    params["prompt"]["instruction"].pop("tester", None)
     params["code"]["cure"]["bank_max_per_problem"] = 8
     params["code"] |= {"iterations": 20, "problems_per_iter": 8, "group_size": 8, "train_roles": ["coder", "tester"]}
     for entry in _coevolver_entries(params):

@@ -207,6 +207,15 @@ class InstructionConfig(Strict):
             "fenced ```python block, or the completion after the stub); null = none."
         ),
     )
+    tester: str | None = Field(
+        "The comment gives examples of a function f. Write one more test of f, for an input not shown, as a single "
+        "line assert f(x)==y. Reply with that line only.",
+        description=(
+            "Instruction before a synthetic code problem's specification when the tester role is posed it in the chat "
+            "format (rollout.roles; its test is the reply's first line starting with 'assert f(', or 'assert f(' + the "
+            "reply); null = none."
+        ),
+    )
 
 
 class PromptConfig(Strict):

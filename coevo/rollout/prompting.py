@@ -119,7 +119,8 @@ class ChatRenderer(_Renderer):
             turns.insert(0, {"role": "system", "content": self.cfg.system})
         last = max(i for i, turn in enumerate(turns) if turn["role"] == "user")
         code = _is_code(problem)
-        instruction = self.cfg.instruction.code if code else self.cfg.instruction.math
+        kind = problem.get("instruction") or ("code" if code else "math")  # a role names its own (roles.py)
+        instruction = getattr(self.cfg.instruction, kind)
         parts = []
         if context:
             parts.append("\n".join(([self.cfg.context_header] if self.cfg.context_header else []) + list(context)))

@@ -8,8 +8,9 @@ run without `rollout.roles` is.
 
 - solver: the problem as posed (on a code problem, CURE's coder).
 - tester: a unit test `assert f(x)==y` for a synthetic code problem, from its specification comment
-  (coevo/code/problems.py `tester_prompt`); its completion continues TESTER_CUE. CURE rewards it
-  against the solver's solutions of the same problem (coevo/code/execution.py).
+  (coevo/code/problems.py `tester_prompt`, and in the chat format `prompt.instruction.tester`); its
+  test is `generated_test(completion)`. CURE rewards it against the solver's solutions of the same
+  problem (coevo/code/execution.py).
 
 New roles (a proposer, a self-verifier) are entries of `ROLES`; the verification stage pairs them
 with their reward.
@@ -42,7 +43,7 @@ ROLES.add(
     "tester",
     Role(
         lambda row: row["family"] in SYNTH_OPS,
-        lambda row: {**row, "prompt": tester_prompt(row["prompt"])},
+        lambda row: {**row, "prompt": tester_prompt(row["prompt"]), "instruction": "tester"},
         f"a synthetic code problem (family {', '.join(SYNTH_OPS)}: problems.source code-synth)",
     ),
 )

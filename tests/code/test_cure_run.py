@@ -20,7 +20,6 @@ from typer.testing import CliRunner
 from coevo.cli import app
 from coevo.code import problems as code_problems
 from coevo.code.execution import cure_frame
-from coevo.code.problems import TESTER_CUE
 from coevo.coevolvers.base import read_manifest
 from coevo.coevolvers.unit_tests import TestBank
 from coevo.config import ConfigError, deep_merge
@@ -106,7 +105,7 @@ def assert_bank_grows(cfg) -> None:
         rewards = read_rewards(out / "rewards" / f"iter_{it:04d}.parquet")
         facts = dict(zip(rewards["rollout_id"], map(parse_details, rewards["details"])))
         admissible = {
-            (r.problem_id, TESTER_CUE + r.completion)
+            (r.problem_id, code_problems.generated_test(r.completion))
             for r in rollouts.itertuples()
             if r.role == "tester"
             and facts[r.rollout_id]["accurate"] == facts[r.rollout_id]["decidable"] == "1"

@@ -139,6 +139,7 @@ def _identity_without(cfg, *dotted: str, drop_below: bool = True) -> str:
         "rollout.roles",
         "rollout.train_roles",
         "code.cure.truth",
+        "prompt.instruction.tester",
         "coevolver.unit_tests",
         *dotted,
     ):
