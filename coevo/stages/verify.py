@@ -19,7 +19,7 @@ from coevo.sharding import shard_path
 from coevo.store.tables import table, training_split
 from coevo.verification.stage import verify_rollouts
 from schemas.rewards import COMPONENTS, LOGGED, write_rewards
-from schemas.rollouts import read_rollouts
+from schemas.rollouts import read_rollouts, with_episode_columns
 
 
 def verify_stage(cfg: Config, now: InForce, rollouts: str, shard: int = 0, shards: int = 1) -> Table:
@@ -48,8 +48,9 @@ def tests_in_force(cfg: Config, now: InForce) -> Callable[[str], list[str]]:
 
 def reward_metrics(rollouts: pd.DataFrame, rewards: pd.DataFrame) -> dict[str, float]:
     """The solver's reward mean and pass rate (overall and per family), the mean of each reward
-    component and plugin metric, and each other role's reward mean and pass rate."""
-    everyone = rollouts[["rollout_id", "family", "role"]].merge(
+    component and plugin metric, and each other role's reward mean and pass rate (a rollouts frame
+    without roles holds the solver's samples)."""
+    everyone = with_episode_columns(rollouts)[["rollout_id", "family", "role"]].merge(
         rewards.drop(columns="role", errors="ignore"), on="rollout_id"
     )
     joined = everyone[everyone["role"] == SOLVER]

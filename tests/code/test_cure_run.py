@@ -5,16 +5,12 @@ Prefect flow. Real parts throughout: the HF engine, the sandbox, the catalog, ML
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import mlflow
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from prefect.settings import PREFECT_API_URL
 from typer.testing import CliRunner
 
 from coevo.cli import app
@@ -35,7 +31,7 @@ from schemas.rewards import parse_details, read_rewards
 from schemas.rollouts import read_rollouts
 
 from ..conftest import tiny_config
-from ..flows.test_resume import _kill_at_pause
+from ..flows.test_resume import _kill_at_pause, _run
 
 CURE = {
     "problems": {"source": "code-synth"},
@@ -230,12 +226,7 @@ def test_a_cure_flow_and_a_killed_plain_run_agree_on_weights_and_bank(prefect_se
         params.parent.mkdir(parents=True, exist_ok=True)
         params.write_text(yaml.safe_dump(raw))
         if runner == "plain":
-            env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "COEVO_PAUSE": "coevolve:2:300"}
-            command = [sys.executable, "-m", "coevo.cli", "train", *options, "--params", str(params), "--json"]
-            process = subprocess.Popen(
-                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-            )
-            _kill_at_pause(process, "coevolve:2")
+            _kill_at_pause(_run(str(params), "coevolve:2", flags=("--plain",)), "coevolve:2")
             assert not (cfg.run.out_dir / "coevolver" / "iter_0002").exists()
             options = [*options, "--continue", "--set", "run.iterations=1"]  # iteration 2, where the kill fell
         result = CliRunner().invoke(app, ["train", *options, "--params", str(params), "--json"])

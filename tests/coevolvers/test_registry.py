@@ -23,7 +23,7 @@ PROBLEMS = pd.DataFrame(
 
 
 def test_builtin_kinds_registered():
-    assert coevolver_kinds() == ["curriculum", "harness", "memory", "none", "rubrics", "skill_bank"]
+    assert coevolver_kinds() == ["curriculum", "harness", "memory", "none", "rubrics", "skill_bank", "unit_tests"]
     assert isinstance(build_coevolver(CoevolverConfig(), seed=0), SkillBank)
     assert isinstance(build_coevolver(CoevolverConfig(kind="none"), seed=0), NoCoEvolver)
 

@@ -58,6 +58,7 @@ def rollouts() -> pd.DataFrame:
             "truncated": [False, False, False],
             "messages": ["", "", json.dumps([{"role": "assistant", "content": "c"}, {"role": "tool", "content": "1"}])],
             "policy_mask": [[], [], [1, 0, 1]],
+            "role": ["solver", "solver", "tester"],
         }
     )
 
@@ -92,11 +93,14 @@ def test_valid_frames_pass():
 
 
 def test_a_rollouts_table_from_before_episodes_reads_as_one_turn_samples(tmp_path):
-    old = rollouts().drop(columns=["turns", "tool_calls", "tool_errors", "truncated", "messages", "policy_mask"])
+    old = rollouts().drop(
+        columns=["turns", "tool_calls", "tool_errors", "truncated", "messages", "policy_mask", "role"]
+    )
     old.to_parquet(tmp_path / "old.parquet", index=False)
     back = read_rollouts(tmp_path / "old.parquet")
     assert list(back["turns"]) == [1, 1, 1] and list(back["tool_calls"]) == [0, 0, 0]
     assert list(back["messages"]) == ["", "", ""] and [list(m) for m in back["policy_mask"]] == [[], [], []]
+    assert list(back["role"]) == ["solver"] * 3  # a table from before roles holds the solver's samples
 
 
 @pytest.mark.parametrize(
