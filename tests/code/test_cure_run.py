@@ -190,7 +190,7 @@ def test_a_generated_test_that_hangs_or_forks_is_a_verdict_never_a_crash(cure_ru
         "0)=='z' or __import__('time').sleep(60)",
         "0)=='z' or __import__('os').fork()",
     ]
-    sandbox = cfg.code.sandbox.model_copy(update={"wall_s": 4.0, "per_test_s": 0.5})
+    sandbox = cfg.code.sandbox.model_copy(update={"wall_s": 2.0, "per_test_s": 0.2})
     quick = cfg.model_copy(update={"code": cfg.code.model_copy(update={"sandbox": sandbox})})
     train_split = read_problems(cfg.problems.data_dir / "train.parquet")
     calm, _ = cure_frame(rollouts, train_split, lambda p: [], quick)
