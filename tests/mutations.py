@@ -65,7 +65,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "tester-asked-the-solver-prompt",
         "coevo/rollout/roles.py",
-        '        lambda row: {**row, "prompt": tester_prompt(row["prompt"]), "instruction": "tester"},\n',
+        '        lambda row: {**row, "prompt": tester_prompt(row["prompt"]), ROLE_INSTRUCTION: "tester"},\n',
         "        dict,\n",
         ("tests/code/test_cure_run.py::test_both_roles_are_sampled_rewarded_and_trained_a_group_per_problem_and_role",),
     ),

@@ -33,6 +33,9 @@ from coevo.registry import Registry
 from coevo.rollout.tools import ToolSpec, render_tools, template_takes_tools, tools_for_template
 
 PROMPT_FORMATS = Registry("prompt format")
+# The key of a problem row (as a role poses it, coevo/rollout/roles.py) naming its entry of
+# prompt.instruction, where the row's kind would pick another; a name no dataset column takes.
+ROLE_INSTRUCTION = "_coevo_instruction"
 ROLES = ("system", "user", "assistant")
 Problem = str | Mapping[str, Any]
 
@@ -119,7 +122,7 @@ class ChatRenderer(_Renderer):
             turns.insert(0, {"role": "system", "content": self.cfg.system})
         last = max(i for i, turn in enumerate(turns) if turn["role"] == "user")
         code = _is_code(problem)
-        kind = problem.get("instruction") or ("code" if code else "math")  # a role names its own (roles.py)
+        kind = problem.get(ROLE_INSTRUCTION) or ("code" if code else "math")  # a role names its own (roles.py)
         instruction = getattr(self.cfg.instruction, kind)
         parts = []
         if context:

@@ -26,6 +26,7 @@ import pandas as pd
 from coevo.code.problems import SYNTH_OPS, tester_prompt
 from coevo.errors import InputError
 from coevo.registry import Registry
+from coevo.rollout.prompting import ROLE_INSTRUCTION
 
 SOLVER = "solver"
 
@@ -43,7 +44,7 @@ ROLES.add(
     "tester",
     Role(
         lambda row: row["family"] in SYNTH_OPS,
-        lambda row: {**row, "prompt": tester_prompt(row["prompt"]), "instruction": "tester"},
+        lambda row: {**row, "prompt": tester_prompt(row["prompt"]), ROLE_INSTRUCTION: "tester"},
         f"a synthetic code problem (family {', '.join(SYNTH_OPS)}: problems.source code-synth)",
     ),
 )
