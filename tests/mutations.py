@@ -72,7 +72,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "bank-never-retires",
         "coevo/coevolvers/unit_tests.py",
-        '                if role == "solver" and fact.get("correct") == "1"\n',
+        '                if role == SOLVER and fact.get("correct") == "1"\n',
         "                if False\n",
         ("tests/code/test_unit_test_bank.py::test_admits_only_accurate_decidable_discriminating_tests",),
     ),

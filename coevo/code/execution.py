@@ -33,10 +33,9 @@ from coevo.code.cure import cure_rewards
 from coevo.code.problems import from_problems_frame, generated_test, program_of
 from coevo.code.verifier import sandbox_limits
 from coevo.config import Config
+from coevo.rollout.roles import SOLVER, TESTER
 from coevo.sandbox import Job, Verdict, run_jobs
 from schemas.rewards import COMPONENTS, LOGGED
-
-SOLVER, TESTER = "solver", "tester"
 
 
 @dataclass

@@ -33,6 +33,7 @@ from coevo.code.problems import generated_test
 from coevo.coevolvers.base import TextGenerator, read_artifact, register_coevolver, save_artifact
 from coevo.config import CoevolverConfig
 from coevo.io import hash_bytes
+from coevo.rollout.roles import SOLVER, TESTER
 from coevo.types import ContextVariant
 from schemas.rewards import parse_details
 from schemas.skill_events import UNIT_TEST
@@ -84,7 +85,7 @@ class TestBank:
             failed = {
                 (pid, int(i))
                 for pid, role, fact in zip(joined["problem_id"], joined["role"], facts)
-                if role == "solver" and fact.get("correct") == "1"
+                if role == SOLVER and fact.get("correct") == "1"
                 for i in fact.get("bank_fail", "-").split(",")
                 if i != "-"
             }
@@ -93,7 +94,7 @@ class TestBank:
                 self.retired.append({"problem_id": pid, **entry, "retired_iter": iteration})
                 report["retired"].append(self._event(pid, entry["test"], "a correct solution failed it"))
             for row, fact in zip(joined.itertuples(), facts):
-                if row.role != "tester" or not _admissible(fact):
+                if row.role != TESTER or not _admissible(fact):
                     continue
                 test = generated_test(row.completion)
                 if test in self.tests_for(row.problem_id):

@@ -28,7 +28,7 @@ from coevo.errors import InputError
 from coevo.registry import Registry
 from coevo.rollout.prompting import ROLE_INSTRUCTION
 
-SOLVER = "solver"
+SOLVER, TESTER = "solver", "tester"
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Role:
 ROLES = Registry("role")
 ROLES.add(SOLVER, Role(lambda row: True, dict, "any problem"))
 ROLES.add(
-    "tester",
+    TESTER,
     Role(
         lambda row: row["family"] in SYNTH_OPS,
         lambda row: {**row, "prompt": tester_prompt(row["prompt"]), ROLE_INSTRUCTION: "tester"},
