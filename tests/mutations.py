@@ -42,6 +42,36 @@ class Mutation:
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
+        "verification-ignores-the-bank-in-force",
+        "coevo/stages/verify.py",
+        "cure_frame(frame, training_split(now), tests_in_force(cfg, now), now.cfg)",
+        "cure_frame(frame, training_split(now), lambda problem_id: [], now.cfg)",
+        ("tests/code/test_cure_run.py::test_the_bank_in_force_joins_the_pass_table_of_the_verification_stage",),
+    ),
+    Mutation(
+        "role-instruction-ignored-by-the-renderer",
+        "coevo/rollout/prompting.py",
+        '        kind = problem.get(ROLE_INSTRUCTION) or ("code" if code else "math")',
+        '        kind = "code" if code else "math"',
+        (
+            "tests/test_prompting.py::test_the_tester_role_is_asked_with_its_own_instruction_and_its_test_read_from_the_reply",
+        ),
+    ),
+    Mutation(
+        "roles-never-checked-against-the-problems",
+        "coevo/stages/prepare.py",
+        '    check_roles(train, cfg.rollout.roles, str(paths["train"]))',
+        "    pass",
+        ("tests/code/test_cure_run.py::test_a_role_the_problems_cannot_serve_is_refused_before_training",),
+    ),
+    Mutation(
+        "zero-variance-share-pools-the-roles",
+        "coevo/update/objectives/group_signal.py",
+        'for _, rows in rollouts.groupby("role", sort=True)]',
+        "for rows in [rollouts]]",
+        ("tests/coevolvers/test_curriculum.py::test_zero_variance_share_counts_constant_groups",),
+    ),
+    Mutation(
         "update-trains-every-role",
         "coevo/update/stage.py",
         '    joined = joined[joined["role"].isin(cfg.trained_roles)]',

@@ -5,6 +5,7 @@ Prefect flow. Real parts throughout: the HF engine, the sandbox, the catalog, ML
 from __future__ import annotations
 
 import json
+import shutil
 
 import mlflow
 import numpy as np
@@ -22,7 +23,9 @@ from coevo.config import ConfigError, deep_merge
 from coevo.driver import train
 from coevo.errors import InputError
 from coevo.model.checkpoint import load_policy, read_meta
+from coevo.stages.in_force import in_force
 from coevo.stages.prepare import prepare_stage
+from coevo.stages.verify import verify_stage
 from coevo.store.catalog import Catalog, IterationFiles
 from coevo.store.lineage import read_record, verify_lineage
 from coevo.update.stage import build_training_set
@@ -123,6 +126,25 @@ def test_the_update_trains_the_roles_train_roles_lists(cure_run):
         data, stats = build_training_set(policy, rollouts, rewards, trained, keep_all_groups=True)
         assert stats["policy/groups_total"] == 4 * len(roles)
         assert set(rollouts.set_index("rollout_id").loc[data.rollout_ids, "role"]) == set(roles)
+
+
+def test_the_bank_in_force_joins_the_pass_table_of_the_verification_stage(cure_run, tmp_path):
+    """Co-evolver version 1, replaced by a bank holding a test no solution passes for every problem of
+    iteration 2, is what iteration 2's verification stage runs: every solver sample fails bank test 0."""
+    cfg, _ = cure_run
+    shutil.copytree(cfg.run.out_dir, tmp_path / "run")
+    shutil.copytree(cfg.problems.data_dir, tmp_path / "data")
+    copy = tiny_config(tmp_path, **CURE)
+    rollouts = read_rollouts(copy.run.out_dir / "rollouts" / "iter_0002.parquet")
+    bank = TestBank(copy.coevolver_list[0], 0)
+    bank.tests = {pid: [{"test": "assert f(0)=='z'", "added_iter": 1, "rejected": 1}] for pid in rollouts["problem_id"]}
+    bank.save(copy.run.out_dir / "coevolver" / "iter_0001")
+    table = verify_stage(
+        copy, in_force(copy, 2, prepare_stage(copy)), str(copy.run.out_dir / "rollouts" / "iter_0002.parquet")
+    )
+    rewards = read_rewards(table.path)
+    solver = rewards[rewards["role"] == "solver"]
+    assert [parse_details(d)["bank_fail"] for d in solver["details"]] == ["0"] * len(solver)
 
 
 def test_the_bank_is_in_the_lineage_and_the_catalog(cure_run):
