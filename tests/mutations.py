@@ -396,8 +396,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "harness-before-arm-reads-the-diagnosed-rollouts",
         "coevo/coevolvers/harness.py",
-        "before = group_evidence(*rows_of(rollouts, rewards, held), train)",
-        "before = group_evidence(*rows_of(rollouts, rewards, diagnosed | held), train)",
+        "before = group_evidence(*rows_of(rollouts, rewards, held), train, limit)",
+        "before = group_evidence(*rows_of(rollouts, rewards, diagnosed | held), train, limit)",
         (
             "tests/coevolvers/test_harness.py::"
             "test_the_before_arm_is_the_batchs_own_rollouts_on_the_half_the_diagnosis_did_not_read",
@@ -969,6 +969,61 @@ MUTATIONS: tuple[Mutation, ...] = (
         'text = _FIGURE_LINK.sub("](figures/", _DOCS_LINK.sub("](", readme.read_text(encoding="utf-8")))',
         'text = _DOCS_LINK.sub("](", readme.read_text(encoding="utf-8"))',
         ("tests/test_docs.py::test_site_builds_strict",),
+    ),
+    Mutation(
+        "skill-from-an-episodes-last-turn",
+        "coevo/coevolvers/skill_bank.py",
+        'passed["completion"] = worked_texts(passed)',
+        "pass",
+        (
+            "tests/coevolvers/test_skill_bank.py::test_a_skill_from_an_episode_shows_its_calls_not_only_its_answer",
+            "tests/coevolvers/test_memory.py::test_reflector_prompts_show_each_episodes_turns",
+        ),
+    ),
+    Mutation(
+        "lesson-from-an-episodes-last-turn",
+        "coevo/coevolvers/memory.py",
+        'zip(failed["question"], worked_texts(failed))',
+        'zip(failed["question"], failed["completion"])',
+        ("tests/coevolvers/test_memory.py::test_reflector_prompts_show_each_episodes_turns",),
+    ),
+    Mutation(
+        "harness-collapse-reads-the-last-answer",
+        "coevo/coevolvers/harness.py",
+        '"collapsed_share": float((groups["sample"].nunique() == 1).mean()),',
+        '"collapsed_share": float((groups["completion"].nunique() == 1).mean()),',
+        (
+            "tests/coevolvers/test_harness.py::"
+            "test_episodes_cut_at_their_turn_limit_raise_it_before_any_format_or_truncation_fix",
+        ),
+    ),
+    Mutation(
+        "harness-turn-limit-never-applied",
+        "coevo/coevolvers/harness.py",
+        'update={k: v for k, v in overrides.items() if k == "max_turns"}',
+        "update={}",
+        (
+            "tests/coevolvers/test_harness.py::"
+            "test_episodes_cut_at_their_turn_limit_raise_it_before_any_format_or_truncation_fix",
+            "tests/rollout/test_episodes.py::test_a_harness_gives_episodes_cut_at_their_turn_limit_more_turns",
+        ),
+    ),
+    Mutation(
+        "evaluation-ignores-the-turn-limit-in-force",
+        "coevo/stages/evaluate.py",
+        'update={"prompt": now.cfg.prompt, "environment": now.cfg.environment}',
+        'update={"prompt": now.cfg.prompt}',
+        ("tests/rollout/test_episodes.py::test_a_harness_gives_episodes_cut_at_their_turn_limit_more_turns",),
+    ),
+    Mutation(
+        "harness-turn-limit-identity-dropped-on-episodes",
+        "coevo/compare/spec.py",
+        'if episodes and any(e["kind"] == "harness" for e in entries):',
+        "if False:",
+        (
+            "tests/compare/test_spec.py::"
+            "test_the_harness_turn_limit_keeps_the_earlier_identity_only_where_no_harness_runs_episodes",
+        ),
     ),
 )
 

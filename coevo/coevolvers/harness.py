@@ -1,6 +1,6 @@
-"""Harness co-evolver: the sampling settings, the answer-format instruction and the shaping terms'
-weights the trainer runs with, diagnosed from the rollouts and changed only when a backtest on the
-frozen current policy shows the change helps.
+"""Harness co-evolver: the sampling settings, the answer-format instruction, the shaping terms'
+weights and an episode's turn limit the trainer runs with, diagnosed from the rollouts and changed
+only when a backtest on the frozen current policy shows the change helps.
 
 Method: EvoTrainer / HarnessRL: besides the weights, the trainer controls a
 harness (prompts, sampling settings, shaping terms, task weights) that can be quietly wrong. Each
@@ -9,7 +9,7 @@ and backtests it against the harness in force before accepting it; accepted chan
 entries, rejected ones are kept with their measured effect.
 
 What this harness holds (departures from the papers):
-1. Four knobs, the ones whose failures the rollouts show directly (`FAILURES`, tried in this order):
+1. Five knobs, the ones whose failures the rollouts show directly (`FAILURES`, tried in this order):
    - the sampling temperature; failure: collapsed groups (every completion of a group identical, so
      no reward variance and no advantage), at least `collapse_share` of the groups;
    - the weight of each shaping term (every `rewards:` entry but the gold `verifier`, whose verdict
@@ -20,6 +20,10 @@ What this harness holds (departures from the papers):
      `passed` follows the total and no pair is misranked). Before the others: a wrong reward skews
      what the policy learns to write, and with it every other symptom (a length bonus shows as
      truncation, docs/benchmarks/harness-shaping.md);
+   - environment.max_turns, where samples are multi-turn episodes (tools or environment.factory);
+     failure: at least `turn_limit_share` of the episodes cut in their last allowed turn with a tool
+     call unanswered. Before the format and truncation failures, which such an episode also shows
+     (it states no answer and is unfinished);
    - the answer-format instruction of the chat format (prompt.instruction.math; the plain layout has
      none); failure: completions that fail and were cut before their end or state no number the
      verifier reads (problems with a numeric answer), at least `format_share` of the completions the
@@ -32,8 +36,9 @@ What this harness holds (departures from the papers):
    knob has a value not rejected in the last `retry_after` iterations, the first such value of its
    ladder: temperature x `temperature_step`, x `temperature_step`^2, ... then `max_temperature`;
    the `instructions` in order, skipping the one in force; max_new_tokens x 2, x 4, ... then
-   `max_tokens`; each shaping term in `rewards:` order, its weight set to 0 (halving was measured
-   too timid: a policy exploiting a length bonus outgrew each halving, docs/benchmarks/harness-shaping.md).
+   `max_tokens`; max_turns x 2, ... then `max_turns`; each shaping term in `rewards:` order, its
+   weight set to 0 (halving was measured too timid: a policy exploiting a length bonus outgrew each
+   halving, docs/benchmarks/harness-shaping.md).
 3. Backtest (`backtest_before`): by default a seeded draw splits the iteration's batch in two
    halves; the diagnosis (2.) reads one, and the other half's own rollouts, sampled by the same
    frozen policy under the harness in force, are the "before" arm, so only the candidate is sampled
@@ -47,16 +52,18 @@ What this harness holds (departures from the papers):
    sampled as), the diagnosis reads the whole batch and both arms are sampled, with the same seed,
    on a fixed slice of `backtest_problems` training problems (a seeded choice made once per run).
    The candidate is accepted when its measure (collapse: the share of groups with reward variance;
-   format: the share of completions without a format failure; truncation: the share of finished
-   completions; misranking: the share of (passing, failing) pairs ranked right) gains at least
-   `min_gain`, or half of what it could gain (1 - before) when that is less, and its pass rate (the
-   gold verdict `passed`, not the reward: shaping terms and the harness's own weights move the
-   reward) does not fall by more than `max_pass_drop`. A rejected value is not backtested again for
-   `retry_after` iterations (the next diagnosis tries the next rung).
+   turn limit: the share of episodes not cut at it; format: the share of completions without a
+   format failure; truncation: the share of finished completions; misranking: the share of (passing,
+   failing) pairs ranked right) gains at least `min_gain`, or half of what it could gain (1 -
+   before) when that is less, and its pass rate (the gold verdict `passed`, not the reward: shaping
+   terms and the harness's own weights move the reward) does not fall by more than `max_pass_drop`.
+   A rejected value is not backtested again for `retry_after` iterations (the next diagnosis tries
+   the next rung).
 4. The change takes effect from the next iteration: its rollouts, their rewards and the policy
    update's prompts and log-probs use the harness in force (coevo/stages/in_force.py). Evaluation
-   asks with the instruction the checkpoint was trained under (the prompt is part of how it is
-   meant to be asked), keeps params' sampling and counts the gold verdict, which no weight moves.
+   asks with the instruction and the turn limit the checkpoint was trained under (they are part of
+   how it is meant to be asked), keeps params' sampling and counts the gold verdict, which no weight
+   moves.
 
 Saved: `harness.json` (overrides in force, every entry accepted or rejected with its diagnosis and
 backtest numbers, last rejection per change) and the manifest, hashed like the other co-evolvers.
@@ -75,13 +82,14 @@ import pandas as pd
 from coevo.code.families import CODE_FAMILIES
 from coevo.coevolvers.base import CoevolverDirError, TextGenerator, read_artifact, register_coevolver, save_artifact
 from coevo.coevolvers.none import NoCoEvolver
+from coevo.coevolvers.writers import worked_texts
 from coevo.config import CoevolverConfig, Config, RewardEntry
 from coevo.problems.math_verifier import canonical_number, extract_final_number
 from coevo.seeding import derive_seed
 
 HARNESS = "harness.json"
 SAMPLING_KNOBS = ("temperature", "max_new_tokens")
-KNOBS = (*SAMPLING_KNOBS, "instruction")  # instruction: prompt.instruction.math
+KNOBS = (*SAMPLING_KNOBS, "instruction", "max_turns")  # prompt.instruction.math, environment.max_turns
 WEIGHT = "weight:"  # knob prefix: "weight:<name>" is the weight of the `rewards:` entry of that name
 
 # (problems, config in force) -> (rollouts, rewards) of the frozen current policy on those problems
@@ -99,6 +107,7 @@ class Failure:
 FAILURES = (
     Failure("collapsed_share", "collapse_share", "temperature", "signal_share"),
     Failure("misranked_share", "misrank_share", WEIGHT, "ranked_share"),
+    Failure("turn_limited_share", "turn_limit_share", "max_turns", "within_turns_share"),
     Failure("format_failure_share", "format_share", "instruction", "formatted_share"),
     Failure("unfinished_share", "truncation_share", "max_new_tokens", "finished_share"),
 )
@@ -108,10 +117,14 @@ def failure_of(knob: str) -> Failure:
     return next(f for f in FAILURES if knob.startswith(f.knob))
 
 
-def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.DataFrame) -> dict[str, float]:
+def group_evidence(
+    rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.DataFrame, max_turns: int | None = None
+) -> dict[str, float]:
     """Shares over the groups (one per problem) and completions of one batch; `problems` holds the
-    batch's rows (id, family, answer)."""
-    joined = rollouts[["rollout_id", "problem_id", "completion", "finished"]].merge(
+    batch's rows (id, family, answer). An episode counts as its whole text (`worked_texts`: two
+    episodes with one answer reached by different calls are not a collapse), and as turn-limited
+    when it was cut with a call unanswered in its `max_turns`-th turn (the limit it was sampled with)."""
+    joined = rollouts.assign(sample=worked_texts(rollouts)).merge(
         rewards[["rollout_id", "reward", "passed"]], on="rollout_id"
     )
     joined["passed"] = joined["passed"].astype(bool)
@@ -120,6 +133,11 @@ def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.D
     numeric = rows["answer"].map(lambda answer: canonical_number(str(answer)) is not None).to_numpy()
     silent = joined["completion"].map(lambda text: extract_final_number(text) is None).to_numpy()
     finished, passed = joined["finished"].to_numpy(bool), joined["passed"].to_numpy(bool)
+    turn_limited = (
+        (joined["truncated"].to_numpy(bool) & (joined["turns"].to_numpy() >= max_turns))
+        if max_turns is not None and "truncated" in joined
+        else np.zeros(len(joined), bool)
+    )
     format_failed = instructed & ~passed & (~finished | (numeric & silent))
     groups = joined.groupby("problem_id", sort=True)
     misranked, pairs = 0, 0
@@ -131,12 +149,14 @@ def group_evidence(rollouts: pd.DataFrame, rewards: pd.DataFrame, problems: pd.D
         misranked += int((failing[None, :] >= passing[:, None]).sum())
         pairs += len(passing) * len(failing)
     return {
-        "collapsed_share": float((groups["completion"].nunique() == 1).mean()),
+        "collapsed_share": float((groups["sample"].nunique() == 1).mean()),
         "signal_share": float((groups["reward"].nunique() > 1).mean()),
         "format_failure_share": float(format_failed.sum() / instructed.sum()) if instructed.any() else 0.0,
         "formatted_share": float(1.0 - format_failed.sum() / instructed.sum()) if instructed.any() else 1.0,
         "finished_share": float(finished.mean()),
         "unfinished_share": float(1.0 - finished.mean()),
+        "turn_limited_share": float(turn_limited.mean()),
+        "within_turns_share": float(1.0 - turn_limited.mean()),
         "misranked_share": misranked / pairs if pairs else 0.0,
         "ranked_share": 1.0 - misranked / pairs if pairs else 1.0,
         "mean_reward": float(joined["reward"].mean()),
@@ -151,12 +171,15 @@ def rows_of(rollouts: pd.DataFrame, rewards: pd.DataFrame, problem_ids: set[str]
 
 
 def in_force(cfg: Config) -> dict[str, float | int | str | None]:
-    """The knobs' values in `cfg` (a shaping term's weight under its `weight:<name>` knob)."""
+    """The knobs' values in `cfg` (a shaping term's weight under its `weight:<name>` knob; the turn
+    limit where samples are episodes)."""
     weights = {f"{WEIGHT}{entry.label}": entry.weight for entry in shaping_terms(cfg)}
+    turns = {"max_turns": cfg.environment.max_turns} if cfg.episodes else {}
     return {
         "temperature": cfg.sampling.temperature,
         "max_new_tokens": cfg.sampling.max_new_tokens,
         "instruction": cfg.prompt.instruction.math,
+        **turns,
         **weights,
     }
 
@@ -168,7 +191,7 @@ def shaping_terms(cfg: Config) -> list[RewardEntry]:
 
 def with_overrides(cfg: Config, overrides: Mapping[str, object]) -> Config:
     """`cfg` with knob overrides: the sampling knobs in `sampling`, the instruction in
-    prompt.instruction.math, `weight:<name>` in `rewards`."""
+    prompt.instruction.math, max_turns in `environment`, `weight:<name>` in `rewards`."""
     sampling = cfg.sampling.model_copy(update={k: v for k, v in overrides.items() if k in SAMPLING_KNOBS})
     prompt = cfg.prompt
     if "instruction" in overrides:
@@ -179,7 +202,9 @@ def with_overrides(cfg: Config, overrides: Mapping[str, object]) -> Config:
         entry.model_copy(update={"weight": overrides.get(f"{WEIGHT}{entry.label}", entry.weight)})
         for entry in cfg.rewards
     ]
-    return cfg.model_copy(update={"sampling": sampling, "prompt": prompt, "rewards": rewards})
+    environment = cfg.environment.model_copy(update={k: v for k, v in overrides.items() if k == "max_turns"})
+    update = {"sampling": sampling, "prompt": prompt, "environment": environment, "rewards": rewards}
+    return cfg.model_copy(update=update)
 
 
 @register_coevolver("harness")
@@ -205,11 +230,12 @@ class Harness(NoCoEvolver):
         return in_force(cfg)
 
     def harness_metrics(self, report: Mapping) -> dict[str, float]:
-        """coevo/harness_<sampling knob> (the values in force during the iteration) and whether a
-        change was backtested and accepted, from `revise`'s report."""
+        """coevo/harness_<sampling knob> and coevo/harness_max_turns on episodes (the values in force
+        during the iteration) and whether a change was backtested and accepted, from `revise`'s report."""
         entry = report.get("entry")
+        shown = [k for k in (*SAMPLING_KNOBS, "max_turns") if k in report["in_force"]]
         return {
-            **{f"coevo/harness_{k}": float(report["in_force"][k]) for k in SAMPLING_KNOBS},
+            **{f"coevo/harness_{k}": float(report["in_force"][k]) for k in shown},
             "coevo/harness_backtests": float(entry is not None),
             "coevo/harness_accepted": float(bool(entry and entry["accepted"])),
         }
@@ -249,6 +275,9 @@ class Harness(NoCoEvolver):
             ]
         if knob == "max_new_tokens":
             return [(knob, int(v)) for v in _ladder(sampling.max_new_tokens, 2, p.max_tokens, sampling.max_new_tokens)]
+        if knob == "max_turns":
+            turns = current.environment.max_turns
+            return [(knob, int(v)) for v in _ladder(turns, 2, p.max_turns, turns)] if current.episodes else []
         if knob == WEIGHT:
             return [(f"{WEIGHT}{e.label}", 0.0) for e in shaping_terms(current) if e.weight != 0]
         if current.prompt.format != "chat":
@@ -272,7 +301,8 @@ class Harness(NoCoEvolver):
             and rollouts["problem_id"].nunique() > 1
         )
         diagnosed, held = self.split_batch(rollouts, iteration) if reuse else (set(rollouts["problem_id"]), set())
-        evidence = group_evidence(*rows_of(rollouts, rewards, diagnosed), train)
+        limit = current.environment.max_turns
+        evidence = group_evidence(*rows_of(rollouts, rewards, diagnosed), train, limit)
         report = {"in_force": in_force(current), "evidence": evidence, "change": None}
         change = None if self.frozen else self.diagnose(evidence, current, iteration)
         if change is None:
@@ -280,10 +310,11 @@ class Harness(NoCoEvolver):
         candidate = {**self.overrides, change["knob"]: change["value"]}
         slice_ = train.set_index("id").loc[sorted(held)].reset_index() if reuse else self.backtest_slice(train)
         if reuse and not change["knob"].startswith(WEIGHT):
-            before = group_evidence(*rows_of(rollouts, rewards, held), train)
+            before = group_evidence(*rows_of(rollouts, rewards, held), train, limit)
         else:  # a weight changes only the scoring: both arms draw with one seed, the same samples scored twice
-            before = group_evidence(*sample(slice_, current), train)
-        after = group_evidence(*sample(slice_, with_overrides(cfg, candidate)), train)
+            before = group_evidence(*sample(slice_, current), train, limit)
+        trial = with_overrides(cfg, candidate)
+        after = group_evidence(*sample(slice_, trial), train, trial.environment.max_turns)
         measure = failure_of(change["knob"]).measure
         room = 1.0 - before[measure]  # a share cannot gain more
         needed = min(self.params.min_gain, room / 2) if room > 0 else self.params.min_gain

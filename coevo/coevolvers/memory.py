@@ -39,7 +39,7 @@ import pandas as pd
 
 from coevo.coevolvers.base import TextGenerator, register_coevolver
 from coevo.coevolvers.skill_bank import Skill, SkillBank, _examples
-from coevo.coevolvers.writers import ChatEndpoint, SkillDraft, WorkedExampleWriter
+from coevo.coevolvers.writers import ChatEndpoint, SkillDraft, WorkedExampleWriter, worked_texts
 from coevo.config import CoevolverConfig
 
 REFLECTOR_SYSTEM = (
@@ -146,8 +146,8 @@ class ProceduralMemory(SkillBank):
             rows = frame[frame["family"].fillna("") == family].sort_values("rollout_id")
             passed = rows[rows["passed"].astype(bool)].head(SHOWN)
             failed = rows[~rows["passed"].astype(bool)].head(SHOWN)
-            attempts = [f"{r.question}{str(r.completion).strip()} right" for r in passed.itertuples()]
-            attempts += [f"{r.question}{str(r.completion).strip()} wrong" for r in failed.itertuples()]
+            attempts = [f"{q}{text.strip()} right" for q, text in zip(passed["question"], worked_texts(passed))]
+            attempts += [f"{q}{text.strip()} wrong" for q, text in zip(failed["question"], worked_texts(failed))]
             prompts.append("\n".join(attempts) + f"\nLesson for {family}:")
             keys.append(str(rows["question"].iloc[0]))
         texts = self.reflector.reflect(prompts)

@@ -87,7 +87,7 @@ from coevo.coevolvers.base import (
     register_coevolver,
     save_artifact,
 )
-from coevo.coevolvers.writers import SkillDraft, SkillWriter, build_writer
+from coevo.coevolvers.writers import SkillDraft, SkillWriter, build_writer, worked_texts
 from coevo.config import CoevolverConfig
 from coevo.io import hash_bytes
 from coevo.types import ContextVariant
@@ -455,9 +455,11 @@ def _matched_gaps(frame: pd.DataFrame) -> list[tuple[str, str, float, float, flo
 
 
 def _examples(frame: pd.DataFrame) -> list[dict]:
-    """This iteration's passed rollouts as writer examples, with their problem's pass rate."""
+    """This iteration's passed rollouts as writer examples (an episode as `worked_text`), with their
+    problem's pass rate."""
     pass_rate = frame.groupby("problem_id")["passed"].mean().rename("pass_rate")
     passed = frame[frame["passed"].astype(bool)].join(pass_rate, on="problem_id")
+    passed["completion"] = worked_texts(passed)  # an episode's every turn, not its last answer only
     passed = passed.sort_values(["problem_id", "rollout_id"])
     passed["family"] = passed["family"].map(lambda f: f if isinstance(f, str) else "")  # as `_family` reads problems
     cols = ["problem_id", "question", "completion", "family", "pass_rate"]

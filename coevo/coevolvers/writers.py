@@ -11,6 +11,12 @@ Writers, chosen by `coevolver.writer.kind` from a registry:
 - "openai": an OpenAI-compatible chat endpoint (a vLLM server, a hosted model) reads one family's
   verified trajectories and writes one short reusable skill per request.
 
+A trajectory is what the policy did, not only what it answered: for a multi-turn episode (tools or an
+environment) the writer reads every turn in order on one line (`worked_text`), each tool call as the
+policy wrote it and each tool turn as `[tool: result]`, e.g. `What is 345*27? <tool_call>{"name":
+"multiply", "arguments": {"a": 345, "b": 27}}</tool_call> [tool: 9315] 9315`: a skill can then show
+which call solves which problem, the procedure the answer alone hides.
+
 Departures from the papers:
 1. The policy is not trained as a skill generator (001 line 10 rewards the generator with the
    measured gap); the worked-example writer copies verified trajectories instead.
@@ -28,12 +34,14 @@ Departures from the papers:
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from itertools import groupby
 from statistics import fmean
 from typing import Protocol
 
+import pandas as pd
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -76,6 +84,24 @@ class SkillWriter(Protocol):
         rollouts this iteration).
         """
         ...
+
+
+def worked_text(completion: str, messages: str = "") -> str:
+    """What a writer reads of one sample: its completion, or for an episode (`messages`, the rollouts
+    table's JSON of the turns after the prompt) every turn in order, joined by spaces, each tool turn as
+    `[tool: result]`. A turn that spans lines leaves the text spanning lines."""
+    if not messages:
+        return completion
+    return " ".join(
+        turn["content"].strip() if turn["role"] == "assistant" else f"[{turn['role']}: {turn['content'].strip()}]"
+        for turn in json.loads(messages)
+    )
+
+
+def worked_texts(frame: pd.DataFrame) -> list[str]:
+    """`worked_text` of each row of a rollouts frame (a frame without `messages` holds one-turn samples)."""
+    messages = frame["messages"] if "messages" in frame else [""] * len(frame)
+    return [worked_text(str(c), m) for c, m in zip(frame["completion"], messages)]
 
 
 def _hardest_first(examples: list[dict]) -> list[dict]:

@@ -476,6 +476,19 @@ def _without_roles(params: dict) -> bool:
     return True
 
 
+def _without_harness_turns(params: dict) -> bool:
+    """coevolver.harness.turn_limit_share and max_turns dropped where no harness runs on episodes (every
+    run made before they existed; the turn limit is a knob only there)."""
+    entries = _coevolver_entries(params)
+    episodes = params.get("tools") or (params.get("environment") or {}).get("factory")
+    if episodes and any(e["kind"] == "harness" for e in entries):
+        return False
+    for entry in entries:
+        entry["harness"].pop("turn_limit_share", None)
+        entry["harness"].pop("max_turns", None)
+    return True
+
+
 def _with_drop_below(params: dict) -> bool:
     """coevolver.curriculum.proposer.drop_below put back as every run made before its removal held it
     (0.05, the default; no committed spec set another). No value of it changed a choice."""
@@ -498,6 +511,7 @@ HISTORY = (
     _without_guess_levels,
     _without_tool_calls,
     _without_roles,
+    _without_harness_turns,
 )
 
 

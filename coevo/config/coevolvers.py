@@ -385,6 +385,18 @@ class HarnessConfig(Strict):
     max_tokens: int = Field(
         64, ge=1, description="Highest max_new_tokens the harness proposes (a truncation's fix doubles it)."
     )
+    turn_limit_share: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description=(
+            "Episodes (tools or environment.factory) that ran out of environment.max_turns with a tool call "
+            "unanswered, as a share of the episodes, from which the harness diagnoses too few turns."
+        ),
+    )
+    max_turns: int = Field(
+        16, ge=1, description="Highest environment.max_turns the harness proposes (a turn limit's fix doubles it)."
+    )
     misrank_share: float = Field(
         0.1,
         gt=0,

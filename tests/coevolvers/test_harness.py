@@ -69,6 +69,8 @@ def test_evidence_shares_by_hand():
         "finished_share": 1.0,
         "unfinished_share": 0.0,
         "formatted_share": 1.0,
+        "turn_limited_share": 0.0,
+        "within_turns_share": 1.0,
         "misranked_share": 0.0,
         "ranked_share": 1.0,
         "mean_reward": 0.5,
@@ -108,6 +110,51 @@ def test_diagnosis_walks_up_the_ladder_past_recent_rejections():
     assert (
         harness(max_temperature=0.05).diagnose(group_evidence(*COLLAPSED, PROBLEMS), BASE, 1) is None
     )  # nothing above the cap
+
+
+def episodes(turns: list[int], truncated: list[bool], calls: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Problem a's group of episodes, failing: episode i makes `turns[i]` assistant turns, each a call
+    `calls[i]` answered "7", but the last, which answers "7" unless the episode was cut after its call."""
+    rollouts, rewards = batch({"a": [("7", 0.0, not cut) for cut in truncated]})
+    messages = []
+    for n, cut, call in zip(turns, truncated, calls):
+        made = [
+            [{"role": "assistant", "content": call}, {"role": "tool", "content": "7"}] for _ in range(n - (not cut))
+        ]
+        answer = [] if cut else [{"role": "assistant", "content": "7"}]
+        messages.append(json.dumps([turn for pair in made for turn in pair] + answer))
+    return rollouts.assign(turns=turns, truncated=truncated, messages=messages), rewards
+
+
+def test_episodes_cut_at_their_turn_limit_raise_it_before_any_format_or_truncation_fix():
+    """An episode cut in its last allowed turn with a call unanswered is turn-limited (one cut earlier,
+    by the token budget, is not); the harness doubles environment.max_turns up to its cap, where samples
+    are episodes; two episodes that answer alike by different calls are not a collapse."""
+    cut = episodes([2, 2, 1, 2], [True, True, True, False], ["call x"] * 4)
+    evidence = group_evidence(*cut, PROBLEMS, max_turns=2)
+    assert (evidence["turn_limited_share"], evidence["within_turns_share"]) == (0.5, 0.5)
+    assert evidence["unfinished_share"] == 0.75 and evidence["format_failure_share"] == 0.75  # a cut episode shows both
+    assert group_evidence(*cut, PROBLEMS)["turn_limited_share"] == 0.0  # no limit given: none counted
+    tools = Config(
+        sampling=BASE.sampling,
+        tools=["coevo.environments.calculator:add"],
+        environment={"max_turns": 2},
+        prompt={"format": "chat"},
+        coevolver={"update_context": "keep"},
+    )
+    change = harness().diagnose(evidence, tools, 1)
+    assert change == {"knob": "max_turns", "value": 4, "why": "turn_limited_share 0.50 >= 0.25"}
+    assert harness().ladder("max_turns", tools) == [("max_turns", 4), ("max_turns", 8), ("max_turns", 16)]
+    assert harness(max_turns=2).ladder("max_turns", tools) == []
+    assert harness().ladder("max_turns", CHAT) == []  # one-turn samples have no turn limit to raise
+    assert harness().diagnose(evidence, CHAT, 1)["knob"] == "instruction"  # so the format fix is next in line
+    assert harness().apply(tools).environment.max_turns == 2  # version 0: nothing overridden
+    h = harness()
+    h.overrides = {"max_turns": 8}
+    assert h.apply(tools).environment.max_turns == 8 and h.knobs(h.apply(tools))["max_turns"] == 8
+    assert "max_turns" not in h.knobs(CHAT)
+    alike = episodes([2, 2], [False, False], ["call x", "call y"])
+    assert group_evidence(*alike, PROBLEMS, max_turns=4)["collapsed_share"] == 0.0
 
 
 def test_a_format_failure_tries_the_instructions_in_order_then_falls_through_to_truncation():

@@ -15,7 +15,7 @@ from coevo.coevolvers import (
 from coevo.coevolvers.memory import PolicyReflector
 from coevo.config import CoevolverConfig, MemoryConfig, SkillBankConfig
 
-from .test_skill_bank import BY_ID, PROBLEMS, frames, matched
+from .test_skill_bank import BY_ID, CALL, PROBLEMS, frames, matched, with_episodes
 
 
 def memory_config(**memory: object) -> CoevolverConfig:
@@ -154,6 +154,20 @@ def test_reflector_prompts_show_attempts_and_outcomes():
     assert prompts == ["7*8=56 right\n7*8=0 wrong\nLesson for mul:"]
     [sid] = report["new_candidates"]
     assert memory.skills[sid].text == "lesson 0" and memory.skills[sid].level == 2
+
+
+def test_reflector_prompts_show_each_episodes_turns():
+    """A lesson is written from whole episodes: the calls each attempt made, their results, its answer."""
+    prompts: list[str] = []
+
+    def record(batch: list[str], max_new_tokens: int) -> list[str]:
+        prompts.extend(batch)
+        return ["lesson"] * len(batch)
+
+    memory = ProceduralMemory(memory_config(levels=[2], lessons_per_iter=1), seed=0, generate=record)
+    rollouts, rewards = frames([("m1", "solo", "", [1, 0])])
+    memory.update(1, PROBLEMS, with_episodes(rollouts), rewards)
+    assert prompts == [f"7*8={CALL} [tool: 56] 56 right\n7*8={CALL} [tool: 56] 0 wrong\nLesson for mul:"]
 
 
 def test_policy_reflector_without_a_policy_is_an_error():

@@ -165,6 +165,39 @@ def test_new_candidates_from_passed_rollouts_hardest_first():
     assert bank.update(2, PROBLEMS, *frames([("m1", "solo", "", [1, 0, 0, 0])]))["new_candidates"] == []
 
 
+CALL = '<tool_call>{"name": "multiply", "arguments": {"a": 7, "b": 8}}</tool_call>'
+
+
+def with_episodes(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Each rollout made an episode: a call to multiply, its tool turn (the right product) and the
+    completion as the answer turn."""
+    product = {pid: BY_ID.loc[pid, "answer"] for pid in rollouts["problem_id"]}
+    return rollouts.assign(
+        messages=[
+            json.dumps(
+                [
+                    {"role": "assistant", "content": CALL},
+                    {"role": "tool", "content": product[pid]},
+                    {"role": "assistant", "content": completion},
+                ]
+            )
+            for pid, completion in zip(rollouts["problem_id"], rollouts["completion"])
+        ]
+    )
+
+
+def test_a_skill_from_an_episode_shows_its_calls_not_only_its_answer():
+    """From a multi-turn episode the writer reads every turn (the call, the tool's result, the answer):
+    the skill shows the procedure, and the same answer reached without a call is another skill."""
+    bank = SkillBank(config(max_trials=16), seed=0)
+    rollouts, rewards = frames([("m1", "solo", "", [1, 0])])
+    report = bank.update(1, PROBLEMS, with_episodes(rollouts), rewards)
+    written = f"7*8={CALL} [tool: 56] 56"
+    assert report["new_candidates"] == [skill_id(written)]
+    assert bank.skills[skill_id(written)].text == written
+    assert bank.update(2, PROBLEMS, *frames([("m1", "solo", "", [1, 0])]))["new_candidates"] == [skill_id("7*8=56")]
+
+
 def test_new_candidates_capped_by_max_trials():
     bank = SkillBank(config(max_trials=2), seed=0)
     put(bank, "12*3=36", key="12*3=")

@@ -14,6 +14,7 @@ from coevo.coevolvers.writers import (
     SkillDraft,
     WorkedExampleWriter,
     build_writer,
+    worked_text,
 )
 from coevo.config import WriterConfig
 
@@ -57,6 +58,21 @@ def test_worked_examples_skip_multiline_and_empty_answers():
     ]
     assert [d.text for d in WorkedExampleWriter().write(examples, n=5)] == ["3*3=9", code + "x+3"]
     assert WorkedExampleWriter().write(examples, n=0) == []
+
+
+def test_an_episode_reads_as_its_turns_in_order_and_a_turn_over_lines_stays_over_lines():
+    one_turn = worked_text(" 56 ")
+    turns = [
+        {"role": "assistant", "content": '<tool_call>{"name": "multiply"}</tool_call>\n'},
+        {"role": "tool", "content": " 56 "},
+        {"role": "assistant", "content": "56"},
+    ]
+    assert (one_turn, worked_text("56", json.dumps(turns))) == (
+        " 56 ",
+        '<tool_call>{"name": "multiply"}</tool_call> [tool: 56] 56',
+    )
+    spanning = [{"role": "assistant", "content": "def f(x):\n    return x"}]
+    assert "\n" in worked_text("", json.dumps(spanning))  # the worked-example writer skips it
 
 
 # ---- registry ----

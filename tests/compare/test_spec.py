@@ -122,8 +122,8 @@ def test_the_committed_results_still_enter_their_comparisons(results, monkeypatc
 
 def _identity_without(cfg, *dotted: str, drop_below: bool = True) -> str:
     """The identity of `cfg`'s params with the `dotted` keys deleted, without rollout.dynamic_sampling,
-    tools, environment and the roles' settings (added last), with the removed code loop's settings
-    and proposer.drop_below in place (0.05, as every run made before its removal held it;
+    tools, environment, the roles' settings and the harness's turn limit (added last), with the removed
+    code loop's settings and proposer.drop_below in place (0.05, as every run made before its removal held it;
     `drop_below=False`: a run made after it): what a run made before them carries."""
     params = cfg.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
     if drop_below:
@@ -141,6 +141,8 @@ def _identity_without(cfg, *dotted: str, drop_below: bool = True) -> str:
         "code.cure.truth",
         "prompt.instruction.tester",
         "coevolver.unit_tests",
+        "coevolver.harness.turn_limit_share",
+        "coevolver.harness.max_turns",
         *dotted,
     ):
         *parents, leaf = key.split(".")
@@ -247,3 +249,17 @@ def test_a_seed_outside_the_spec_is_refused_before_anything_runs_and_the_spec_ha
     assert f"--seed [7]: not among the seeds of {spec} ([3, 4])" in text and "fixed in its spec" in text, text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
     assert load_spec(spec).sha256 == hash_bytes(spec.read_bytes())
+
+
+def test_the_harness_turn_limit_keeps_the_earlier_identity_only_where_no_harness_runs_episodes(tmp_path):
+    """coevolver.harness.turn_limit_share and max_turns came after runs were committed: a harness on
+    one-turn samples carries the identity of its params without them; a harness on episodes computes
+    what no earlier run did."""
+    chat = {"prompt": {"format": "chat"}, "coevolver": {"kind": "harness", "update_context": "keep"}}
+    plain = tiny_config(tmp_path, coevolver={"kind": "harness"})
+    assert _identity_without(plain, drop_below=False) in identities(plain)
+    episodes = tiny_config(tmp_path, tools=["coevo.environments.calculator:add"], **chat)
+    params = episodes.model_dump(mode="json", exclude={"run": {"out_dir"}, "problems": {"data_dir"}, "tracking": True})
+    del params["coevolver"]["harness"]["turn_limit_share"], params["coevolver"]["harness"]["max_turns"]
+    assert hash_bytes(json.dumps(params, sort_keys=True).encode()) not in identities(episodes)
+    assert identity(episodes) in identities(episodes)

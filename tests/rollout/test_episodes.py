@@ -388,6 +388,32 @@ def test_the_rollouts_table_keeps_each_episode(tmp_path, tool_caller):
     assert all(json.loads(r["messages"])[0]["role"] == "assistant" for r in listed)
 
 
+def test_a_harness_gives_episodes_cut_at_their_turn_limit_more_turns(tmp_path, tool_caller):
+    """With one turn the tool caller's every episode ends on its unanswered call: the harness diagnoses
+    the turn limit from iteration 1's episodes, backtests two turns (the candidate's episodes read the
+    tool turn and answer) and accepts; iteration 2 samples, and the final checkpoint is evaluated, with two."""
+    from coevo.driver import train
+
+    cfg = episode_config(
+        tmp_path,
+        tool_caller,
+        environment={"max_turns": 1},
+        coevolver={"kind": "harness", "harness": {"backtest_problems": 2}},
+    )
+    train(cfg)
+    out = cfg.run.out_dir
+    first, second = (read_rollouts(out / "rollouts" / f"iter_000{it}.parquet") for it in (1, 2))
+    assert first["truncated"].mean() > 0.5 and (first["turns"] == 1).all()
+    [entry] = json.loads((out / "coevolver" / "iter_0001" / "harness.json").read_text())["entries"]
+    assert (entry["knob"], entry["value"], entry["from"], entry["accepted"]) == ("max_turns", 2, 1, True)
+    assert entry["before"]["within_turns_share"] < 0.5 and entry["after"]["within_turns_share"] == 1.0
+    assert entry["after"]["pass_rate"] > entry["before"]["pass_rate"]  # the tool turn read, the answer given
+    assert (second["turns"] == 2).mean() > 0.5 and not second["truncated"].any()
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["coevo/harness_max_turns"] for m in metrics] == [1.0, 2.0]
+    assert json.loads((out / "evals" / "iter_0002.json").read_text())["max_turns"] == 2
+
+
 def test_flow_and_driver_agree_on_an_episode_run_killed_between_turns(prefect_server, tmp_path, tool_caller):
     """The plain driver is SIGKILLed between the turns of iteration 2's episodes and continued; the
     flow runs through. Same metrics (stage times aside) and the same final weights."""
