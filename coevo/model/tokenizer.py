@@ -14,6 +14,15 @@ from transformers import PreTrainedTokenizerFast
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = string.digits + "+-*=/.,:;()?!'\" \n" + string.ascii_letters + "#{}[]<>_%$&|\\^~@`"
+# A chat template for the character tokenizer with its own tool format (the tools' names on one line
+# before the turns; each turn `<role>content` and a newline): the tiny policy asked in the chat format
+# and shown tools, for episodes on the CPU in seconds (bench/tiny_episodes.py, the episode tests). The
+# build does not set it: the tiny default's layout is the plain one.
+TOOL_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% if tools %}<tools>{% for t in tools %}{{ t.function.name }} {% endfor %}\n{% endif %}"
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
 
 
 def build_char_tokenizer() -> PreTrainedTokenizerFast:

@@ -30,6 +30,7 @@ from coevo.errors import InputError
 from coevo.io import hash_file
 from coevo.model.bootstrap import build_tiny_policy
 from coevo.model.checkpoint import load_policy, read_meta
+from coevo.model.tokenizer import TOOL_CHAT_TEMPLATE
 from coevo.prepare import prepare_problems
 from coevo.rollout.engines.hf import HFEngine
 from coevo.rollout.episodes import bridge_ids, renderer_for, sample
@@ -51,11 +52,7 @@ from ..flows.test_resume import _kill_at_pause
 
 HERE = "tests.rollout.test_episodes"
 CALL = '<tool_call>{"name": "reveal"}</tool_call>'
-TEMPLATE = (  # a template with its own tool format: the tool names on one line before the turns
-    "{{ bos_token }}{% if tools %}<tools>{% for t in tools %}{{ t.function.name }} {% endfor %}\n{% endif %}"
-    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<assistant>{% endif %}"
-)
+TEMPLATE = TOOL_CHAT_TEMPLATE  # a template with its own tool format: the tool names on one line before the turns
 
 
 class Vault:
