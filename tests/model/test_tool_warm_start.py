@@ -13,6 +13,7 @@ from coevo.environments.experts import CALCULATOR_TOOLS, calculator
 from coevo.model.bootstrap import bootstrap_policy, build_tiny_policy
 from coevo.model.checkpoint import load_policy, read_meta
 from coevo.model.supervised import sequence_nll
+from coevo.model.tokenizer import TOOL_CHAT_TEMPLATE
 from coevo.model.tool_warm_start import demonstration, tool_warm_start
 from coevo.prepare import prepare_problems
 from coevo.problems.proposer import parse_question
@@ -20,7 +21,7 @@ from coevo.rollout.engines.hf import HFEngine
 from coevo.rollout.episodes import renderer_for, sample
 from coevo.rollout.tools import parse_tool_call
 
-from ..rollout.test_episodes import TEMPLATE, episode_config
+from ..rollout.test_episodes import episode_config
 
 GAME = "coevo.environments.guessing:GuessingGame"
 CALCULATOR = [f"coevo.environments.calculator:{name}" for name in ("add", "subtract", "multiply")]
@@ -45,7 +46,7 @@ def untrained(tmp_path_factory):
     root = tmp_path_factory.mktemp("untrained")
     torch.set_num_threads(1)
     policy = build_tiny_policy(calculator_config(root))
-    policy.tokenizer.chat_template = TEMPLATE
+    policy.tokenizer.chat_template = TOOL_CHAT_TEMPLATE
     policy.model.save_pretrained(root / "ckpt")
     policy.tokenizer.save_pretrained(root / "ckpt")
     return root / "ckpt"

@@ -52,7 +52,6 @@ from ..flows.test_resume import _kill_at_pause
 
 HERE = "tests.rollout.test_episodes"
 CALL = '<tool_call>{"name": "reveal"}</tool_call>'
-TEMPLATE = TOOL_CHAT_TEMPLATE  # a template with its own tool format: the tool names on one line before the turns
 
 
 class Vault:
@@ -147,7 +146,7 @@ def tool_caller(tmp_path_factory) -> Path:
     train, _ = prepare_problems(cfg)
     policy = build_tiny_policy(cfg)
     tok = policy.tokenizer
-    tok.chat_template = TEMPLATE
+    tok.chat_template = TOOL_CHAT_TEMPLATE
     renderer = renderer_for(cfg, tok)
     call_ids = tok(CALL, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     sequences, masks = [], []
