@@ -124,8 +124,11 @@ def group_evidence(
     batch's rows (id, family, answer). An episode counts as its whole text (`worked_texts`: two
     episodes with one answer reached by different calls are not a collapse), and as turn-limited
     when it was cut with a call unanswered in its `max_turns`-th turn (the limit it was sampled with)."""
-    joined = rollouts.assign(sample=worked_texts(rollouts)).merge(
-        rewards[["rollout_id", "reward", "passed"]], on="rollout_id"
+    columns = [c for c in ("rollout_id", "problem_id", "completion", "finished", "truncated", "turns") if c in rollouts]
+    joined = (
+        rollouts[columns]
+        .assign(sample=worked_texts(rollouts))
+        .merge(rewards[["rollout_id", "reward", "passed"]], on="rollout_id")
     )
     joined["passed"] = joined["passed"].astype(bool)
     rows = problems.set_index("id").loc[joined["problem_id"]]
