@@ -13,9 +13,9 @@ Writers, chosen by `coevolver.writer.kind` from a registry:
 
 A trajectory is what the policy did, not only what it answered: for a multi-turn episode (tools or an
 environment) the writer reads every turn in order on one line (`worked_text`), each tool call as the
-policy wrote it and each tool turn as `[tool: result]`, e.g. `What is 345*27? <tool_call>{"name":
-"multiply", "arguments": {"a": 345, "b": 27}}</tool_call> [tool: 9315] 9315`: a skill can then show
-which call solves which problem, the procedure the answer alone hides.
+policy wrote it and each tool turn as `[tool: result]`, e.g. `<tool_call>{"name": "multiply",
+"arguments": {"a": 345, "b": 27}}</tool_call> [tool: 9315] 9315` after the question `What is 345*27?`:
+a skill can then show which call solves which problem, the procedure the answer alone hides.
 
 Departures from the papers:
 1. The policy is not trained as a skill generator (001 line 10 rewards the generator with the

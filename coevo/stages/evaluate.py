@@ -16,8 +16,7 @@ from coevo.store.tables import problems, val_path
 def evaluate_stage(cfg: Config, now: InForce, checkpoint: str, coevolver: str, test: str) -> dict[str, float]:
     """The held-out metrics of checkpoint `now.iteration` with co-evolver version `coevolver`, asked
     with the instruction and turn limit the checkpoint was trained under (`now`'s params; params'
-    sampling); the
-    record with each problem's verdict is written to RunLayout.evals."""
+    sampling); the record with each problem's verdict is written to RunLayout.evals."""
     it = now.iteration
     evolver = coevolver_at(cfg, it, coevolver)
     context_for = evolver.context_for if cfg.eval.with_context and "context" in evolver.roles else None
