@@ -16,7 +16,7 @@ from coevo.problems.arithmetic import arithmetic_splits, train_only_cells, write
 from coevo.problems.constraints import constraint_splits
 from coevo.problems.guessing import guessing_splits
 from coevo.problems.heldout import check_unseen
-from coevo.problems.loader import load_problem_file
+from coevo.problems.loader import ProblemsFileError, load_problem_file
 from coevo.problems.splits import user_splits, write_report
 from schemas.problems import read_problems
 
@@ -56,11 +56,24 @@ def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
             list(problems.guess_levels), problems.n_train, problems.n_test, problems.n_val, cfg.seed
         )
     else:
-        splits = user_splits(
-            load_problem_file(problems.path), problems.test_path and load_problem_file(problems.test_path), cfg, report
-        )
+        test = load_without_verifier(cfg, problems.test_path) if problems.test_path else None
+        splits = user_splits(load_without_verifier(cfg, problems.path), test, cfg, report)
     check_unseen(splits, f"problems.source={problems.source}")
     return {**splits, "report": report}
+
+
+def load_without_verifier(cfg: Config, path) -> pd.DataFrame:
+    """A user's problem file, refused when it has no `answer` column (answer '') and `rewards:` has
+    the built-in `verifier`, which judges a completion against it."""
+    frame = load_problem_file(path)
+    if (frame["answer"] == "").any() and any(entry.function == "verifier" for entry in cfg.rewards):
+        raise ProblemsFileError(
+            f"{path}: field 'answer': missing column (absent from every row), which the `verifier` entry of "
+            "`rewards:` judges each completion against. To judge a dataset without reference answers by your own "
+            "reward functions (as TRL does: they read your reference column, e.g. `solution`, by name), list them "
+            "in `rewards:` without `verifier`; a completion passes when their total reaches rewards_pass_threshold"
+        )
+    return frame
 
 
 def prepare_problems(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -53,7 +53,14 @@ PROBLEMS_SCHEMA = pa.DataFrameSchema(
         "family": pa.Column(str, description="Problem family (add, sub, mul, or a user label)."),
         "level": pa.Column(int, pa.Check.ge(0), description="Difficulty level (operand digits for arithmetic)."),
         "prompt": pa.Column(str, _non_blank("empty prompt"), description="The bare question shown to the policy."),
-        "answer": pa.Column(str, _non_blank("empty answer"), description="The reference answer."),
+        "answer": pa.Column(
+            str,
+            pa.Check(lambda s: (s == "") | (s.str.strip().str.len() > 0), error="blank answer (whitespace only)"),
+            description=(
+                "The reference answer; '' for a user dataset without an `answer` column, whose problems the run's "
+                "reward functions judge (their reference column, e.g. `solution`, reaches them by name)."
+            ),
+        ),
         MESSAGES: pa.Column(
             str,
             _conversation(),

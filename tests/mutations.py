@@ -1025,6 +1025,24 @@ MUTATIONS: tuple[Mutation, ...] = (
             "test_the_harness_turn_limit_keeps_the_earlier_identity_only_where_no_harness_runs_episodes",
         ),
     ),
+    Mutation(
+        "a-dataset-without-answers-refused",
+        "coevo/problems/loader.py",
+        'if field != "answer":  # no row with an answer',
+        "if True:  # no row with an answer",
+        (
+            "tests/test_trl_compat.py::test_a_dataset_without_answers_trains_and_is_evaluated_by_its_reward_functions",
+            "tests/problems/test_loader.py::"
+            "test_a_dataset_without_answers_loads_with_its_reference_column_for_the_reward_functions",
+        ),
+    ),
+    Mutation(
+        "the-verifier-judges-a-dataset-without-answers",
+        "coevo/prepare.py",
+        'any(entry.function == "verifier" for entry in cfg.rewards)',
+        "False",
+        ("tests/test_malformed_inputs.py::test_malformed_input[problems-missing-column]",),
+    ),
 )
 
 

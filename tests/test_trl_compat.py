@@ -42,6 +42,11 @@ def accuracy_reward(completions, solution, **kwargs):
     return [1.0 if content.strip() == sol.strip() else 0.0 for content, sol in zip(contents, solution)]
 
 
+def holds_last_digit(completions, solution, **kwargs):
+    """1 when the completion holds the reference solution's last digit."""
+    return [1.0 if sol[-1] in c[0]["content"] else 0.0 for c, sol in zip(completions, solution)]
+
+
 def format_reward(completions, **kwargs):
     """Reward function that checks if the completion has a specific format."""
     pattern = r"^<think>.*?</think><answer>.*?</answer>$"
@@ -188,6 +193,46 @@ def test_trl_reward_functions_and_dataset_train_unchanged(tmp_path, tiny_policy_
             "SELECT iteration, avg(CAST(logged->'metric'->>'ramp_scale' AS DOUBLE)) FROM rewards GROUP BY 1 ORDER BY 1"
         ).fetchall()
     assert scales == [(1, 0.5), (2, 1.0)]
+
+
+def test_a_dataset_without_answers_trains_and_is_evaluated_by_its_reward_functions(
+    tmp_path, tiny_policy_dir, rewards_module
+):
+    """TRL's contract: a dataset of `prompt` and a reference column (`solution`), no `answer`. The run's
+    reward functions train on it, and the held-out evaluation judges each greedy completion by them
+    (it passes when their total reaches rewards_pass_threshold), as TRL evaluates."""
+    from datasets import Dataset
+
+    from coevo.config import load_config
+    from coevo.evaluation import greedy_answers
+    from coevo.model.checkpoint import load_policy
+    from coevo.rollout.engines.hf import HFEngine
+    from schemas.problems import read_problems
+
+    rows = [
+        {"prompt": [{"role": "user", "content": f"{a}+{b}="}], "solution": str(a + b)}
+        for a in range(9)
+        for b in range(5)
+    ]
+    Dataset.from_list(rows).save_to_disk(str(tmp_path / "no-answers"))
+    params = params_file(
+        tmp_path,
+        coevolver={"kind": "none"},
+        problems={"source": "file", "path": str(tmp_path / "no-answers")},
+        policy={"checkpoint": str(templated_copy(tiny_policy_dir, tmp_path / "chat-ckpt")), "threads": 1},
+        prompt={"format": "chat", "instruction": {"math": None}, "context_header": None},
+        rewards=[{"function": f"{rewards_module}:holds_last_digit"}],
+    )
+    result = CliRunner().invoke(app, ["train", "--plain", "--params", str(params), "--json"])
+    assert result.exit_code == 0, result.output
+    test = read_problems(tmp_path / "data" / "test.parquet")
+    assert set(test["answer"]) == {""}
+    engine = HFEngine(load_policy(tmp_path / "run" / "checkpoints" / "iter_0002", "cpu"))
+    greedy = greedy_answers(engine, load_config(params), test.to_dict("records"))
+    solutions = [json.loads(fields)["solution"] for fields in test["user_fields"]]
+    expected = [solution[-1] in g.text for g, solution in zip(greedy, solutions)]
+    verdicts = json.loads((tmp_path / "run" / "evals" / "iter_0002.json").read_text())["verdicts"]
+    assert [verdicts[pid] for pid in test["id"]] == expected and 0 < sum(expected) < len(expected)
 
 
 BAD_REWARDS = """

@@ -4,19 +4,21 @@ Sources (`problems.path`): a .jsonl or .parquet file, a Hugging Face `datasets` 
 `save_to_disk` (a Dataset, or a DatasetDict's "train" split), or a directory of .parquet / .jsonl
 files (read in name order, as one dataset).
 
-Fields: answer (required); the question as `prompt` (a string: TRL's standard format) or as a
-conversation (TRL's conversational format: a list of {role, content}, roles system/user/assistant,
-any number of turns, ending in the user's question), held in `messages` or in `prompt` itself;
-a conversation's `prompt` is its last user turn, and it is rendered under `prompt.format: chat`
-only (coevo/rollout/prompting.py). Optional: id (default: the 0-based row index, when no row has one),
-family (default "math"), level (default 0). id and answer may be int or str and are normalised to
-str; any other type is an error. Other fields are kept, as one JSON object per row in the
-`user_fields` column (only when some row has one), and reach reward plugins as keyword arguments of
-their own (coevo/verification/rewards.py); the plugins' own argument names (`completions`, `prompts`,
-`completion_ids`, `trainer_state`, `log_metric`, `log_extra`) are reserved. Every problem found is
-reported in one `ProblemsFileError`, naming the file, the row (jsonl: 1-based line number; parquet
-and datasets: 0-based row index; in a directory, prefixed by the file name) and the field. The
-loader writes nothing.
+Fields: answer (in every row, or in none: a dataset without reference answers, as TRL's reward
+functions take them from a column of their own such as `solution`, gets answer '' and is judged by
+the run's `rewards:` functions, never by the built-in `verifier`); the question as `prompt` (a
+string: TRL's standard format) or as a conversation (TRL's conversational format: a list of {role,
+content}, roles system/user/assistant, any number of turns, ending in the user's question), held in
+`messages` or in `prompt` itself; a conversation's `prompt` is its last user turn, and it is
+rendered under `prompt.format: chat` only (coevo/rollout/prompting.py). Optional: id (default: the
+0-based row index, when no row has one), family (default "math"), level (default 0). id and answer
+may be int or str and are normalised to str; any other type is an error. Other fields are kept, as
+one JSON object per row in the `user_fields` column (only when some row has one), and reach reward
+plugins as keyword arguments of their own (coevo/verification/rewards.py); the plugins' own argument
+names (`completions`, `prompts`, `completion_ids`, `trainer_state`, `log_metric`, `log_extra`) are
+reserved. Every problem found is reported in one `ProblemsFileError`, naming the file, the row
+(jsonl: 1-based line number; parquet and datasets: 0-based row index; in a directory, prefixed by
+the file name) and the field. The loader writes nothing.
 """
 
 from __future__ import annotations
@@ -266,7 +268,8 @@ def _missing_columns(records: list[dict], rows: list[str]) -> list[str]:
             if field not in record and not (field == "prompt" and MESSAGES in record)
         ]
         if records and len(lacking) == len(records):
-            errors.append(f"field '{field}': missing column (absent from every row)")
+            if field != "answer":  # no row with an answer: a dataset whose reward functions judge it
+                errors.append(f"field '{field}': missing column (absent from every row)")
         else:
             errors += [f"{row}, field '{field}': missing" for row in lacking]
     return errors
@@ -332,7 +335,7 @@ def _normalise_record(record: dict) -> tuple[dict, list[tuple[str, str]]]:
             problems.append((field, f"wrong type {_type_name(value)} (expected int or str)"))
         elif field in record and not str(value).strip():
             problems.append((field, f"empty {field}"))
-        values[field] = str(value) if field in record else None
+        values[field] = str(value) if field in record else None if field == "id" else ""
     if MESSAGES in record:
         problems += [(MESSAGES, problem) for problem in validate_messages(record[MESSAGES])]
     for field in ("prompt", "family"):

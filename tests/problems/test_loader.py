@@ -63,6 +63,18 @@ def test_jsonl_missing_column(tmp_path):
     assert f"{path}: line 2, field 'answer': missing" in error(path)
 
 
+def test_a_dataset_without_answers_loads_with_its_reference_column_for_the_reward_functions(tmp_path):
+    """No row has an `answer` (TRL's reward functions read their own reference column): every answer
+    is '' and the column reaches them by name; one row with an answer and one without is an error."""
+    path = tmp_path / "p.jsonl"
+    write_jsonl(path, [{"prompt": "1+1=", "solution": "2"}, {"prompt": "2*3=", "solution": "6"}])
+    frame = load_problem_file(path)
+    assert frame["answer"].tolist() == ["", ""] and frame["id"].tolist() == ["0", "1"]
+    assert [json.loads(fields) for fields in frame["user_fields"]] == [{"solution": "2"}, {"solution": "6"}]
+    write_jsonl(path, [{"prompt": "1+1=", "answer": "2"}, {"prompt": "2*3=", "solution": "6"}])
+    assert f"{path}: line 2, field 'answer': missing" in error(path)
+
+
 def test_column_missing_everywhere_is_one_error(tmp_path):
     path = tmp_path / "p.parquet"
     pd.DataFrame({"id": ["a", "b"], "question": ["x", "y"], "answer": ["1", "2"]}).to_parquet(path)

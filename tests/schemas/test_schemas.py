@@ -133,13 +133,13 @@ def test_problem_failures_are_all_reported():
     frame = problems()
     frame.loc[1, "id"] = "add-1-000000"
     frame.loc[0, "level"] = -1
-    frame.loc[2, "answer"] = ""
+    frame.loc[2, "answer"] = "  "  # '' is a dataset without reference answers; whitespace is a mistake
     frame["extra"] = 1
     message = failure(lambda: validate_problems(frame, "gen"))
     assert "gen: row 0, field 'id': duplicate value 'add-1-000000'" in message
     assert "gen: row 1, field 'id': duplicate value" in message
     assert "gen: row 0, field 'level'" in message
-    assert "gen: row 2, field 'answer': empty answer" in message
+    assert "gen: row 2, field 'answer': blank answer (whitespace only)" in message
     assert "gen: field 'extra': unexpected column" in message
 
 
