@@ -8,6 +8,8 @@ the training rows dropped because a user's `test_path` file repeats them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from coevo.code.sources import CODE_SOURCES, prepare_code_problems
@@ -62,7 +64,7 @@ def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
     return {**splits, "report": report}
 
 
-def load_without_verifier(cfg: Config, path) -> pd.DataFrame:
+def load_without_verifier(cfg: Config, path: str | Path) -> pd.DataFrame:
     """A user's problem file, refused when it has no `answer` column (answer '') and `rewards:` has
     the built-in `verifier`, which judges a completion against it."""
     frame = load_problem_file(path)
