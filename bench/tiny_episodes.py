@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from coevo.config import deep_merge, load_config
+from coevo.environments.calculator import TOOLS as CALCULATOR_TOOL_PATHS
 from coevo.model.bootstrap import bootstrap_policy, build_tiny_policy
 from coevo.model.checkpoint import read_meta
 from coevo.model.tokenizer import TOOL_CHAT_TEMPLATE
@@ -27,7 +28,6 @@ from coevo.prepare import prepare_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = {"max_digits": 1, "n_train": 200, "n_test": 90, "n_val": 10}  # as the comparison's spec sets them
-CALCULATOR = [f"coevo.environments.calculator:{name}" for name in ("add", "subtract", "multiply")]
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
         overrides = {
             "policy": {"shape": {"max_position": 512}, "threads": 1},
             "prompt": {"format": "chat", "instruction": {"math": None}},
-            "tools": CALCULATOR,
+            "tools": CALCULATOR_TOOL_PATHS,
             "sampling": {"max_new_tokens": 80},
             "coevolver": {"update_context": "keep"},
             "run": {"out_dir": str(Path(work) / "run")},

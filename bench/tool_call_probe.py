@@ -23,6 +23,7 @@ import torch
 import yaml
 
 from coevo.config import Config, deep_merge
+from coevo.environments.calculator import TOOLS as CALCULATOR_TOOL_PATHS
 from coevo.io import write_text
 from coevo.model.checkpoint import load_policy
 from coevo.prepare import prepare_problems
@@ -30,7 +31,6 @@ from coevo.rollout.engines.hf import HFEngine
 from coevo.rollout.episodes import sample
 
 ROOT = Path(__file__).resolve().parents[1]
-CALCULATOR = [f"coevo.environments.calculator:{name}" for name in ("add", "subtract", "multiply")]
 WORKED_CALL = (
     "Use the tools for arithmetic. For example, to compute 12 * 34 reply exactly "
     '<tool_call>{"name": "multiply", "arguments": {"a": 12, "b": 34}}</tool_call> '
@@ -47,7 +47,7 @@ def probe(engine: HFEngine, system: str | None, data_dir: Path) -> dict:
             raw,
             {
                 "engine": {"kind": "hf"},
-                "tools": CALCULATOR,
+                "tools": CALCULATOR_TOOL_PATHS,
                 "prompt": {"system": system},
                 "sampling": {"max_new_tokens": 48},
                 "environment": {"max_turns": 3, "max_tokens": 160},

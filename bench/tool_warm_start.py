@@ -23,6 +23,7 @@ import torch
 import yaml
 
 from coevo.config import Config, deep_merge
+from coevo.environments.calculator import TOOLS as CALCULATOR_TOOL_PATHS
 from coevo.evaluation import judged
 from coevo.io import write_text
 from coevo.model.bootstrap import bootstrap_policy
@@ -32,7 +33,6 @@ from coevo.rollout.engines.hf import HFEngine
 from coevo.rollout.episodes import sample
 
 ROOT = Path(__file__).resolve().parents[1]
-CALCULATOR = [f"coevo.environments.calculator:{name}" for name in ("add", "subtract", "multiply")]
 FRONTIER = {"families": ["sub", "mul"], "bootstrap_families": ["sub", "mul"], "min_digits": 2, "max_digits": 3}
 
 
@@ -47,7 +47,7 @@ def config(work: Path, tools: bool, steps: int, lr: float, batch: int) -> Config
     }
     if tools:
         settings |= {
-            "tools": CALCULATOR,
+            "tools": CALCULATOR_TOOL_PATHS,
             "environment": {"max_turns": 3, "max_tokens": 160},
             "coevolver": {"kind": "none", "update_context": "keep"},
             "bootstrap": {"tool_calls": {"steps": steps, "lr": lr, "batch_size": batch}},

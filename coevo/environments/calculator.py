@@ -9,6 +9,8 @@ their verifier compares.
 
 from __future__ import annotations
 
+TOOLS = [f"{__name__}:{name}" for name in ("add", "subtract", "multiply")]  # the three, as `tools:` names them
+
 
 def add(a: int, b: int) -> int:
     """Add two integers.

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from coevo.config import ConfigError
+from coevo.environments.calculator import TOOLS as CALCULATOR_TOOL_PATHS
 from coevo.environments.experts import CALCULATOR_TOOLS, calculator
 from coevo.model.bootstrap import bootstrap_policy, build_tiny_policy
 from coevo.model.checkpoint import load_policy, read_meta
@@ -24,13 +25,12 @@ from coevo.rollout.tools import parse_tool_call
 from ..rollout.test_episodes import episode_config
 
 GAME = "coevo.environments.guessing:GuessingGame"
-CALCULATOR = [f"coevo.environments.calculator:{name}" for name in ("add", "subtract", "multiply")]
 STEPS = 120
 
 
 def calculator_config(tmp_path, checkpoint=None, **overrides):
     settings = {
-        "tools": CALCULATOR,
+        "tools": CALCULATOR_TOOL_PATHS,
         "environment": {"factory": None},
         "bootstrap": {"tool_calls": {"steps": STEPS, "lr": 3e-3, "batch_size": 16}},
         "sampling": {"max_new_tokens": 80},  # characters: a calculator call is ~60
