@@ -106,7 +106,7 @@ def evaluate(
     from coevo.io import write_json
     from coevo.layout import RunLayout
     from coevo.model.checkpoint import load_policy, policy_version, read_meta
-    from coevo.prepare import load_without_verifier
+    from coevo.prepare import load_user_problems
     from coevo.rollout.engines import LIVE
     from coevo.stages.prepare import prepare_stage
     from coevo.stages.resume import latest_complete
@@ -129,7 +129,7 @@ def evaluate(
             "initial policy alone) makes one; or name a checkpoint directory, or pass the --params of another run"
         )
     test = (
-        load_without_verifier(cfg, problems) if problems else read_split(prepare_stage(cfg).test.path)
+        load_user_problems(cfg, problems) if problems else read_split(prepare_stage(cfg).test.path)
     )  # as `coevo prepare` writes it, any source
     bank_dir = layout.coevolver(newest) if coevolver == "latest" else coevolver
     context_for = load_coevolvers(bank_dir, cfg).context_for if bank_dir else None

@@ -58,13 +58,13 @@ def build_all_splits(cfg: Config) -> dict[str, pd.DataFrame]:
             list(problems.guess_levels), problems.n_train, problems.n_test, problems.n_val, cfg.seed
         )
     else:
-        test = load_without_verifier(cfg, problems.test_path) if problems.test_path else None
-        splits = user_splits(load_without_verifier(cfg, problems.path), test, cfg, report)
+        test = load_user_problems(cfg, problems.test_path) if problems.test_path else None
+        splits = user_splits(load_user_problems(cfg, problems.path), test, cfg, report)
     check_unseen(splits, f"problems.source={problems.source}")
     return {**splits, "report": report}
 
 
-def load_without_verifier(cfg: Config, path: str | Path) -> pd.DataFrame:
+def load_user_problems(cfg: Config, path: str | Path) -> pd.DataFrame:
     """A user's problem file, refused when it has no `answer` column (answer '') and `rewards:` has
     the built-in `verifier`, which judges a completion against it."""
     frame = load_problem_file(path)

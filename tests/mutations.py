@@ -743,7 +743,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "identity-counts-an-episode-run-as-an-earlier-one",
         "coevo/compare/spec.py",
-        '    if params.get("tools") or (params.get("environment") or {}).get("factory"):\n        return False\n',
+        '    if _runs_episodes(params):\n        return False\n',
         "",
         ("tests/compare/test_spec.py::test_episodes_keep_the_earlier_identity_only_where_no_episode_runs",),
     ),
@@ -1018,7 +1018,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "harness-turn-limit-identity-dropped-on-episodes",
         "coevo/compare/spec.py",
-        'if episodes and any(e["kind"] == "harness" for e in entries):',
+        'if _runs_episodes(params) and any(e["kind"] == "harness" for e in entries):',
         "if False:",
         (
             "tests/compare/test_spec.py::"

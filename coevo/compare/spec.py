@@ -431,10 +431,15 @@ def _without_dynamic_sampling(params: dict) -> bool:
     return True
 
 
+def _runs_episodes(params: dict) -> bool:
+    """Whether params sample episodes: tools or an environment class (`Config.episodes` on the dump)."""
+    return bool(params.get("tools") or (params.get("environment") or {}).get("factory"))
+
+
 def _without_episodes(params: dict) -> bool:
     """`tools` and `environment` dropped where no episode runs (every run made before they existed
     sampled one turn without tools)."""
-    if params.get("tools") or (params.get("environment") or {}).get("factory"):
+    if _runs_episodes(params):
         return False
     params.pop("tools", None)
     params.pop("environment", None)
@@ -480,8 +485,7 @@ def _without_harness_turns(params: dict) -> bool:
     """coevolver.harness.turn_limit_share and max_turns dropped where no harness runs on episodes (every
     run made before they existed; the turn limit is a knob only there)."""
     entries = _coevolver_entries(params)
-    episodes = params.get("tools") or (params.get("environment") or {}).get("factory")
-    if episodes and any(e["kind"] == "harness" for e in entries):
+    if _runs_episodes(params) and any(e["kind"] == "harness" for e in entries):
         return False
     for entry in entries:
         entry["harness"].pop("turn_limit_share", None)
