@@ -743,7 +743,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "identity-counts-an-episode-run-as-an-earlier-one",
         "coevo/compare/spec.py",
-        '    if _runs_episodes(params):\n        return False\n',
+        "    if _runs_episodes(params):\n        return False\n",
         "",
         ("tests/compare/test_spec.py::test_episodes_keep_the_earlier_identity_only_where_no_episode_runs",),
     ),
@@ -1042,6 +1042,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         'any(entry.function == "verifier" for entry in cfg.rewards)',
         "False",
         ("tests/test_malformed_inputs.py::test_malformed_input[problems-missing-column]",),
+    ),
+    Mutation(
+        "eval-loads-a-file-without-the-answers-check",
+        "coevo/api.py",
+        "load_user_problems(cfg, problems) if problems",
+        "__import__('coevo.problems.loader').problems.loader.load_problem_file(problems) if problems",
+        ("tests/test_cli.py::test_eval_of_a_file_without_answers_under_the_verifier_is_refused_naming_it",),
     ),
 )
 

@@ -38,6 +38,19 @@ def test_eval_json_reports_metrics_per_family(tmp_path, tiny_policy_dir):
     assert set(report["metrics"]) >= {"eval/acc", "eval/acc/add", "eval/acc/mul", "eval/pass@2"}
 
 
+def test_eval_of_a_file_without_answers_under_the_verifier_is_refused_naming_it(tmp_path, tiny_policy_dir):
+    """`coevo eval --problems` loads a user file as training does: without answers, the default
+    `rewards:` (the verifier) has nothing to judge by, and the file is named before any model loads."""
+    problems = tmp_path / "no-answers.jsonl"
+    problems.write_text('{"prompt": "2+2=", "solution": "4"}\n{"prompt": "3*3=", "solution": "9"}\n')
+    result = CliRunner().invoke(
+        app, ["eval", str(tiny_policy_dir), "--problems", str(problems), "--params", _params(tmp_path), "--json"]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"{problems}: field 'answer': missing column" in result.output
+    assert "without `verifier`" in result.output
+
+
 BAD_FILES = {
     "missing column": (
         '{"id": "a", "prompt": "1+1=", "answer": 2}\n{"id": "b", "prompt": "2+2="}\n',
