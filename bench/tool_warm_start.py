@@ -8,13 +8,15 @@ frontier mix's 2-3 digit sub and mul cells are counted: calls made, calls that r
 verifier passes. Against the same problems asked without tools, of the model as imported.
 
     coevo import-model smollm2-135m-instruct --out models/smollm2-135m-instruct
-    .venv/bin/python bench/tool_warm_start.py --steps 60 --out bench/results/tool-warm-start.json
+    .venv/bin/python bench/tool_warm_start.py --steps 60 --out bench/results/tool-warm-start.json \
+        --keep models/smollm2-tools   # the warm-started checkpoint, for RL with tools to start from
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--keep", type=Path, help="copy the warm-started checkpoint here (replacing it)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,6 +101,12 @@ def main() -> None:
         bootstrap_policy(tooled, train)
         report = read_meta(tooled.bootstrap_dir)["tool_warm_start"]
         warm = held_out(HFEngine(load_policy(tooled.bootstrap_dir, "cpu")), tooled, test)
+        if args.keep:
+            staged = args.keep.with_name(args.keep.name + ".partial")
+            shutil.rmtree(staged, ignore_errors=True)
+            shutil.copytree(tooled.bootstrap_dir, staged)
+            shutil.rmtree(args.keep, ignore_errors=True)
+            staged.rename(args.keep)
     found = {
         "settings": vars(args) | {"out": str(args.out)},
         "warm_start": report,

@@ -155,6 +155,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        "warm-started-start-never-checked",
+        "coevo/stages/prepare.py",
+        '    check_unseen_by_start(cfg, {name: pd.read_parquet(paths[name]) for name in SPLITS if name != "train"})\n',
+        "",
+        (
+            "tests/model/test_tool_warm_start.py::"
+            "test_a_run_is_refused_held_out_problems_its_starting_checkpoint_was_warm_started_on",
+        ),
+    ),
+    Mutation(
+        "warm-start-record-not-carried",
+        "coevo/model/bootstrap.py",
+        "        trained_on |= set(read_meta(cfg.policy.checkpoint).get(TRAINED_ON, []))\n",
+        "",
+        (
+            "tests/model/test_tool_warm_start.py::"
+            "test_a_run_is_refused_held_out_problems_its_starting_checkpoint_was_warm_started_on",
+        ),
+    ),
+    Mutation(
         "orphan-temporaries-kept",
         "coevo/loop.py",
         "    remove_orphans(cfg)  # temporary directories",

@@ -37,10 +37,12 @@ from coevo.code.warm_start import CODE_WARM_START_SETTINGS, code_warm_start_prob
 from coevo.config import Config
 from coevo.io import hash_file
 from coevo.model.checkpoint import (
+    META,
     DamagedCheckpointError,
     Policy,
     linkable_weights,
     load_policy,
+    read_meta,
     resolve_device,
     save_checkpoint,
 )
@@ -51,9 +53,11 @@ from coevo.model.supervised import BootstrapReport, bootstrap_steps
 from coevo.model.tokenizer import build_char_tokenizer
 from coevo.model.tool_warm_start import tool_warm_start
 from coevo.problems.arithmetic import FAMILIES
+from coevo.problems.heldout import digests_of, seen_in
 from coevo.registry import Registry
 
 SYMBOLS = {family: symbol for family, (symbol, _) in FAMILIES.items()}
+TRAINED_ON = "trained_on"  # coevo.json: digests of the problems a warm start fine-tuned the checkpoint on
 
 
 def build_tiny_policy(cfg: Config) -> Policy:
@@ -186,14 +190,17 @@ def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None =
     loaded: coevo/model/checkpoint.py; an imported one first checked against its import record), else
     the tiny default warm-started as problems.source calls for (`warm_start_for`).
 
-    `extra_meta` (e.g. the lineage record) is stored in the checkpoint's coevo.json.
+    `extra_meta` (e.g. the lineage record) is stored in the checkpoint's coevo.json, and so is
+    `trained_on` (`TRAINED_ON`): the digests of the problems any warm start fine-tuned it on, the
+    source checkpoint's included, which a run starting from it is checked against (`check_unseen_by_start`).
     """
-    reused = None
+    reused, trained_on = None, set()
     if cfg.policy.checkpoint is not None:
         check_source(cfg.policy.checkpoint)
         policy = load_policy(cfg.policy.checkpoint, cfg.policy.device, cfg.policy.dtype)
         meta = {"iteration": 0, "source": str(cfg.policy.checkpoint), "parent": None}
         reused = linkable_weights(cfg.policy.checkpoint, policy.model)  # copied as is when it is the model
+        trained_on |= set(read_meta(cfg.policy.checkpoint).get(TRAINED_ON, []))
     else:
         if (warm_start := warm_start_for(cfg)) is None:
             raise ValueError(
@@ -206,10 +213,34 @@ def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None =
     if cfg.bootstrap.tool_calls.steps:
         meta["tool_warm_start"] = asdict(tool_warm_start(policy, train, cfg))
         reused = None  # fine-tuned: no longer the user's weights
+    if cfg.policy.checkpoint is None or cfg.bootstrap.tool_calls.steps:  # a warm start fine-tuned it on `train`
+        trained_on |= set(digests_of(train))
+    if trained_on:
+        meta[TRAINED_ON] = sorted(trained_on)
     meta.update(extra_meta or {})
     version = save_checkpoint(cfg.bootstrap_dir, policy, meta, weights_from=reused)
     policy.path = cfg.bootstrap_dir
     return policy, {**meta, "weights_sha256": version}
+
+
+def check_unseen_by_start(cfg: Config, held: dict[str, pd.DataFrame]) -> None:
+    """Refuse held-out splits (`held`: name -> problems frame) holding a problem `policy.checkpoint`
+    was fine-tuned on by a warm start (its coevo.json's `trained_on`): a checkpoint warm-started on
+    one seed's training split, started from by a run of another seed, would be tested on what it
+    learned."""
+    if cfg.policy.checkpoint is None:
+        return
+    trained_on = read_meta(cfg.policy.checkpoint).get(TRAINED_ON, [])
+    for name, frame in held.items():
+        hits = seen_in(trained_on, frame)
+        if len(hits):
+            shown = ", ".join(f"{h.id} {str(h.prompt).strip()[:40]!r}" for h in hits.head(3).itertuples())
+            raise ValueError(
+                f"policy.checkpoint {cfg.policy.checkpoint}: a warm start fine-tuned it on {len(hits)} of this run's "
+                f"{name} problems ({shown}; {META} lists them as `{TRAINED_ON}`); held-out splits must be unseen: "
+                "warm-start in the run itself (bootstrap.tool_calls, from a checkpoint no warm start trained) or "
+                "on problems no held-out split of the run holds"
+            )
 
 
 def check_source(source: str | Path) -> None:

@@ -12,12 +12,18 @@ A held-out problem (validation or test) is *unseen* when no training problem has
 The arithmetic generator and the splitters (coevo/problems/arithmetic.py, loader.py, coevo/code/)
 hold out by these keys; `overlap` checks any pair of frames independently of how they were made,
 and `prepare` (coevo/prepare.py) refuses to write splits it finds overlapping.
+
+A checkpoint a warm start fine-tuned records the keys of the problems it was fine-tuned on, as short
+digests (`digests_of`), so a later run starting from it (another seed draws other splits) is checked
+too: `seen_in` finds its held-out problems among them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Collection
 
 import pandas as pd
 
@@ -86,6 +92,21 @@ def overlap(train: pd.DataFrame, held: pd.DataFrame) -> pd.DataFrame:
     hits = [(i, first[key]) for i, key in enumerate(keys_of(held)) if key in first]
     out = held.iloc[[i for i, _ in hits]].reset_index(drop=True)
     return out.assign(train_id=[pid for _, pid in hits])
+
+
+def digests_of(frame: pd.DataFrame) -> list[str]:
+    """The distinct content keys of `frame`'s rows as sorted 16-hex-digit digests (of the key's JSON)."""
+    return sorted({_digest(key) for key in keys_of(frame)})
+
+
+def seen_in(digests: Collection[str], held: pd.DataFrame) -> pd.DataFrame:
+    """Rows of `held` whose content key is among `digests` (as `digests_of` writes them)."""
+    found = set(digests)
+    return held[[_digest(key) in found for key in keys_of(held)]].reset_index(drop=True)
+
+
+def _digest(key: tuple) -> str:
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
 
 
 def check_unseen(splits: dict[str, pd.DataFrame], source: str) -> None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import warnings
 
+import pandas as pd
+
 from coevo.code.sources import CODE_SOURCES
 from coevo.coevolvers.composite import build_coevolvers, check_coevolvers
 from coevo.config import Config
 from coevo.io import hash_bytes, hash_file
 from coevo.layout import RunLayout
-from coevo.model.bootstrap import bootstrap_policy, check_targets, warm_start_for
+from coevo.model.bootstrap import bootstrap_policy, check_targets, check_unseen_by_start, warm_start_for
 from coevo.model.cache import keep_policy
 from coevo.model.checkpoint import DamagedCheckpointError, damaged_files, read_meta
 from coevo.prepare import build_all_splits, prepare_problems
@@ -44,6 +46,7 @@ def prepare_stage(cfg: Config) -> Splits:
     if cfg.problems.source in CODE_SOURCES:
         check_rewards(cfg, train)
     paths = {name: cfg.problems.data_dir / f"{name}.parquet" for name in SPLITS}
+    check_unseen_by_start(cfg, {name: pd.read_parquet(paths[name]) for name in SPLITS if name != "train"})
     check_roles(train, cfg.rollout.roles, str(paths["train"]))  # the tester of an arithmetic problem stops here
     written = {name: Artifact(str(path), hash_file(path)) for name, path in paths.items()}
     return Splits(**written, dvc_md5=dvc_dir_md5(cfg.problems.data_dir))

@@ -11,12 +11,13 @@ import torch
 from coevo.config import ConfigError
 from coevo.environments.calculator import TOOLS as CALCULATOR_TOOL_PATHS
 from coevo.environments.experts import CALCULATOR_TOOLS, calculator
-from coevo.model.bootstrap import bootstrap_policy, build_tiny_policy
+from coevo.model.bootstrap import TRAINED_ON, bootstrap_policy, build_tiny_policy
 from coevo.model.checkpoint import load_policy, read_meta
 from coevo.model.supervised import sequence_nll
 from coevo.model.tokenizer import TOOL_CHAT_TEMPLATE
 from coevo.model.tool_warm_start import demonstration, tool_warm_start
 from coevo.prepare import prepare_problems
+from coevo.problems.heldout import digests_of
 from coevo.problems.proposer import parse_question
 from coevo.rollout.engines.hf import HFEngine
 from coevo.rollout.episodes import renderer_for, sample
@@ -92,6 +93,31 @@ def test_checkpoint_0_is_the_checkpoint_fine_tuned_to_call_the_calculator(tmp_pa
         for path in (untrained, cfg.bootstrap_dir)
     }
     assert sum(called[str(untrained)]) == 0 and sum(called[str(cfg.bootstrap_dir)]) >= len(rows) // 2
+
+
+def test_a_run_is_refused_held_out_problems_its_starting_checkpoint_was_warm_started_on(tmp_path, untrained):
+    """The warm start records the problems it fine-tuned on (digests of their content keys); a run of
+    another seed started from that checkpoint draws other splits, some of whose held-out problems the
+    warm start trained on, and its prepare stage refuses, naming the checkpoint and a problem. A run
+    of the warm start's own seed (its held-out splits unseen by construction) starts, and its
+    checkpoint 0 carries the record on."""
+    from coevo.stages.prepare import prepare_stage
+
+    once = {"tool_calls": {"steps": 1, "lr": 3e-3, "batch_size": 2}}
+    cfg = calculator_config(tmp_path / "warm", untrained, bootstrap=once)
+    train, _ = prepare_problems(cfg)
+    bootstrap_policy(cfg, train)
+    assert read_meta(cfg.bootstrap_dir)[TRAINED_ON] == digests_of(train)
+    assert TRAINED_ON not in read_meta(untrained)  # a checkpoint no warm start trained records nothing
+
+    no_warm_start = {"tool_calls": {"steps": 0}}
+    other = calculator_config(tmp_path / "other", cfg.bootstrap_dir, bootstrap=no_warm_start, seed=1)
+    with pytest.raises(ValueError, match=r"a warm start fine-tuned it on \d+ of this run's val problems \(v-"):
+        prepare_stage(other)
+    same = calculator_config(tmp_path / "same", cfg.bootstrap_dir, bootstrap=no_warm_start)
+    prepare_stage(same)
+    bootstrap_policy(same, prepare_problems(same)[0])
+    assert read_meta(same.bootstrap_dir)[TRAINED_ON] == digests_of(train)
 
 
 def test_tool_calls_without_tools_or_without_a_built_in_expert_are_refused(tmp_path, untrained):
