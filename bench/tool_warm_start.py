@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--keep", type=Path, help="copy the warm-started checkpoint here (replacing it)")
+    parser.add_argument("--checkpoint", type=Path, help="a checkpoint --keep wrote: measure it, do not warm-start")
     args = parser.parse_args()
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,17 +99,19 @@ def main() -> None:
         tooled = config(work / "tools", True, args.steps, args.lr, args.batch)
         train, test_again = prepare_problems(tooled)
         assert test_again["id"].tolist() == test["id"].tolist()  # the same held-out problems
-        bootstrap_policy(tooled, train)
-        report = read_meta(tooled.bootstrap_dir)["tool_warm_start"]
-        warm = held_out(HFEngine(load_policy(tooled.bootstrap_dir, "cpu")), tooled, test)
-        if args.keep:
+        if args.checkpoint is None:
+            bootstrap_policy(tooled, train)
+        warmed = args.checkpoint or tooled.bootstrap_dir
+        report = read_meta(warmed)["tool_warm_start"]
+        warm = held_out(HFEngine(load_policy(warmed, "cpu")), tooled, test)
+        if args.keep and args.checkpoint is None:
             staged = args.keep.with_name(args.keep.name + ".partial")
             shutil.rmtree(staged, ignore_errors=True)
             shutil.copytree(tooled.bootstrap_dir, staged)
             shutil.rmtree(args.keep, ignore_errors=True)
             staged.rename(args.keep)
     found = {
-        "settings": vars(args) | {"out": str(args.out)},
+        "settings": {name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()},
         "warm_start": report,
         "imported, no tools": imported,
         "warm-started, calculator": warm,
