@@ -127,10 +127,16 @@ def trained_inputs():
 
 
 def templated_copy(src: Path, dst: Path) -> Path:
+    """`src` with a chat template, standing for a user's chat model: the record of the problems the
+    tiny policy's own warm start trained on (coevo.json `trained_on`) is not carried, as a model
+    from elsewhere has none, so a run on other problems is not refused for overlapping them."""
     shutil.copytree(src, dst)
     config = json.loads((dst / "tokenizer_config.json").read_text())
     config["chat_template"] = TEMPLATE
     (dst / "tokenizer_config.json").write_text(json.dumps(config))
+    meta = json.loads((dst / "coevo.json").read_text())
+    meta.pop("trained_on", None)
+    (dst / "coevo.json").write_text(json.dumps(meta))
     return dst
 
 
