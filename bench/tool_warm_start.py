@@ -8,7 +8,7 @@ frontier mix's 2-3 digit sub and mul cells are counted: calls made, calls that r
 verifier passes. Against the same problems asked without tools, of the model as imported.
 
     coevo import-model smollm2-135m-instruct --out models/smollm2-135m-instruct
-    .venv/bin/python bench/tool_warm_start.py --steps 60 --out bench/results/tool-warm-start.json \
+    .venv/bin/python bench/tool_warm_start.py --steps 40 --out bench/results/tool-warm-start.json \
         --keep models/smollm2-tools   # the warm-started checkpoint, for RL with tools to start from
 """
 
