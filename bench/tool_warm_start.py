@@ -27,7 +27,7 @@ import yaml
 from coevo.config import Config, deep_merge
 from coevo.environments.calculator import TOOLS as CALCULATOR_TOOL_PATHS
 from coevo.evaluation import judged
-from coevo.io import write_text
+from coevo.io import atomic_path, write_text
 from coevo.model.bootstrap import bootstrap_policy
 from coevo.model.checkpoint import load_policy, read_meta
 from coevo.prepare import prepare_problems
@@ -105,11 +105,8 @@ def main() -> None:
         report = read_meta(warmed)["tool_warm_start"]
         warm = held_out(HFEngine(load_policy(warmed, "cpu")), tooled, test)
         if args.keep and args.checkpoint is None:
-            staged = args.keep.with_name(args.keep.name + ".partial")
-            shutil.rmtree(staged, ignore_errors=True)
-            shutil.copytree(tooled.bootstrap_dir, staged)
-            shutil.rmtree(args.keep, ignore_errors=True)
-            staged.rename(args.keep)
+            with atomic_path(args.keep, is_dir=True) as staged:
+                shutil.copytree(tooled.bootstrap_dir, staged, dirs_exist_ok=True)
     found = {
         "settings": {name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()},
         "warm_start": report,

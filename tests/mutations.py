@@ -157,7 +157,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "warm-started-start-never-checked",
         "coevo/stages/prepare.py",
-        '    check_unseen_by_start(cfg, {name: pd.read_parquet(paths[name]) for name in SPLITS if name != "train"})\n',
+        '    check_unseen_by_start(cfg, {name: path for name, path in paths.items() if name != "train"})\n',
         "",
         (
             "tests/model/test_tool_warm_start.py::"

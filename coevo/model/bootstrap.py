@@ -55,6 +55,7 @@ from coevo.model.tool_warm_start import tool_warm_start
 from coevo.problems.arithmetic import FAMILIES
 from coevo.problems.heldout import digests_of, seen_in
 from coevo.registry import Registry
+from schemas.problems import read_problems
 
 SYMBOLS = {family: symbol for family, (symbol, _) in FAMILIES.items()}
 TRAINED_ON = "trained_on"  # coevo.json: digests of the problems a warm start fine-tuned the checkpoint on
@@ -223,16 +224,16 @@ def bootstrap_policy(cfg: Config, train: pd.DataFrame, extra_meta: dict | None =
     return policy, {**meta, "weights_sha256": version}
 
 
-def check_unseen_by_start(cfg: Config, held: dict[str, pd.DataFrame]) -> None:
-    """Refuse held-out splits (`held`: name -> problems frame) holding a problem `policy.checkpoint`
+def check_unseen_by_start(cfg: Config, held: dict[str, Path]) -> None:
+    """Refuse held-out splits (`held`: name -> problems split file) holding a problem `policy.checkpoint`
     was fine-tuned on by a warm start (its coevo.json's `trained_on`): a checkpoint warm-started on
     one seed's training split, started from by a run of another seed, would be tested on what it
-    learned."""
-    if cfg.policy.checkpoint is None:
+    learned. A checkpoint without that record (every imported model) reads no split."""
+    trained_on = read_meta(cfg.policy.checkpoint).get(TRAINED_ON) if cfg.policy.checkpoint is not None else None
+    if not trained_on:
         return
-    trained_on = read_meta(cfg.policy.checkpoint).get(TRAINED_ON, [])
-    for name, frame in held.items():
-        hits = seen_in(trained_on, frame)
+    for name, path in held.items():
+        hits = seen_in(trained_on, read_problems(path))
         if len(hits):
             shown = ", ".join(f"{h.id} {str(h.prompt).strip()[:40]!r}" for h in hits.head(3).itertuples())
             raise ValueError(

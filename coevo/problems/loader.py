@@ -335,7 +335,10 @@ def _normalise_record(record: dict) -> tuple[dict, list[tuple[str, str]]]:
             problems.append((field, f"wrong type {_type_name(value)} (expected int or str)"))
         elif field in record and not str(value).strip():
             problems.append((field, f"empty {field}"))
-        values[field] = str(value) if field in record else None if field == "id" else ""
+        if field in record:
+            values[field] = str(value)
+        else:  # no id: the row index (set by the caller); no answer: '' (judged by the run's reward functions)
+            values[field] = None if field == "id" else ""
     if MESSAGES in record:
         problems += [(MESSAGES, problem) for problem in validate_messages(record[MESSAGES])]
     for field in ("prompt", "family"):

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import warnings
 
-import pandas as pd
-
 from coevo.code.sources import CODE_SOURCES
 from coevo.coevolvers.composite import build_coevolvers, check_coevolvers
 from coevo.config import Config
@@ -46,7 +44,7 @@ def prepare_stage(cfg: Config) -> Splits:
     if cfg.problems.source in CODE_SOURCES:
         check_rewards(cfg, train)
     paths = {name: cfg.problems.data_dir / f"{name}.parquet" for name in SPLITS}
-    check_unseen_by_start(cfg, {name: pd.read_parquet(paths[name]) for name in SPLITS if name != "train"})
+    check_unseen_by_start(cfg, {name: path for name, path in paths.items() if name != "train"})
     check_roles(train, cfg.rollout.roles, str(paths["train"]))  # the tester of an arithmetic problem stops here
     written = {name: Artifact(str(path), hash_file(path)) for name, path in paths.items()}
     return Splits(**written, dvc_md5=dvc_dir_md5(cfg.problems.data_dir))
