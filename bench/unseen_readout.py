@@ -20,21 +20,20 @@ import json
 import tempfile
 from pathlib import Path
 
-import pandas as pd
-
 from coevo.compare.runs import MARKER
 from coevo.compare.spec import arm_config, load_spec
 from coevo.compare.table import build_table, markdown
 from coevo.prepare import prepare_problems
 from coevo.problems.heldout import digests_of, seen_in
+from schemas.problems import read_problems
 
 
 def unseen_ids(spec, seed: int, trained: list[str], work: Path) -> set[str]:
     """Test and validation ids of `seed`'s splits (the reference arm's config) whose problem is not
     among `trained`."""
     cfg = arm_config(spec, spec.arm(spec.reference), seed, work / f"seed{seed}")
-    prepare_problems(cfg)
-    held = [pd.read_parquet(cfg.problems.data_dir / f"{name}.parquet") for name in ("test", "val")]
+    _, test = prepare_problems(cfg)
+    held = [test, read_problems(cfg.problems.data_dir / "val.parquet")]
     return {pid for frame in held for pid in set(frame["id"]) - set(seen_in(trained, frame)["id"])}
 
 
